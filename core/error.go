@@ -1,0 +1,59 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. The HTTP layer maps each to one status.
+const (
+	EInvalid         = "invalid_request"  // malformed or contradictory input
+	ETooLarge        = "body_too_large"   // request body over the limit
+	EUnauthorized    = "unauthorized"     // no or bad admit token
+	ETokenExpired    = "token_expired"    // admit token past its exp
+	EWrongEvent      = "wrong_event"      // token admits to another event
+	EForbidden       = "forbidden"        // not the hold's owner
+	ENotFound        = "not_found"        // no such event or hold
+	ESeatsTaken      = "seats_taken"      // some seat is held, booked or unknown
+	ESoldOut         = "sold_out"         // not enough GA tickets or band seats
+	ELimitExceeded   = "limit_exceeded"   // the account would pass its limit
+	EHoldExpired     = "hold_expired"     // the hold is no longer valid
+	EHoldNotActive   = "hold_not_active"  // released, expired or booked already
+	EAlreadyExtended = "already_extended" // the one extension is used
+	EVersionMismatch = "version_mismatch" // If-Match names another version
+	EUnavailable     = "unavailable"      // database unreachable: fail closed
+	EInternal        = "internal"         // a bug
+)
+
+// Error is a failure a client is told about. Detail carries extra fields for
+// the JSON body (the taken seats, the limit, ...).
+type Error struct {
+	Code    string
+	Message string
+	Detail  map[string]any
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// With adds a detail field and returns e.
+func (e *Error) With(key string, v any) *Error {
+	if e.Detail == nil {
+		e.Detail = make(map[string]any)
+	}
+	e.Detail[key] = v
+	return e
+}
+
+// ErrorCode returns the code of the *Error in err's chain, or EInternal.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EInternal
+}

@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/seed"
+)
+
+// CreateEvent creates an event on its layout's venue (created when new),
+// with its price bands and either one row per seat or a GA counter, in one
+// transaction. Seats are copied in with COPY: 40,000 rows take well under a second.
+func (db *DB) CreateEvent(ctx context.Context, s seed.EventSpec) (int64, error) {
+	l := s.Layout
+	if l == nil {
+		return 0, core.Errorf(core.EInvalid, "event %q has no layout", s.Name)
+	}
+	if s.MaxPerAccount == 0 {
+		s.MaxPerAccount = 6
+	}
+	if s.HoldSeconds == 0 {
+		s.HoldSeconds = 480
+	}
+	tz := l.Venue.Timezone
+	if tz == "" {
+		tz = "Asia/Kolkata"
+	}
+	var id int64
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		var venue int64
+		err := tx.QueryRow(ctx, `
+INSERT INTO venues (name, city, timezone) VALUES ($1, $2, $3)
+ON CONFLICT (name, city) DO UPDATE SET timezone = EXCLUDED.timezone
+RETURNING id`, l.Venue.Name, l.Venue.City, tz).Scan(&venue)
+		if err != nil {
+			return fmt.Errorf("venue: %w", err)
+		}
+		err = tx.QueryRow(ctx, `
+INSERT INTO events (venue_id, name, kind, starts_at, onsale_at, seated, capacity, max_per_account, hold_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+			venue, s.Name, s.Kind, s.StartsAt, s.OnsaleAt, l.Seated(), l.Capacity(), s.MaxPerAccount, s.HoldSeconds).Scan(&id)
+		if err != nil {
+			return fmt.Errorf("event: %w", err)
+		}
+		for _, b := range l.Bands {
+			if _, err := tx.Exec(ctx, `INSERT INTO price_bands (event_id, code, name, price_paise) VALUES ($1, $2, $3, $4)`,
+				id, b.Code, b.Name, b.PricePaise); err != nil {
+				return fmt.Errorf("band %s: %w", b.Code, err)
+			}
+		}
+		if !l.Seated() {
+			_, err := tx.Exec(ctx, `INSERT INTO ga_inventory (event_id, band, capacity, remaining) VALUES ($1, $2, $3, $3)`,
+				id, l.GeneralAdmission.Band, l.GeneralAdmission.Capacity)
+			return err
+		}
+		seats := l.Seats()
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"seats"},
+			[]string{"event_id", "seat_id", "pos", "section", "row_label", "row_no", "number", "band"},
+			pgx.CopyFromSlice(len(seats), func(i int) ([]any, error) {
+				s := seats[i]
+				return []any{id, s.ID, s.Pos, s.Section, s.Row, s.RowNo, s.Number, s.Band}, nil
+			}))
+		if err != nil {
+			return fmt.Errorf("seats: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, translate(fmt.Errorf("create event %q: %w", s.Name, err))
+	}
+	return id, nil
+}
+
+const eventColumns = `
+SELECT e.id, e.name, e.kind, e.starts_at, e.onsale_at, e.seated, e.capacity, e.max_per_account, e.hold_seconds,
+       v.id, v.name, v.city, v.timezone,
+       coalesce((SELECT json_agg(json_build_object('code', b.code, 'name', b.name, 'price_paise', b.price_paise)
+                                 ORDER BY b.price_paise DESC)
+                   FROM price_bands b WHERE b.event_id = e.id), '[]')
+  FROM events e JOIN venues v ON v.id = e.venue_id`
+
+func scanEvent(row pgx.Row) (*core.Event, error) {
+	var e core.Event
+	err := row.Scan(&e.ID, &e.Name, &e.Kind, &e.StartsAt, &e.OnsaleAt, &e.Seated, &e.Capacity, &e.MaxPerAccount, &e.HoldSeconds,
+		&e.Venue.ID, &e.Venue.Name, &e.Venue.City, &e.Venue.Timezone, &e.Bands)
+	return &e, err
+}
+
+// Events lists events matching f, soonest first (at most 500).
+func (db *DB) Events(ctx context.Context, f core.EventFilter) ([]core.Event, error) {
+	var date *string
+	if !f.Date.IsZero() {
+		d := f.Date.Format(time.DateOnly)
+		date = &d
+	}
+	rows, err := db.pool.Query(ctx, eventColumns+`
+ WHERE ($1::text IS NULL OR lower(v.city) = lower($1))
+   AND ($2::date IS NULL OR (e.starts_at AT TIME ZONE v.timezone)::date = $2::date)
+   AND ($3::text IS NULL OR e.kind = $3)
+ ORDER BY e.starts_at, e.id
+ LIMIT 500`, nullable(f.City), date, nullable(f.Kind))
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	events := []core.Event{}
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, translate(err)
+		}
+		events = append(events, *e)
+	}
+	return events, translate(rows.Err())
+}
+
+// Event returns one event, or ENotFound.
+func (db *DB) Event(ctx context.Context, id int64) (*core.Event, error) {
+	e, err := scanEvent(db.pool.QueryRow(ctx, eventColumns+` WHERE e.id = $1`, id))
+	if err == pgx.ErrNoRows {
+		return nil, core.Errorf(core.ENotFound, "no event %d", id)
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	return e, nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// eventInfo is what the hold path needs to know about an event. It changes
+// rarely, so it is cached for eventTTL instead of read on every hold.
+type eventInfo struct {
+	seated        bool
+	maxPerAccount int
+	holdSeconds   int
+	fetched       time.Time
+}
+
+const eventTTL = 5 * time.Second
+
+func (db *DB) eventInfo(ctx context.Context, id int64) (eventInfo, error) {
+	now := time.Now()
+	db.mu.Lock()
+	ei, ok := db.events[id]
+	db.mu.Unlock()
+	if ok && now.Sub(ei.fetched) < eventTTL {
+		return ei, nil
+	}
+	err := db.pool.QueryRow(ctx, `SELECT seated, max_per_account, hold_seconds FROM events WHERE id = $1`, id).
+		Scan(&ei.seated, &ei.maxPerAccount, &ei.holdSeconds)
+	if err == pgx.ErrNoRows {
+		return ei, core.Errorf(core.ENotFound, "no event %d", id)
+	}
+	if err != nil {
+		return ei, translate(err)
+	}
+	ei.fetched = now
+	db.mu.Lock()
+	db.events[id] = ei
+	db.mu.Unlock()
+	return ei, nil
+}

@@ -1,0 +1,389 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onsale/onsale/core"
+)
+
+// holdSeatsSQL holds a group of seats in one statement, all or nothing.
+// The UPDATE claims every listed seat that is free (or held by an expired
+// hold: lazy expiry); the INSERT records the hold with claimed = the number
+// of rows the UPDATE changed, and the holds_all_claimed CHECK refuses a
+// partial claim, which aborts the statement and undoes every seat it
+// changed. The account's counter rises in the same statement, and its CHECK
+// refuses passing the limit. Concurrent claims of one seat serialize on its
+// row; the loser re-evaluates the WHERE against the winner's row and claims
+// nothing.
+//
+// $1 event, $2 account, $3 hold id, $4 quantity (the deduplicated seat
+// count), $5 ticket limit, $6 hold seconds, $7 seat ids (sorted, distinct).
+const holdSeatsSQL = `
+WITH account AS (
+    INSERT INTO account_tickets AS a (event_id, account, tickets, max_tickets)
+    VALUES ($1, $2, $4, $5)
+    ON CONFLICT (event_id, account) DO UPDATE
+       SET tickets = a.tickets + EXCLUDED.tickets, max_tickets = EXCLUDED.max_tickets
+), held AS (
+    UPDATE seats
+       SET status = 'HELD', hold_id = $3, hold_until = now() + make_interval(secs => $6),
+           booking_id = NULL, version = version + 1
+     WHERE event_id = $1 AND seat_id = ANY ($7::text[])
+       AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_until < now()))
+    RETURNING seat_id
+)
+INSERT INTO holds (id, event_id, account, seat_ids, quantity, claimed, expires_at)
+SELECT $3, $1, $2, coalesce(array_agg(seat_id ORDER BY seat_id), '{}'), $4, count(*),
+       now() + make_interval(secs => $6)
+  FROM held
+RETURNING version, expires_at, created_at`
+
+// holdGASQL is holdSeatsSQL for general admission: the counter's WHERE
+// refuses to go below zero, and a refused decrement claims nothing.
+const holdGASQL = `
+WITH account AS (
+    INSERT INTO account_tickets AS a (event_id, account, tickets, max_tickets)
+    VALUES ($1, $2, $4, $5)
+    ON CONFLICT (event_id, account) DO UPDATE
+       SET tickets = a.tickets + EXCLUDED.tickets, max_tickets = EXCLUDED.max_tickets
+), ga AS (
+    UPDATE ga_inventory SET remaining = remaining - $4
+     WHERE event_id = $1 AND remaining >= $4
+    RETURNING remaining
+)
+INSERT INTO holds (id, event_id, account, quantity, claimed, expires_at)
+SELECT $3, $1, $2, $4, $4 * count(*), now() + make_interval(secs => $6)
+  FROM ga
+RETURNING version, expires_at, created_at`
+
+// takenSeatsSQL names, after a failed hold, the seats that are not free:
+// held, booked, or not in the event at all.
+const takenSeatsSQL = `
+SELECT want.id, s.seat_id IS NULL
+  FROM unnest($2::text[]) AS want (id)
+  LEFT JOIN seats s ON s.event_id = $1 AND s.seat_id = want.id
+ WHERE s.seat_id IS NULL
+    OR NOT (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_until < now()))
+ ORDER BY want.id`
+
+// CreateHold holds seats, best-available seats or GA tickets for an account.
+// It fails with ESeatsTaken (naming the seats), ESoldOut, ELimitExceeded,
+// ENotFound (no event), EInvalid (a request that does not fit the event) or
+// EUnavailable.
+func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, error) {
+	if err := p.Request.Validate(); err != nil {
+		return nil, err
+	}
+	ev, err := db.eventInfo(ctx, p.EventID)
+	if err != nil {
+		return nil, err
+	}
+	limit := ev.maxPerAccount
+	if p.Limit > 0 && p.Limit < limit {
+		limit = p.Limit
+	}
+	r := p.Request
+	switch {
+	case ev.seated && r.Quantity > 0:
+		return nil, core.Errorf(core.EInvalid, "event %d has numbered seats: ask for seats or best_available", p.EventID)
+	case !ev.seated && r.Quantity == 0:
+		return nil, core.Errorf(core.EInvalid, "event %d is general admission: ask for a quantity", p.EventID)
+	case r.BestAvailable != nil:
+		return db.holdBestAvailable(ctx, p, ev, limit)
+	case r.Quantity > 0:
+		return db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdGA(ctx, p, ev, limit) })
+	}
+	seats := slices.Clone(r.Seats)
+	slices.Sort(seats)
+	seats = slices.Compact(seats)
+	return db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats) })
+}
+
+// retryOverLimit runs hold once more after a limit refusal when the account
+// had expired holds not yet swept: their tickets count until they are
+// returned, and returning them early is what the fan expects.
+func (db *DB) retryOverLimit(ctx context.Context, p core.HoldParams, hold func() (*core.Hold, error)) (*core.Hold, error) {
+	h, err := hold()
+	if core.ErrorCode(err) != core.ELimitExceeded {
+		return h, err
+	}
+	n, serr := db.sweep(ctx, sweepAccountSQL, p.EventID, p.Account)
+	if serr != nil || n.Holds == 0 {
+		return nil, err
+	}
+	return hold()
+}
+
+func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, limit int, seats []string) (*core.Hold, error) {
+	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: seats, Quantity: len(seats), Status: core.HoldActive}
+	err := db.pool.QueryRow(ctx, holdSeatsSQL, p.EventID, p.Account, h.ID, len(seats), limit, ev.holdSeconds, seats).
+		Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt)
+	switch constraint(err) {
+	case "":
+	case "holds_all_claimed":
+		return nil, db.seatsTaken(ctx, p.EventID, seats)
+	case "account_tickets_within_limit":
+		return nil, db.limitExceeded(ctx, p.EventID, p.Account, limit, len(seats))
+	}
+	if err != nil {
+		if terr := translate(err); core.ErrorCode(terr) == core.ESeatsTaken {
+			return nil, db.seatsTaken(ctx, p.EventID, seats)
+		} else {
+			return nil, terr
+		}
+	}
+	return h, nil
+}
+
+func (db *DB) holdGA(ctx context.Context, p core.HoldParams, ev eventInfo, limit int) (*core.Hold, error) {
+	n := p.Request.Quantity
+	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: []string{}, Quantity: n, Status: core.HoldActive}
+	err := db.pool.QueryRow(ctx, holdGASQL, p.EventID, p.Account, h.ID, n, limit, ev.holdSeconds).
+		Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt)
+	switch constraint(err) {
+	case "":
+	case "holds_all_claimed":
+		var remaining int
+		if err := db.pool.QueryRow(ctx, `SELECT remaining FROM ga_inventory WHERE event_id = $1`, p.EventID).Scan(&remaining); err != nil {
+			return nil, translate(err)
+		}
+		return nil, core.Errorf(core.ESoldOut, "only %d tickets left", remaining).With("remaining", remaining)
+	case "account_tickets_within_limit":
+		return nil, db.limitExceeded(ctx, p.EventID, p.Account, limit, n)
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	return h, nil
+}
+
+func (db *DB) seatsTaken(ctx context.Context, event int64, seats []string) error {
+	rows, err := db.pool.Query(ctx, takenSeatsSQL, event, seats)
+	if err != nil {
+		return translate(err)
+	}
+	taken, unknown := []string{}, []string{}
+	for rows.Next() {
+		var id string
+		var missing bool
+		if err := rows.Scan(&id, &missing); err != nil {
+			return translate(err)
+		}
+		if missing {
+			unknown = append(unknown, id)
+		} else {
+			taken = append(taken, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return translate(err)
+	}
+	e := core.Errorf(core.ESeatsTaken, "%d of the seats are no longer available", len(taken)+len(unknown)).
+		With("seats", append(taken, unknown...))
+	if len(unknown) > 0 {
+		e.With("unknown_seats", unknown)
+	}
+	return e
+}
+
+func (db *DB) limitExceeded(ctx context.Context, event int64, account string, limit, asked int) error {
+	var have int
+	err := db.pool.QueryRow(ctx, `SELECT tickets FROM account_tickets WHERE event_id = $1 AND account = $2`, event, account).Scan(&have)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return translate(err)
+	}
+	return core.Errorf(core.ELimitExceeded, "at most %d tickets per account: you have %d and asked for %d", limit, have, asked).
+		With("limit", limit).With("have", have)
+}
+
+// newHoldID returns a random (version 4) UUID: hold ids are never reused
+// and cannot be guessed.
+func newHoldID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+const holdColumns = `SELECT id::text, event_id, account, seat_ids, quantity, status, version, expires_at, extended, created_at FROM holds`
+
+func scanHold(row pgx.Row) (*core.Hold, error) {
+	var h core.Hold
+	err := row.Scan(&h.ID, &h.EventID, &h.Account, &h.Seats, &h.Quantity, &h.Status, &h.Version, &h.ExpiresAt, &h.Extended, &h.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, core.Errorf(core.ENotFound, "no such hold")
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &h, nil
+}
+
+// Hold returns a hold by id, or ENotFound (also for a malformed id).
+func (db *DB) Hold(ctx context.Context, id string) (*core.Hold, error) {
+	if !validUUID(id) {
+		return nil, core.Errorf(core.ENotFound, "no such hold")
+	}
+	return scanHold(db.pool.QueryRow(ctx, holdColumns+` WHERE id = $1`, id))
+}
+
+func validUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+			return false
+		}
+	}
+	return true
+}
+
+// endHoldSQL ends one hold and returns what it held: its seats (only those
+// still under this hold id), the account's tickets and GA tickets. $1 hold,
+// $2 required version (0: any), $3 new status. The hold row is matched on
+// id, version and ACTIVE status, so a stale caller for an ended hold H1
+// changes nothing, and the seat rows are matched on hold id, so nothing
+// touches a seat another hold H2 owns now, even one of the same account.
+const endHoldSQL = `
+WITH h AS (
+    UPDATE holds SET status = $3, version = version + 1, ended_at = now()
+     WHERE id = $1 AND status = 'ACTIVE' AND ($2::bigint = 0 OR version = $2)
+    RETURNING id, event_id, account, seat_ids, quantity, version
+), freed AS (
+    UPDATE seats s
+       SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL, version = s.version + 1
+      FROM h
+     WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id AND s.status = 'HELD'
+    RETURNING s.seat_id
+), account AS (
+    UPDATE account_tickets a SET tickets = a.tickets - h.quantity
+      FROM h WHERE a.event_id = h.event_id AND a.account = h.account
+), ga AS (
+    UPDATE ga_inventory g SET remaining = g.remaining + h.quantity
+      FROM h WHERE g.event_id = h.event_id AND cardinality(h.seat_ids) = 0
+)
+SELECT h.version, (SELECT count(*) FROM freed) FROM h`
+
+// ReleaseHold gives a hold's seats back to sale and the account its quota.
+// Releasing a hold that expired but was not yet swept is allowed (it only
+// returns what is still under its id). Fails with ENotFound, EForbidden (not
+// the owner), EVersionMismatch or EHoldNotActive.
+func (db *DB) ReleaseHold(ctx context.Context, id, account string, version int64) (*core.Hold, error) {
+	h, err := db.ownedHold(ctx, id, account, version)
+	if err != nil {
+		return nil, err
+	}
+	var freed int
+	err = db.pool.QueryRow(ctx, endHoldSQL, id, version, core.HoldReleased).Scan(&h.Version, &freed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Changed since we read it: report what it is now.
+		return nil, db.notActive(ctx, id, version)
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	h.Status = core.HoldReleased
+	return h, nil
+}
+
+// ownedHold loads hold id and checks owner, status and version.
+func (db *DB) ownedHold(ctx context.Context, id, account string, version int64) (*core.Hold, error) {
+	h, err := db.Hold(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if h.Account != account {
+		return nil, core.Errorf(core.EForbidden, "hold %s belongs to another account", id)
+	}
+	if version != 0 && h.Version != version {
+		return nil, core.Errorf(core.EVersionMismatch, "hold %s is at version %d, not %d", id, h.Version, version).
+			With("version", h.Version)
+	}
+	if h.Status != core.HoldActive {
+		return nil, core.Errorf(core.EHoldNotActive, "hold %s is %s", id, h.Status).With("status", h.Status)
+	}
+	return h, nil
+}
+
+func (db *DB) notActive(ctx context.Context, id string, version int64) error {
+	h, err := db.Hold(ctx, id)
+	if err != nil {
+		return err
+	}
+	if version != 0 && h.Version != version {
+		return core.Errorf(core.EVersionMismatch, "hold %s is at version %d, not %d", id, h.Version, version).With("version", h.Version)
+	}
+	return core.Errorf(core.EHoldNotActive, "hold %s is %s", id, h.Status).With("status", h.Status)
+}
+
+// extendSQL adds ExtendBy to a valid, never-extended hold and to each of its
+// seats, matched on hold id and unexpired. $1 hold, $2 version, $3 seconds.
+const extendSQL = `
+WITH h AS (
+    UPDATE holds
+       SET expires_at = expires_at + make_interval(secs => $3), extended = true, version = version + 1
+     WHERE id = $1 AND version = $2 AND status = 'ACTIVE' AND NOT extended AND expires_at > now()
+    RETURNING id, event_id, seat_ids, expires_at, version
+), seats AS (
+    UPDATE seats s SET hold_until = h.expires_at, version = s.version + 1
+      FROM h
+     WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id
+       AND s.status = 'HELD' AND s.hold_until > now()
+    RETURNING s.seat_id
+)
+SELECT h.version, h.expires_at, cardinality(h.seat_ids), (SELECT count(*) FROM seats) FROM h`
+
+// ExtendHold extends a hold once by core.ExtendBy, only while it is valid and
+// still owns every one of its seats. Fails with EHoldExpired,
+// EAlreadyExtended, EHoldNotActive, EForbidden, EVersionMismatch or ENotFound.
+func (db *DB) ExtendHold(ctx context.Context, id, account string, version int64) (*core.Hold, error) {
+	h, err := db.ownedHold(ctx, id, account, version)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case h.Extended:
+		return nil, core.Errorf(core.EAlreadyExtended, "hold %s was extended already", id)
+	case !time.Now().Before(h.ExpiresAt):
+		return nil, core.Errorf(core.EHoldExpired, "hold %s expired at %s", id, h.ExpiresAt.Format(time.RFC3339))
+	}
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		var want, got int
+		err := tx.QueryRow(ctx, extendSQL, id, h.Version, core.ExtendBy.Seconds()).Scan(&h.Version, &h.ExpiresAt, &want, &got)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return core.Errorf(core.EHoldExpired, "hold %s is no longer valid", id)
+		}
+		if err != nil {
+			return err
+		}
+		if got != want {
+			// A seat left this hold (it cannot while the hold is valid, but
+			// the check costs nothing): extend nothing.
+			return core.Errorf(core.EHoldExpired, "hold %s no longer owns all its seats", id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	h.Extended = true
+	return h, nil
+}
+

@@ -1,0 +1,164 @@
+package postgres_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/postgres/postgrestest"
+	"github.com/onsale/onsale/core/seed"
+)
+
+var ctx = context.Background()
+
+// newEvent creates an event on a seed layout and returns its id.
+func newEvent(tb testing.TB, db *postgres.DB, layout string, maxPerAccount int) int64 {
+	tb.Helper()
+	id, err := db.CreateEvent(ctx, seed.EventSpec{
+		Name: "test " + layout, Kind: core.KindConcert, Layout: seed.MustLayout(layout),
+		StartsAt: time.Now().Add(24 * time.Hour), OnsaleAt: time.Now().Add(-time.Hour), MaxPerAccount: maxPerAccount,
+	})
+	if err != nil {
+		tb.Fatalf("CreateEvent(%s): %v", layout, err)
+	}
+	return id
+}
+
+func hold(db *postgres.DB, event int64, account string, r core.HoldRequest) (*core.Hold, error) {
+	return db.CreateHold(ctx, core.HoldParams{EventID: event, Account: account, Request: r})
+}
+
+func wantCode(tb testing.TB, err error, code string) {
+	tb.Helper()
+	if got := core.ErrorCode(err); err == nil || got != code {
+		tb.Fatalf("error = %v (code %q); want code %q", err, got, code)
+	}
+}
+
+func TestHoldSeats(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+
+	h, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-J-5", "AUD-J-4", "AUD-J-5"}})
+	if err != nil {
+		t.Fatalf("hold: %v", err)
+	}
+	if !slices.Equal(h.Seats, []string{"AUD-J-4", "AUD-J-5"}) || h.Version != 1 || h.Quantity != 2 {
+		t.Fatalf("hold = %+v; want seats J-4, J-5 (duplicate dropped), version 1", h)
+	}
+	if d := time.Until(h.ExpiresAt); d < 470*time.Second || d > 490*time.Second {
+		t.Errorf("expires in %v; want about 480 s", d)
+	}
+
+	// Overlap: all or nothing, naming the taken seat.
+	_, err = hold(db, ev, "bob", core.HoldRequest{Seats: []string{"AUD-J-5", "AUD-J-6"}})
+	wantCode(t, err, core.ESeatsTaken)
+	if got := err.(*core.Error).Detail["seats"]; !slices.Equal(got.([]string), []string{"AUD-J-5"}) {
+		t.Errorf("taken seats = %v; want [AUD-J-5]", got)
+	}
+	if _, err := hold(db, ev, "carol", core.HoldRequest{Seats: []string{"AUD-J-6"}}); err != nil {
+		t.Fatalf("J-6 should still be free after bob's failed group: %v", err)
+	}
+
+	// Unknown seats count as taken.
+	_, err = hold(db, ev, "bob", core.HoldRequest{Seats: []string{"AUD-J-7", "AUD-Z-99"}})
+	wantCode(t, err, core.ESeatsTaken)
+	if got := err.(*core.Error).Detail["unknown_seats"]; !slices.Equal(got.([]string), []string{"AUD-Z-99"}) {
+		t.Errorf("unknown seats = %v; want [AUD-Z-99]", got)
+	}
+
+	// Release returns seats and quota; a second release changes nothing.
+	if _, err := db.ReleaseHold(ctx, h.ID, "bob", 0); core.ErrorCode(err) != core.EForbidden {
+		t.Fatalf("release by non-owner = %v; want forbidden", err)
+	}
+	if _, err := db.ReleaseHold(ctx, h.ID, "alice", 7); core.ErrorCode(err) != core.EVersionMismatch {
+		t.Fatalf("release with stale version = %v; want version_mismatch", err)
+	}
+	r, err := db.ReleaseHold(ctx, h.ID, "alice", 1)
+	if err != nil || r.Status != core.HoldReleased || r.Version != 2 {
+		t.Fatalf("release = %+v, %v", r, err)
+	}
+	_, err = db.ReleaseHold(ctx, h.ID, "alice", 0)
+	wantCode(t, err, core.EHoldNotActive)
+	if _, err := hold(db, ev, "bob", core.HoldRequest{Seats: []string{"AUD-J-4", "AUD-J-5"}}); err != nil {
+		t.Fatalf("released seats should be free: %v", err)
+	}
+
+	// Limit: alice may hold 6.
+	if _, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-A-1", "AUD-A-2", "AUD-A-3", "AUD-A-4"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-B-1", "AUD-B-2", "AUD-B-3"}})
+	wantCode(t, err, core.ELimitExceeded)
+	if _, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-B-1", "AUD-B-2"}}); err != nil {
+		t.Fatalf("6th ticket: %v", err)
+	}
+
+	// GA requests on a seated event are refused.
+	_, err = hold(db, ev, "dan", core.HoldRequest{Quantity: 2})
+	wantCode(t, err, core.EInvalid)
+	_, err = hold(db, 999999, "dan", core.HoldRequest{Seats: []string{"X"}})
+	wantCode(t, err, core.ENotFound)
+}
+
+func TestExtend(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-C-1", "AUD-C-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := db.ExtendHold(ctx, h.ID, "alice", h.Version)
+	if err != nil {
+		t.Fatalf("extend: %v", err)
+	}
+	if got := e.ExpiresAt.Sub(h.ExpiresAt); got != core.ExtendBy || e.Version != h.Version+1 || !e.Extended {
+		t.Fatalf("extended by %v to version %d; want %v, %d", got, e.Version, core.ExtendBy, h.Version+1)
+	}
+	_, err = db.ExtendHold(ctx, h.ID, "alice", 0)
+	wantCode(t, err, core.EAlreadyExtended)
+	var until time.Time
+	if err := db.Pool().QueryRow(ctx, `SELECT max(hold_until) FROM seats WHERE hold_id = $1`, h.ID).Scan(&until); err != nil || !until.Equal(e.ExpiresAt) {
+		t.Fatalf("seat hold_until = %v, %v; want %v", until, err, e.ExpiresAt)
+	}
+}
+
+func TestBestAvailable(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "stadium", 6)
+	h, err := hold(db, ev, "alice", core.HoldRequest{BestAvailable: &core.BestAvailable{Band: "GOLD", Count: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, bands int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(DISTINCT (section, row_label)), count(DISTINCT band) FROM seats WHERE event_id = $1 AND hold_id = $2`,
+		ev, h.ID).Scan(&rows, &bands); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Seats) != 4 || rows != 1 || bands != 1 {
+		t.Fatalf("best available = %v in %d rows; want 4 seats in one GOLD row", h.Seats, rows)
+	}
+	_, err = hold(db, ev, "bob", core.HoldRequest{BestAvailable: &core.BestAvailable{Band: "DIAMOND", Count: 2}})
+	wantCode(t, err, core.EInvalid)
+}
+
+func TestGA(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "amphitheatre", 6)
+	h, err := hold(db, ev, "alice", core.HoldRequest{Quantity: 4})
+	if err != nil || h.Quantity != 4 {
+		t.Fatalf("GA hold = %+v, %v", h, err)
+	}
+	_, err = hold(db, ev, "alice", core.HoldRequest{Seats: []string{"A-1"}})
+	wantCode(t, err, core.EInvalid)
+	if _, err := db.ReleaseHold(ctx, h.ID, "alice", 0); err != nil {
+		t.Fatal(err)
+	}
+	var remaining int
+	if err := db.Pool().QueryRow(ctx, `SELECT remaining FROM ga_inventory WHERE event_id = $1`, ev).Scan(&remaining); err != nil || remaining != 2000 {
+		t.Fatalf("remaining = %d, %v; want 2000 after release", remaining, err)
+	}
+}

@@ -1,0 +1,154 @@
+// Package postgres implements the core's catalog and hold path on
+// PostgreSQL with pgx. Every seat change is one conditional statement; the
+// database, never a cache, decides who owns a seat.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/onsale/onsale/core"
+)
+
+//go:embed migration/*.sql
+var migrations embed.FS
+
+// Options tune the connection pool.
+type Options struct {
+	MaxConns       int32         // 0: pgx's default
+	ConnectTimeout time.Duration // 0: 2 s
+	Logger         *slog.Logger
+}
+
+// DB is the core's PostgreSQL store.
+type DB struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	events map[int64]eventInfo // hold-path facts about events, cached briefly
+}
+
+// Open connects to url and applies pending migrations (several cores may
+// start at once: a session lock serializes them).
+func Open(ctx context.Context, url string, o Options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	db := &DB{pool: pool, log: o.Logger, events: make(map[int64]eventInfo)}
+	if err := db.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(migrations, "migration")
+	if err != nil {
+		return err
+	}
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return err
+	}
+	sqlDB := stdlib.OpenDBFromPool(db.pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, fsys, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range res {
+		db.log.Info("migration applied", "version", r.Source.Version, "path", r.Source.Path, "took", r.Duration)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Ping reports whether the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.pool.Ping(ctx); err != nil {
+		return translate(err)
+	}
+	return nil
+}
+
+// Pool exposes the pool to tests and tools in this module's tree.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// translate turns driver errors into domain errors. A server-reported error
+// without a domain meaning stays an internal error; anything else (no
+// connection, timeout, closed pool) means the database is out of reach and
+// the caller must fail closed.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "40P01" || pe.Code == "40001" || pe.Code == "55P03":
+			// Deadlock, serialization failure or lock not available: another
+			// buyer got there first. The caller sees a taken seat and picks again.
+			return &core.Error{Code: core.ESeatsTaken, Message: "seats were taken by a concurrent buyer"}
+		case pe.Code == "57014" || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300":
+			return &core.Error{Code: core.EUnavailable, Message: "database unavailable"}
+		}
+		return fmt.Errorf("database: %w", err)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return core.Errorf(core.ENotFound, "not found")
+	}
+	return &core.Error{Code: core.EUnavailable, Message: "database unavailable: " + err.Error()}
+}
+
+func constraint(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.ConstraintName
+	}
+	return ""
+}
+
+// inTx runs fn in a transaction, committed when fn returns nil.
+func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, fn)
+}

@@ -1,0 +1,86 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/onsale/onsale/core"
+)
+
+// sweepSQL returns expired holds to sale, up to $1 at a time: it marks them
+// EXPIRED, frees the seats still under their id (a seat a new hold took by
+// lazy expiry is left alone), gives the accounts their tickets back and
+// returns GA tickets to the counter, all in one statement. Every condition
+// is re-checked on the rows it changes (status, hold id, expiry), so a hold
+// extended or re-held a moment earlier is skipped, never released; SKIP
+// LOCKED lets a hold being extended right now wait for the next sweep.
+const sweepSQL = `
+WITH h AS (
+    UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now()
+     WHERE id IN (SELECT id FROM holds
+                   WHERE status = 'ACTIVE' AND expires_at < now()
+                   ORDER BY expires_at LIMIT $1
+                   FOR UPDATE SKIP LOCKED)
+       AND status = 'ACTIVE' AND expires_at < now()
+    RETURNING id, event_id, account, seat_ids, quantity, expires_at
+)` + sweepTail
+
+// sweepAccountSQL is sweepSQL for one account's expired holds on one event
+// ($1 event, $2 account): the hold path runs it when an account's unswept
+// expired holds would count against its limit.
+const sweepAccountSQL = `
+WITH h AS (
+    UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now()
+     WHERE status = 'ACTIVE' AND expires_at < now() AND event_id = $1 AND account = $2
+    RETURNING id, event_id, account, seat_ids, quantity, expires_at
+)` + sweepTail
+
+const sweepTail = `, freed AS (
+    UPDATE seats s
+       SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL, version = s.version + 1
+      FROM h
+     WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id
+       AND s.status = 'HELD' AND s.hold_until < now()
+    RETURNING s.seat_id
+), account AS (
+    UPDATE account_tickets a SET tickets = a.tickets - x.n
+      FROM (SELECT event_id, account, sum(quantity)::int AS n FROM h GROUP BY 1, 2) x
+     WHERE a.event_id = x.event_id AND a.account = x.account
+), ga AS (
+    UPDATE ga_inventory g SET remaining = g.remaining + x.n
+      FROM (SELECT event_id, sum(quantity)::int AS n FROM h WHERE cardinality(seat_ids) = 0 GROUP BY 1) x
+     WHERE g.event_id = x.event_id
+)
+SELECT count(*), coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8, (SELECT count(*) FROM freed) FROM h`
+
+// sweepBatch bounds one sweep statement so a backlog is worked off in
+// short transactions.
+const sweepBatch = 5000
+
+// Sweep returns every expired hold to sale, in batches, and reports how many
+// holds and seats it freed and how late it was for the oldest.
+func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
+	var total core.SweepResult
+	for {
+		r, err := db.sweep(ctx, sweepSQL, sweepBatch)
+		if err != nil {
+			return total, err
+		}
+		total.Holds += r.Holds
+		total.Seats += r.Seats
+		total.Lag = max(total.Lag, r.Lag)
+		if r.Holds < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+func (db *DB) sweep(ctx context.Context, sql string, args ...any) (core.SweepResult, error) {
+	var r core.SweepResult
+	var lag float64
+	if err := db.pool.QueryRow(ctx, sql, args...).Scan(&r.Holds, &lag, &r.Seats); err != nil {
+		return r, translate(err)
+	}
+	r.Lag = time.Duration(lag * float64(time.Second))
+	return r, nil
+}
