@@ -67,7 +67,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
 		if err != nil {
 			return fmt.Errorf("seats: %w", err)
 		}
-		return nil
+		// Fresh statistics keep the hold UPDATE on the primary key index,
+		// which visits (and locks) a group's seats in key order, so
+		// overlapping groups queue instead of deadlocking.
+		_, err = tx.Exec(ctx, `ANALYZE seats`)
+		return err
 	})
 	if err != nil {
 		return 0, translate(fmt.Errorf("create event %q: %w", s.Name, err))

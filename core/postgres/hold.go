@@ -123,8 +123,18 @@ func (db *DB) retryOverLimit(ctx context.Context, p core.HoldParams, hold func()
 
 func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, limit int, seats []string) (*core.Hold, error) {
 	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: seats, Quantity: len(seats), Status: core.HoldActive}
-	err := db.pool.QueryRow(ctx, holdSeatsSQL, p.EventID, p.Account, h.ID, len(seats), limit, ev.holdSeconds, seats).
-		Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt)
+	claim := func() error {
+		return db.pool.QueryRow(ctx, holdSeatsSQL, p.EventID, p.Account, h.ID, len(seats), limit, ev.holdSeconds, seats).
+			Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt)
+	}
+	err := claim()
+	if sqlState(err) == "40P01" {
+		// PostgreSQL does not promise the order in which one UPDATE locks
+		// its rows; should two groups deadlock, the loser asks once more
+		// and gets the true answer instead of a spurious refusal.
+		db.log.Warn("hold deadlocked, retrying", "event", p.EventID)
+		err = claim()
+	}
 	switch constraint(err) {
 	case "":
 	case "holds_all_claimed":
@@ -386,4 +396,3 @@ func (db *DB) ExtendHold(ctx context.Context, id, account string, version int64)
 	h.Extended = true
 	return h, nil
 }
-

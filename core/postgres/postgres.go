@@ -140,6 +140,14 @@ func translate(err error) error {
 	return &core.Error{Code: core.EUnavailable, Message: "database unavailable: " + err.Error()}
 }
 
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
 func constraint(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -1,0 +1,54 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/onsale/onsale/core/postgres"
+)
+
+// checkInvariants fails the test when the database breaks a rule that must
+// hold after any interleaving: one owner per seat, every held seat under an
+// active hold that lists it with the same expiry, every active hold owning
+// all its seats until it expires, account counters equal to what their
+// active holds hold, and GA counters equal to capacity minus active holds.
+func checkInvariants(tb testing.TB, db *postgres.DB) {
+	tb.Helper()
+	checks := []struct {
+		name string
+		sql  string
+	}{
+		{"held seat without a matching active hold", `
+SELECT count(*) FROM seats s LEFT JOIN holds h ON h.id = s.hold_id
+ WHERE s.status = 'HELD' AND (h.id IS NULL OR h.status <> 'ACTIVE' OR NOT s.seat_id = ANY (h.seat_ids)
+       OR h.event_id <> s.event_id OR h.expires_at <> s.hold_until)`},
+		{"seat in two active holds", `
+SELECT count(*) FROM (SELECT h.event_id, sid FROM holds h, unnest(h.seat_ids) sid
+  WHERE h.status = 'ACTIVE' AND h.expires_at > now() GROUP BY 1, 2 HAVING count(*) > 1) d`},
+		{"valid active hold missing a seat", `
+SELECT count(*) FROM holds h, unnest(h.seat_ids) sid
+  LEFT JOIN seats s ON s.seat_id = sid
+ WHERE h.status = 'ACTIVE' AND h.expires_at > now() AND s.event_id = h.event_id
+   AND (s.status <> 'HELD' OR s.hold_id IS DISTINCT FROM h.id)`},
+		{"available seat still pointing at a hold", `
+SELECT count(*) FROM seats WHERE status = 'AVAILABLE' AND (hold_id IS NOT NULL OR hold_until IS NOT NULL)`},
+		{"account counter differs from its active holds", `
+SELECT count(*) FROM account_tickets a
+  FULL JOIN (SELECT event_id, account, sum(quantity) n FROM holds WHERE status = 'ACTIVE' GROUP BY 1, 2) h
+    ON h.event_id = a.event_id AND h.account = a.account
+ WHERE coalesce(a.tickets, 0) <> coalesce(h.n, 0)`},
+		{"account over its limit", `SELECT count(*) FROM account_tickets WHERE tickets > max_tickets OR tickets < 0`},
+		{"GA counter differs from capacity minus active holds", `
+SELECT count(*) FROM ga_inventory g
+  LEFT JOIN (SELECT event_id, sum(quantity) n FROM holds WHERE status = 'ACTIVE' GROUP BY 1) h ON h.event_id = g.event_id
+ WHERE g.remaining <> g.capacity - coalesce(h.n, 0) OR g.remaining < 0`},
+	}
+	for _, c := range checks {
+		var n int
+		if err := db.Pool().QueryRow(ctx, c.sql).Scan(&n); err != nil {
+			tb.Fatalf("invariant %q: %v", c.name, err)
+		}
+		if n != 0 {
+			tb.Errorf("invariant broken: %s (%d rows)", c.name, n)
+		}
+	}
+}

@@ -1,0 +1,662 @@
+package postgres_test
+
+// The seeds' experiments as a race suite: real PostgreSQL, real concurrent
+// connections, and for every property a control that runs the naive
+// version under the same load to prove the harness can see the failure.
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/layout"
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/postgres/postgrestest"
+	"github.com/onsale/onsale/core/seed"
+)
+
+// together runs fn(0..n-1) in n goroutines released at the same moment.
+func together(n int, fn func(i int)) {
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	ready.Add(n)
+	done.Add(n)
+	for i := range n {
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+}
+
+// deadlocks reads the server's count of deadlocks detected in this
+// database. Backends report it up to a second late, so callers wait first.
+func deadlocks(tb testing.TB, db *postgres.DB) int64 {
+	tb.Helper()
+	time.Sleep(1200 * time.Millisecond)
+	var n int64
+	err := db.Pool().QueryRow(ctx, `SELECT pg_stat_clear_snapshot() IS NULL AND false OR true`).Scan(new(bool))
+	if err == nil {
+		err = db.Pool().QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// naiveHold is the seed's first version: read the seat, then write it. The
+// gap between the two is a network round trip in real life; a short sleep
+// stands in for it.
+func naiveHold(db *postgres.DB, event int64, seat, holdID string) (bool, error) {
+	var status string
+	if err := db.Pool().QueryRow(ctx, `SELECT status FROM seats WHERE event_id = $1 AND seat_id = $2`, event, seat).Scan(&status); err != nil {
+		return false, err
+	}
+	if status != "AVAILABLE" {
+		return false, nil
+	}
+	time.Sleep(time.Millisecond)
+	_, err := db.Pool().Exec(ctx, `UPDATE seats SET status = 'HELD', hold_id = $3, hold_until = now() + interval '8 minutes'
+WHERE event_id = $1 AND seat_id = $2`, event, seat, holdID)
+	return err == nil, err
+}
+
+// Experiment 1: many fans race for one seat, 40 times.
+func TestRaceOneSeat(t *testing.T) {
+	const trials, fans = 40, 8
+
+	t.Run("control: check-then-write sells a seat twice", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "cinema", 6)
+		doubles := 0
+		for trial := range trials {
+			seat := layout.SeatID("AUD", "ABCDEFGHIJKL"[trial%12:trial%12+1], 1+trial/12)
+			var winners atomic.Int32
+			together(fans, func(i int) {
+				ok, err := naiveHold(db, ev, seat, fmt.Sprintf("00000000-0000-4000-8000-%012d", trial*100+i))
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					winners.Add(1)
+				}
+			})
+			if winners.Load() > 1 {
+				doubles++
+			}
+		}
+		t.Logf("naive: %d of %d races told more than one fan yes", doubles, trials)
+		if doubles == 0 {
+			t.Fatal("the naive hold never double-sold: the harness cannot see the bug")
+		}
+	})
+
+	t.Run("product: one winner per seat", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "cinema", 6)
+		for trial := range trials {
+			seat := layout.SeatID("AUD", "ABCDEFGHIJKL"[trial%12:trial%12+1], 1+trial/12)
+			var mu sync.Mutex
+			var won []*core.Hold
+			together(fans, func(i int) {
+				h, err := hold(db, ev, fmt.Sprintf("fan-%d-%d", trial, i), core.HoldRequest{Seats: []string{seat}})
+				if err != nil && core.ErrorCode(err) != core.ESeatsTaken {
+					t.Errorf("hold: %v", err)
+				}
+				if err == nil {
+					mu.Lock()
+					won = append(won, h)
+					mu.Unlock()
+				}
+			})
+			if len(won) != 1 {
+				t.Fatalf("seat %s: %d winners; want exactly 1", seat, len(won))
+			}
+			var owner string
+			if err := db.Pool().QueryRow(ctx, `SELECT hold_id::text FROM seats WHERE event_id = $1 AND seat_id = $2`, ev, seat).Scan(&owner); err != nil || owner != won[0].ID {
+				t.Fatalf("seat %s owned by %q, %v; want the winner %s", seat, owner, err, won[0].ID)
+			}
+		}
+		checkInvariants(t, db)
+	})
+}
+
+// Experiment 2: 1,400 races between overlapping multi-seat groups.
+func TestRaceOverlappingGroups(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "stadium", 6)
+	before := deadlocks(t, db)
+	seats := seed.MustLayout("stadium").Seats()
+	const races, parallel = 1400, 8
+	var taken, held atomic.Int64
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for race := range races {
+		// Each race gets a block of 6 adjacent seats and 2 to 4 fans asking
+		// for overlapping groups of 2 to 4 of them, in shuffled order.
+		block := seats[race*6 : race*6+6]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fans := 2 + rand.IntN(3)
+			groups := make([][]string, fans)
+			for f := range groups {
+				n := 2 + rand.IntN(3)
+				off := rand.IntN(6 - n + 1)
+				for _, s := range block[off : off+n] {
+					groups[f] = append(groups[f], s.ID)
+				}
+				rand.Shuffle(len(groups[f]), func(i, j int) { groups[f][i], groups[f][j] = groups[f][j], groups[f][i] })
+			}
+			won := make([]*core.Hold, fans)
+			together(fans, func(f int) {
+				h, err := hold(db, ev, fmt.Sprintf("r%d-f%d", race, f), core.HoldRequest{Seats: groups[f]})
+				switch core.ErrorCode(err) {
+				case core.ESeatsTaken:
+					taken.Add(1)
+				case core.EInternal:
+					if err == nil {
+						won[f] = h
+						held.Add(1)
+						return
+					}
+					fallthrough
+				default:
+					t.Errorf("race %d fan %d: %v (only seats_taken may surface)", race, f, err)
+				}
+			})
+			// Winners' groups are disjoint and fully held by them; a loser holds nothing.
+			owner := map[string]string{}
+			for f, h := range won {
+				if h == nil {
+					continue
+				}
+				for _, s := range groups[f] {
+					if o, dup := owner[s]; dup {
+						t.Errorf("race %d: seat %s won by %s and %s", race, s, o, h.ID)
+					}
+					owner[s] = h.ID
+				}
+			}
+			for _, s := range block {
+				var got *string
+				if err := db.Pool().QueryRow(ctx, `SELECT hold_id::text FROM seats WHERE event_id = $1 AND seat_id = $2`, ev, s.ID).Scan(&got); err != nil {
+					t.Error(err)
+					return
+				}
+				want, ok := owner[s.ID]
+				if (got == nil) == ok || (got != nil && *got != want) {
+					t.Errorf("race %d: seat %s held by %v; want %q (partial group?)", race, s.ID, got, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	checkInvariants(t, db)
+	dl := deadlocks(t, db) - before
+	t.Logf("%d races: %d groups held, %d refused as taken, %d deadlocks detected by the server", races, held.Load(), taken.Load(), dl)
+	if held.Load() < races {
+		t.Errorf("only %d groups held in %d races: every race has a winner", held.Load(), races)
+	}
+	if dl != 0 {
+		t.Errorf("server detected %d deadlocks; the one-statement hold should cause none", dl)
+	}
+}
+
+// Experiment 3: claiming seats one statement at a time in opposite orders
+// deadlocks; the one-statement hold, same load, does not.
+func TestRaceOppositeOrder(t *testing.T) {
+	const runs = 20
+
+	t.Run("control: one seat per statement deadlocks", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "cinema", 6)
+		before := deadlocks(t, db)
+		failed := 0
+		for run := range runs {
+			a, b := layout.SeatID("AUD", "E", 1+run), layout.SeatID("AUD", "F", 1+run)
+			orders := [][2]string{{a, b}, {b, a}}
+			var firstDone sync.WaitGroup
+			firstDone.Add(2)
+			var n40P01 atomic.Int32
+			together(2, func(i int) {
+				err := pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
+					claim := func(seat string) error {
+						_, err := tx.Exec(ctx, `UPDATE seats SET status = 'HELD', hold_id = gen_random_uuid(), hold_until = now() + interval '8 minutes'
+WHERE event_id = $1 AND seat_id = $2 AND status = 'AVAILABLE'`, ev, seat)
+						return err
+					}
+					err := claim(orders[i][0])
+					firstDone.Done()
+					firstDone.Wait() // both hold their first seat before either asks for its second
+					if err != nil {
+						return err
+					}
+					return claim(orders[i][1])
+				})
+				if sqlState(err) == "40P01" {
+					n40P01.Add(1)
+				} else if err != nil {
+					t.Error(err)
+				}
+			})
+			if n40P01.Load() > 0 {
+				failed++
+			}
+		}
+		dl := deadlocks(t, db) - before
+		t.Logf("one seat per statement, opposite orders: %d of %d runs failed with 40P01 (server counted %d)", failed, runs, dl)
+		if failed == 0 || dl == 0 {
+			t.Fatal("no deadlock: the harness cannot see the bug")
+		}
+	})
+
+	t.Run("product: one statement per group", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "stadium", 6)
+		seats := seed.MustLayout("stadium").Seats()
+		before := deadlocks(t, db)
+		for run := range runs * 5 {
+			a, b := seats[2*run].ID, seats[2*run+1].ID
+			orders := [][]string{{a, b}, {b, a}}
+			var wins atomic.Int32
+			together(2, func(i int) {
+				_, err := hold(db, ev, fmt.Sprintf("o%d-%d", run, i), core.HoldRequest{Seats: orders[i]})
+				switch core.ErrorCode(err) {
+				case core.ESeatsTaken:
+				case core.EInternal:
+					if err == nil {
+						wins.Add(1)
+						return
+					}
+					fallthrough
+				default:
+					t.Errorf("run %d: %v", run, err)
+				}
+			})
+			if wins.Load() != 1 {
+				t.Errorf("run %d: %d winners; want 1", run, wins.Load())
+			}
+		}
+		if dl := deadlocks(t, db) - before; dl != 0 {
+			t.Errorf("server detected %d deadlocks under the one-statement hold; want 0", dl)
+		}
+		checkInvariants(t, db)
+	})
+}
+
+// setExpiry moves a hold's expiry (and its seats') to now()+d on the
+// server's clock: the tests' way to stand at the instant of expiry.
+func setExpiry(tb testing.TB, db *postgres.DB, holdID string, d time.Duration) {
+	tb.Helper()
+	_, err := db.Pool().Exec(ctx, `
+WITH h AS (UPDATE holds SET expires_at = now() + make_interval(secs => $2) WHERE id = $1 RETURNING id, expires_at)
+UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id`, holdID, d.Seconds())
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Experiment 4a: extend versus sweeper at the instant of expiry.
+func TestRaceExtendVersusSweeper(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "stadium", 6)
+	seats := seed.MustLayout("stadium").Seats()
+	const n = 200
+	holds := make([]*core.Hold, n)
+	for i := range n {
+		h, err := hold(db, ev, fmt.Sprintf("x%d", i), core.HoldRequest{Seats: []string{seats[2*i].ID, seats[2*i+1].ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		holds[i] = h
+	}
+	// Hold i expires at now+100ms+i ms; its extend fires 10 ms before to 3 ms after
+	// that instant while two sweepers sweep in a loop the whole time.
+	rows, err := db.Pool().Query(ctx, `
+WITH h AS (UPDATE holds SET expires_at = now() + interval '100 ms' + (substr(account, 2)::int) * interval '1 ms'
+            RETURNING id, account, expires_at),
+     s AS (UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id)
+SELECT substr(account, 2)::int, expires_at FROM h`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := make([]time.Time, n)
+	for rows.Next() {
+		var i int
+		var at time.Time
+		if err := rows.Scan(&i, &at); err != nil {
+			t.Fatal(err)
+		}
+		expiry[i] = at
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	extended := make([]bool, n)
+	var sweeping atomic.Bool
+	sweeping.Store(true)
+	var sweeps atomic.Int32
+	var sweepers sync.WaitGroup
+	for range 2 {
+		sweepers.Add(1)
+		go func() {
+			defer sweepers.Done()
+			for sweeping.Load() {
+				if _, err := db.Sweep(ctx); err != nil {
+					t.Errorf("sweep: %v", err)
+					return
+				}
+				sweeps.Add(1)
+			}
+		}()
+	}
+	together(n, func(i int) {
+		time.Sleep(time.Until(expiry[i].Add(time.Duration(rand.IntN(13000)-10000) * time.Microsecond)))
+		_, err := db.ExtendHold(ctx, holds[i].ID, fmt.Sprintf("x%d", i), 0)
+		switch core.ErrorCode(err) {
+		case core.EHoldExpired, core.EHoldNotActive:
+		case core.EInternal:
+			if err == nil {
+				extended[i] = true
+				return
+			}
+			fallthrough
+		default:
+			t.Errorf("extend: %v", err)
+		}
+	})
+	sweeping.Store(false)
+	sweepers.Wait()
+	if _, err := db.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	won := 0
+	for i, h := range holds {
+		var status string
+		var held int
+		if err := db.Pool().QueryRow(ctx, `SELECT h.status, (SELECT count(*) FROM seats s WHERE s.hold_id = h.id AND s.status = 'HELD' AND s.hold_until = h.expires_at)
+FROM holds h WHERE h.id = $1`, h.ID).Scan(&status, &held); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case extended[i] && (status != core.HoldActive || held != 2):
+			t.Errorf("hold %d was extended but is %s with %d seats: the sweeper released a valid hold", i, status, held)
+		case !extended[i] && (status != core.HoldExpired || held != 0):
+			t.Errorf("hold %d was not extended but is %s with %d seats", i, status, held)
+		}
+		if extended[i] {
+			won++
+		}
+	}
+	t.Logf("extend versus sweeper at expiry: %d extended, %d swept, %d sweeps ran during the window", won, n-won, sweeps.Load())
+	if won == 0 || won == n {
+		t.Errorf("all %d races went one way: the test did not stand at the instant of expiry", n)
+	}
+	checkInvariants(t, db)
+}
+
+// Experiment 4b: a new fan's hold versus the sweeper at the instant the
+// previous hold on the seat expires.
+func TestRaceHoldVersusSweeper(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "stadium", 6)
+	seats := seed.MustLayout("stadium").Seats()
+	const n = 200
+	old := make([]*core.Hold, n)
+	for i := range n {
+		h, err := hold(db, ev, fmt.Sprintf("old%d", i), core.HoldRequest{Seats: []string{seats[i].ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[i] = h
+		setExpiry(t, db, h.ID, 0) // expired, not yet swept
+	}
+	newHolds := make([]*core.Hold, n)
+	together(n+4, func(i int) {
+		if i >= n {
+			if _, err := db.Sweep(ctx); err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+			return
+		}
+		h, err := hold(db, ev, fmt.Sprintf("new%d", i), core.HoldRequest{Seats: []string{seats[i].ID}})
+		if err != nil {
+			t.Errorf("new fan %d: %v (an expired hold must not block)", i, err)
+			return
+		}
+		newHolds[i] = h
+	})
+	if _, err := db.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range newHolds {
+		if h == nil {
+			continue
+		}
+		var owner, status string
+		if err := db.Pool().QueryRow(ctx, `SELECT hold_id::text, status FROM seats WHERE event_id = $1 AND seat_id = $2`, ev, seats[i].ID).Scan(&owner, &status); err != nil {
+			t.Fatal(err)
+		}
+		if owner != h.ID || status != "HELD" {
+			t.Errorf("seat %s: %s by %q; want HELD by the new hold %s", seats[i].ID, status, owner, h.ID)
+		}
+	}
+	var oldActive int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM holds WHERE account LIKE 'old%' AND status = 'ACTIVE'`).Scan(&oldActive); err != nil || oldActive != 0 {
+		t.Errorf("%d expired holds still active after a sweep (%v)", oldActive, err)
+	}
+	checkInvariants(t, db)
+}
+
+// Experiment 5: a stale release or extend of expired hold H1, racing the
+// same account re-holding the same seat as H2, never touches H2.
+func TestRaceStaleOperation(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "stadium", 6)
+	seats := seed.MustLayout("stadium").Seats()
+	const n = 100
+	for i := range n {
+		acct := fmt.Sprintf("acct%d", i)
+		seat := []string{seats[i].ID}
+		h1, err := hold(db, ev, acct, core.HoldRequest{Seats: seat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setExpiry(t, db, h1.ID, 0)
+		var h2 *core.Hold
+		together(3, func(k int) {
+			var err error
+			switch k {
+			case 0:
+				h2, err = hold(db, ev, acct, core.HoldRequest{Seats: seat})
+				if err != nil {
+					t.Errorf("re-hold: %v", err)
+				}
+			case 1:
+				_, err = db.ReleaseHold(ctx, h1.ID, acct, h1.Version)
+				if err != nil && core.ErrorCode(err) != core.EHoldNotActive && core.ErrorCode(err) != core.EVersionMismatch {
+					t.Errorf("stale release: %v", err)
+				}
+			case 2:
+				_, err = db.ExtendHold(ctx, h1.ID, acct, h1.Version)
+				if c := core.ErrorCode(err); err == nil || (c != core.EHoldExpired && c != core.EHoldNotActive && c != core.EVersionMismatch) {
+					t.Errorf("stale extend of an expired hold = %v; want hold_expired", err)
+				}
+			}
+		})
+		if h2 == nil {
+			continue
+		}
+		// Stale operations again, after the fact, with H1's old version.
+		if _, err := db.ReleaseHold(ctx, h1.ID, acct, h1.Version); err == nil {
+			// Allowed only if the first stale release lost the race; it must still leave H2 alone.
+			t.Logf("late release of H1 succeeded")
+		}
+		_, _ = db.ExtendHold(ctx, h1.ID, acct, h1.Version)
+		got, err := db.Hold(ctx, h2.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var owner string
+		if err := db.Pool().QueryRow(ctx, `SELECT hold_id::text FROM seats WHERE event_id = $1 AND seat_id = $2 AND status = 'HELD'`, ev, seat[0]).Scan(&owner); err != nil {
+			t.Fatalf("seat %s is not held after stale operations on H1: %v", seat[0], err)
+		}
+		if got.Status != core.HoldActive || got.Version != h2.Version || !got.ExpiresAt.Equal(h2.ExpiresAt) || owner != h2.ID {
+			t.Fatalf("H2 changed by stale operations on H1: %+v, seat owner %s", got, owner)
+		}
+	}
+	checkInvariants(t, db)
+}
+
+// Experiment 6: one account, 50 concurrent holds, limit 6.
+func TestRaceAccountLimit(t *testing.T) {
+	const tries, limit = 50, 6
+
+	t.Run("control: count-then-hold passes the limit", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "stadium", 1000)
+		seats := seed.MustLayout("stadium").Seats()
+		var held atomic.Int32
+		together(tries, func(i int) {
+			var n int
+			if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM seats WHERE event_id = $1 AND hold_id IS NOT NULL AND booking_id IS NULL AND status = 'HELD'`, ev).Scan(&n); err != nil {
+				t.Error(err)
+				return
+			}
+			if n+1 > limit {
+				return
+			}
+			time.Sleep(time.Millisecond)
+			if _, err := hold(db, ev, "greedy", core.HoldRequest{Seats: []string{seats[i].ID}}); err == nil {
+				held.Add(1)
+			}
+		})
+		t.Logf("count-then-hold: one account holds %d tickets with a limit of %d", held.Load(), limit)
+		if held.Load() <= limit {
+			t.Fatal("the naive limit held: the harness cannot see the bug")
+		}
+	})
+
+	t.Run("product: counter row with a CHECK", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "stadium", limit)
+		seats := seed.MustLayout("stadium").Seats()
+		var held atomic.Int32
+		together(tries, func(i int) {
+			n := 1 + i%2
+			var ids []string
+			for k := range n {
+				ids = append(ids, seats[2*i+k].ID)
+			}
+			h, err := hold(db, ev, "greedy", core.HoldRequest{Seats: ids})
+			switch {
+			case err == nil:
+				held.Add(int32(h.Quantity))
+			case core.ErrorCode(err) != core.ELimitExceeded:
+				t.Errorf("hold: %v", err)
+			}
+		})
+		var counted int
+		if err := db.Pool().QueryRow(ctx, `SELECT tickets FROM account_tickets WHERE event_id = $1 AND account = 'greedy'`, ev).Scan(&counted); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d concurrent holds by one account: %d tickets held, limit %d", tries, held.Load(), limit)
+		if held.Load() > limit || int(held.Load()) != counted || held.Load() < limit-1 {
+			t.Fatalf("held %d, counted %d; want %d or %d (never more than the limit)", held.Load(), counted, limit-1, limit)
+		}
+		checkInvariants(t, db)
+	})
+}
+
+// Experiment 7: GA, 1,000 concurrent holds of 1 to 4 tickets on 500.
+func TestRaceGA(t *testing.T) {
+	const capacity, tries = 500, 1000
+	l := &layout.Layout{
+		Venue:            layout.Venue{Name: "Test Hall", City: "Pune"},
+		Bands:            []layout.Band{{Code: "GA", Name: "GA", PricePaise: 100}},
+		GeneralAdmission: &layout.GeneralAdmission{Capacity: capacity, Band: "GA"},
+	}
+	newGA := func(t *testing.T, db *postgres.DB) int64 {
+		id, err := db.CreateEvent(ctx, seed.EventSpec{Name: "ga", Kind: core.KindConcert, Layout: l,
+			StartsAt: time.Now().Add(time.Hour), OnsaleAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	t.Run("control: read-then-write counter oversells", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newGA(t, db)
+		var sold atomic.Int32
+		together(tries, func(i int) {
+			n := 1 + i%4
+			var remaining int
+			if err := db.Pool().QueryRow(ctx, `SELECT remaining FROM ga_inventory WHERE event_id = $1`, ev).Scan(&remaining); err != nil {
+				t.Error(err)
+				return
+			}
+			if remaining < n {
+				return
+			}
+			if _, err := db.Pool().Exec(ctx, `UPDATE ga_inventory SET remaining = $2 WHERE event_id = $1`, ev, remaining-n); err == nil {
+				sold.Add(int32(n))
+			}
+		})
+		t.Logf("read-then-write: %d tickets sold of %d", sold.Load(), capacity)
+		if sold.Load() <= capacity {
+			t.Fatal("the naive counter did not oversell: the harness cannot see the bug")
+		}
+	})
+
+	t.Run("product: conditional decrement", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newGA(t, db)
+		var sold, refused atomic.Int32
+		together(tries, func(i int) {
+			n := 1 + rand.IntN(4)
+			h, err := hold(db, ev, fmt.Sprintf("ga%d", i), core.HoldRequest{Quantity: n})
+			switch {
+			case err == nil:
+				sold.Add(int32(h.Quantity))
+			case core.ErrorCode(err) == core.ESoldOut:
+				refused.Add(1)
+			default:
+				t.Errorf("GA hold: %v", err)
+			}
+		})
+		var remaining int
+		if err := db.Pool().QueryRow(ctx, `SELECT remaining FROM ga_inventory WHERE event_id = $1`, ev).Scan(&remaining); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("GA: %d holds, %d tickets sold, %d refused, %d remaining", tries, sold.Load(), refused.Load(), remaining)
+		if sold.Load() != capacity || remaining != 0 {
+			t.Fatalf("sold %d with %d remaining; want exactly %d sold", sold.Load(), remaining, capacity)
+		}
+		checkInvariants(t, db)
+	})
+}
