@@ -1,0 +1,232 @@
+// Command core is the booking core: the catalog and the token-verified hold
+// path over PostgreSQL, with the sweeper of expired holds.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	nethttp "net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/onsale/onsale/core/http"
+	"github.com/onsale/onsale/core/metrics"
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/sweeper"
+	"github.com/onsale/onsale/shared/admission"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := NewMain()
+	if err := m.ParseFlags(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := m.Run(ctx); err != nil {
+		m.Log.Error("core stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// Config is the core's configuration: environment variables, overridden by flags.
+type Config struct {
+	Addr            string
+	DatabaseURL     string
+	DBMaxConns      int
+	AdmitPublicKey  string // PEM file with the gateway's Ed25519 public key
+	AdmitJWKSURL    string // or the gateway's JWKS URL
+	JWKSRefresh     time.Duration
+	SweepInterval   time.Duration
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+}
+
+// Main is the core program, testable: ParseFlags, Run until ctx ends, and
+// Addr once listening.
+type Main struct {
+	Config Config
+	Log    *slog.Logger
+	ready  chan net.Addr
+	addr   net.Addr
+}
+
+// NewMain returns a Main with the defaults and the environment applied.
+func NewMain() *Main {
+	c := Config{
+		Addr:            envOr("ONSALE_CORE_ADDR", "127.0.0.1:8081"),
+		DatabaseURL:     os.Getenv("DATABASE_URL"),
+		DBMaxConns:      envInt("ONSALE_DB_MAX_CONNS", 16),
+		AdmitPublicKey:  os.Getenv("ONSALE_ADMIT_PUBLIC_KEY"),
+		AdmitJWKSURL:    os.Getenv("ONSALE_ADMIT_JWKS_URL"),
+		JWKSRefresh:     envDuration("ONSALE_JWKS_REFRESH", time.Minute),
+		SweepInterval:   envDuration("ONSALE_SWEEP_INTERVAL", 30*time.Second),
+		ShutdownTimeout: 10 * time.Second,
+	}
+	_ = c.LogLevel.UnmarshalText([]byte(envOr("ONSALE_LOG_LEVEL", "info")))
+	return &Main{Config: c, ready: make(chan net.Addr, 1)}
+}
+
+// ParseFlags applies command-line flags over the environment and validates.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("core", flag.ContinueOnError)
+	c := &m.Config
+	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address (env ONSALE_CORE_ADDR)")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL (env DATABASE_URL)")
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connection pool size (env ONSALE_DB_MAX_CONNS)")
+	fs.StringVar(&c.AdmitPublicKey, "admit-public-key", c.AdmitPublicKey, "PEM file of the gateway's admit-token public key (env ONSALE_ADMIT_PUBLIC_KEY)")
+	fs.StringVar(&c.AdmitJWKSURL, "admit-jwks-url", c.AdmitJWKSURL, "gateway JWKS URL, instead of a key file (env ONSALE_ADMIT_JWKS_URL)")
+	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", c.JWKSRefresh, "how often to re-fetch the JWKS, e.g. 1m (env ONSALE_JWKS_REFRESH)")
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "time between sweeps of expired holds, e.g. 30s (env ONSALE_SWEEP_INTERVAL)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "grace period for in-flight requests on SIGTERM")
+	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env ONSALE_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case c.DatabaseURL == "":
+		return errors.New("core: DATABASE_URL (or -database-url) is required")
+	case (c.AdmitPublicKey == "") == (c.AdmitJWKSURL == ""):
+		return errors.New("core: give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
+	case c.SweepInterval <= 0 || c.DBMaxConns <= 0:
+		return errors.New("core: sweep interval and pool size must be positive")
+	}
+	return nil
+}
+
+// Addr waits until the server listens and returns its address.
+func (m *Main) Addr() net.Addr {
+	if m.addr == nil {
+		m.addr = <-m.ready
+	}
+	return m.addr
+}
+
+// Run serves until ctx ends, then shuts down gracefully: stop accepting,
+// finish in-flight requests, stop the sweeper, close the pool.
+func (m *Main) Run(ctx context.Context) error {
+	c := m.Config
+	if m.Log == nil {
+		m.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
+	}
+	log := m.Log.With("service", "core")
+	log.Info("starting", "addr", c.Addr, "database", redact(c.DatabaseURL), "db_max_conns", c.DBMaxConns,
+		"admit_public_key", c.AdmitPublicKey, "admit_jwks_url", c.AdmitJWKSURL, "sweep_interval", c.SweepInterval)
+
+	verifier, err := m.verifier(ctx, log)
+	if err != nil {
+		return err
+	}
+	db, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	met := metrics.New()
+	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met}
+	hs := &nethttp.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	m.ready <- ln.Addr()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sweeper.Run(bg, db, c.SweepInterval, log, met)
+	}()
+	if c.AdmitJWKSURL != "" {
+		go admission.RefreshJWKS(bg, verifier, nethttp.DefaultClient, c.AdmitJWKSURL, c.JWKSRefresh,
+			func(err error) { log.Warn("jwks refresh failed; keeping the previous keys", "err", err) })
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		stopBG()
+		<-done
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	stopBG()
+	<-done
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func (m *Main) verifier(ctx context.Context, log *slog.Logger) (*admission.Verifier, error) {
+	c := m.Config
+	if c.AdmitPublicKey != "" {
+		pub, err := admission.ReadPublicKeyFile(c.AdmitPublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("admit public key: %w", err)
+		}
+		return admission.NewVerifierFromPublicKeys(pub), nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	keys, err := admission.FetchJWKS(fctx, nethttp.DefaultClient, c.AdmitJWKSURL)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("admit keys loaded from jwks", "keys", len(keys))
+	return admission.NewVerifier(keys), nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(k string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return n
+	}
+	return def
+}
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
+		return d
+	}
+	return def
+}
+
+// redact hides a password in a database URL before it is logged.
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return p.Redacted()
+}

@@ -1,0 +1,62 @@
+// Command seed creates the demo catalog: the 40,000-seat stadium concert,
+// a GA show and cinema shows. Events already present (same name and start)
+// are left alone; -reset empties the catalog first. It prints the events as
+// JSON lines so scripts can pick ids.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/seed"
+)
+
+func main() {
+	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	reset := flag.Bool("reset", false, "delete every venue, event, seat and hold first")
+	onsaleIn := flag.Duration("onsale-in", 0, "put the concerts on sale this long from now instead of at the next noon IST (e.g. 0s for now, 30s)")
+	flag.Parse()
+	if err := run(context.Background(), *dbURL, *reset, *onsaleIn, flag.CommandLine.Lookup("onsale-in").Value.String() != "0s"); err != nil {
+		fmt.Fprintln(os.Stderr, "seed:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, dbURL string, reset bool, onsaleIn time.Duration, moveOnsale bool) error {
+	if dbURL == "" {
+		return fmt.Errorf("DATABASE_URL is required")
+	}
+	db, err := postgres.Open(ctx, dbURL, postgres.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if reset {
+		if _, err := db.Pool().Exec(ctx, `TRUNCATE venues, events, price_bands, seats, ga_inventory, holds, account_tickets`); err != nil {
+			return fmt.Errorf("reset: %w", err)
+		}
+	}
+	now := time.Now()
+	out := json.NewEncoder(os.Stdout)
+	for _, s := range seed.Demo(now) {
+		if moveOnsale && s.Kind == "concert" {
+			s.OnsaleAt = now.Add(onsaleIn).Truncate(time.Second)
+		}
+		var id int64
+		err := db.Pool().QueryRow(ctx, `SELECT id FROM events WHERE name = $1 AND starts_at = $2`, s.Name, s.StartsAt).Scan(&id)
+		existed := err == nil
+		if !existed {
+			if id, err = db.CreateEvent(ctx, s); err != nil {
+				return err
+			}
+		}
+		_ = out.Encode(map[string]any{"id": id, "name": s.Name, "kind": s.Kind, "venue": s.Layout.Venue.Name,
+			"capacity": s.Layout.Capacity(), "seated": s.Layout.Seated(), "onsale_at": s.OnsaleAt, "starts_at": s.StartsAt, "existed": existed})
+	}
+	return nil
+}

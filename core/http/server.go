@@ -1,0 +1,411 @@
+// Package http is the core's JSON API over net/http: the catalog, the
+// token-verified hold path, health and metrics.
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/metrics"
+	"github.com/onsale/onsale/shared/admission"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 64 << 10
+
+// requestTimeout bounds the database work of one request.
+const requestTimeout = 5 * time.Second
+
+// Server serves the core's API.
+type Server struct {
+	Catalog  core.Catalog
+	Holds    core.Holds
+	Verifier *admission.Verifier
+	// Ready reports whether the database answers (for /readyz).
+	Ready   func(context.Context) error
+	Log     *slog.Logger
+	Metrics *metrics.Metrics
+
+	mux *http.ServeMux
+}
+
+// Handler returns the routed handler, with JSON errors for unknown routes
+// and methods and a latency histogram per route.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.Metrics.Handler())
+	mux.HandleFunc("GET /v1/events", s.listEvents)
+	mux.HandleFunc("GET /v1/events/{event}", s.getEvent)
+	mux.HandleFunc("POST /v1/events/{event}/holds", s.createHold)
+	mux.HandleFunc("GET /v1/holds/{hold}", s.getHold)
+	mux.HandleFunc("DELETE /v1/holds/{hold}", s.releaseHold)
+	mux.HandleFunc("POST /v1/holds/{hold}/extend", s.extendHold)
+	s.mux = mux
+	return http.HandlerFunc(s.serve)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h, pattern := s.mux.Handler(r)
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	if pattern == "" {
+		// The mux would answer in plain text; learn its status, answer in JSON.
+		probe := &statusWriter{ResponseWriter: discard{w.Header()}, status: http.StatusOK}
+		h.ServeHTTP(probe, r)
+		code, msg := core.ENotFound, "no such route"
+		if probe.status == http.StatusMethodNotAllowed {
+			code, msg = "method_not_allowed", "method not allowed on this route"
+		}
+		w.Header().Del("Content-Type")
+		writeError(sw, &core.Error{Code: code, Message: msg}, probe.status)
+		pattern = "unmatched"
+	} else {
+		s.mux.ServeHTTP(sw, r) // routes again, setting the path values
+	}
+	s.Metrics.Requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.Ready(ctx); err != nil {
+		s.fail(w, r, core.Errorf(core.EUnavailable, "database unavailable"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := core.EventFilter{City: q.Get("city"), Kind: q.Get("kind")}
+	if d := q.Get("date"); d != "" {
+		t, err := time.Parse(time.DateOnly, d)
+		if err != nil {
+			s.fail(w, r, core.Errorf(core.EInvalid, "date must be YYYY-MM-DD"))
+			return
+		}
+		f.Date = t
+	}
+	if f.Kind != "" && f.Kind != core.KindConcert && f.Kind != core.KindMovie {
+		s.fail(w, r, core.Errorf(core.EInvalid, "kind must be concert or movie"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	events, err := s.Catalog.Events(ctx, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=5")
+	writeJSON(w, http.StatusOK, map[string]any{"events": events})
+}
+
+func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	e, err := s.Catalog.Event(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=5")
+	writeJSON(w, http.StatusOK, e)
+}
+
+// holdBody is the wire form of core.HoldRequest: pointers tell a missing
+// field from a zero one, so {"quantity":0} is refused as zero.
+type holdBody struct {
+	Seats         *[]string           `json:"seats"`
+	BestAvailable *core.BestAvailable `json:"best_available"`
+	Quantity      *int                `json:"quantity"`
+}
+
+func (b holdBody) request() (core.HoldRequest, error) {
+	var req core.HoldRequest
+	if b.Seats != nil {
+		req.Seats = *b.Seats
+		if req.Seats == nil {
+			req.Seats = []string{}
+		}
+	}
+	req.BestAvailable = b.BestAvailable
+	if b.Quantity != nil {
+		if *b.Quantity <= 0 {
+			return req, core.Errorf(core.EInvalid, "quantity must be positive")
+		}
+		req.Quantity = *b.Quantity
+	}
+	return req, req.Validate()
+}
+
+func (s *Server) createHold(w http.ResponseWriter, r *http.Request) {
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	claims, err := s.admit(r)
+	if err == nil && claims.Event != strconv.FormatInt(id, 10) {
+		err = core.Errorf(core.EWrongEvent, "the admit token is for event %s, not %d", claims.Event, id)
+	}
+	if err != nil {
+		s.countHold(err)
+		s.fail(w, r, err)
+		return
+	}
+	var body holdBody
+	if err := decode(w, r, &body); err != nil {
+		s.countHold(err)
+		s.fail(w, r, err)
+		return
+	}
+	req, err := body.request()
+	if err != nil {
+		s.countHold(err)
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	h, err := s.Holds.CreateHold(ctx, core.HoldParams{EventID: id, Account: claims.Account(), Limit: claims.Max, Request: req})
+	s.countHold(err)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/holds/"+h.ID)
+	w.Header().Set("ETag", etag(h.Version))
+	writeJSON(w, http.StatusCreated, h)
+}
+
+func (s *Server) countHold(err error) {
+	outcome := "created"
+	if err != nil {
+		switch c := core.ErrorCode(err); c {
+		case core.ESeatsTaken, core.ESoldOut, core.ELimitExceeded, core.EUnavailable, core.EUnauthorized,
+			core.ETokenExpired, core.EWrongEvent, core.ENotFound:
+			outcome = c
+		case core.EInvalid, core.ETooLarge:
+			outcome = "invalid"
+		default:
+			outcome = "error"
+		}
+	}
+	s.Metrics.Holds.WithLabelValues(outcome).Inc()
+}
+
+func (s *Server) getHold(w http.ResponseWriter, r *http.Request) {
+	h, _, err := s.ownHold(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h.Status = h.Effective(time.Now())
+	w.Header().Set("ETag", etag(h.Version))
+	w.Header().Set("Cache-Control", "private, no-store")
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (s *Server) releaseHold(w http.ResponseWriter, r *http.Request) {
+	s.changeHold(w, r, s.Holds.ReleaseHold)
+}
+
+func (s *Server) extendHold(w http.ResponseWriter, r *http.Request) {
+	s.changeHold(w, r, s.Holds.ExtendHold)
+}
+
+func (s *Server) changeHold(w http.ResponseWriter, r *http.Request, op func(context.Context, string, string, int64) (*core.Hold, error)) {
+	version, err := ifMatch(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h, claims, err := s.ownHold(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	h, err = op(ctx, h.ID, claims.Account(), version)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", etag(h.Version))
+	writeJSON(w, http.StatusOK, h)
+}
+
+// ownHold verifies the admit token and loads the hold it may act on: the
+// token must be for the hold's event and its account must own the hold.
+func (s *Server) ownHold(r *http.Request) (*core.Hold, *admission.Claims, error) {
+	claims, err := s.admit(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	h, err := s.Holds.Hold(ctx, r.PathValue("hold"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if claims.Event != strconv.FormatInt(h.EventID, 10) {
+		return nil, nil, core.Errorf(core.EWrongEvent, "the admit token is for event %s, not %d", claims.Event, h.EventID)
+	}
+	if h.Account != claims.Account() {
+		return nil, nil, core.Errorf(core.EForbidden, "this hold belongs to another account")
+	}
+	return h, claims, nil
+}
+
+// admit verifies the bearer admit token.
+func (s *Server) admit(r *http.Request) (*admission.Claims, error) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return nil, core.Errorf(core.EUnauthorized, "an admit token is required: Authorization: Bearer <token>")
+	}
+	c, err := s.Verifier.Verify(strings.TrimSpace(tok))
+	switch {
+	case errors.Is(err, admission.ErrExpired):
+		return nil, core.Errorf(core.ETokenExpired, "the admit token has expired: join the queue again")
+	case err != nil:
+		return nil, core.Errorf(core.EUnauthorized, "the admit token is not valid")
+	}
+	return c, nil
+}
+
+func eventID(r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("event"), 10, 64)
+	return id, err == nil && id > 0
+}
+
+func etag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
+
+// ifMatch reads the optional If-Match header as a hold version (0: absent).
+func ifMatch(r *http.Request) (int64, error) {
+	v := r.Header.Get("If-Match")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, core.Errorf(core.EInvalid, "If-Match must be a hold version such as \"3\"")
+	}
+	return n, nil
+}
+
+// decode reads one JSON object of at most MaxBodyBytes into v, refusing
+// unknown fields and trailing data.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("trailing data after the JSON object")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooBig):
+		return core.Errorf(core.ETooLarge, "the body is over %d bytes", MaxBodyBytes)
+	case errors.Is(err, io.EOF):
+		return core.Errorf(core.EInvalid, "the body is empty: send a JSON object")
+	default:
+		return core.Errorf(core.EInvalid, "malformed JSON body: %v", err)
+	}
+}
+
+// status maps each error code to its one HTTP status.
+var status = map[string]int{
+	core.EInvalid:         http.StatusBadRequest,
+	core.ETooLarge:        http.StatusRequestEntityTooLarge,
+	core.EUnauthorized:    http.StatusUnauthorized,
+	core.ETokenExpired:    http.StatusUnauthorized,
+	core.EWrongEvent:      http.StatusForbidden,
+	core.EForbidden:       http.StatusForbidden,
+	core.ENotFound:        http.StatusNotFound,
+	core.ESeatsTaken:      http.StatusConflict,
+	core.ESoldOut:         http.StatusConflict,
+	core.ELimitExceeded:   http.StatusUnprocessableEntity,
+	core.EHoldExpired:     http.StatusGone,
+	core.EHoldNotActive:   http.StatusConflict,
+	core.EAlreadyExtended: http.StatusConflict,
+	core.EVersionMismatch: http.StatusPreconditionFailed,
+	core.EUnavailable:     http.StatusServiceUnavailable,
+	core.EInternal:        http.StatusInternalServerError,
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var e *core.Error
+	if !errors.As(err, &e) {
+		s.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = core.Errorf(core.EInternal, "internal error")
+	}
+	code, ok := status[e.Code]
+	if !ok {
+		code = http.StatusInternalServerError
+	}
+	switch {
+	case code == http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "2")
+		s.Log.Warn("failing closed", "path", r.URL.Path, "err", err)
+	case code == http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="onsale"`)
+	}
+	writeError(w, e, code)
+}
+
+func writeError(w http.ResponseWriter, e *core.Error, code int) {
+	body := map[string]any{"error": e.Code, "message": e.Message}
+	for k, v := range e.Detail {
+		body[k] = v
+	}
+	writeJSON(w, code, body)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"encode response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header         { return d.h }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}
+

@@ -1,0 +1,64 @@
+// Package metrics holds the core's Prometheus collectors on a registry of
+// its own, so several cores (in tests) never share counters.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the core's collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	// Holds counts hold attempts by outcome: created, seats_taken,
+	// sold_out, limit_exceeded, invalid, unavailable, error.
+	Holds *prometheus.CounterVec
+	// Requests observes request latency by route pattern and status code.
+	Requests *prometheus.HistogramVec
+	// SweepDuration observes each sweep; SweepLag is how long the oldest
+	// hold of the last sweep had been expired; Swept counts holds and seats.
+	SweepDuration prometheus.Histogram
+	SweepLag      prometheus.Gauge
+	SweptHolds    prometheus.Counter
+	SweptSeats    prometheus.Counter
+	SweepErrors   prometheus.Counter
+}
+
+// New registers the collectors, with Go runtime and process collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		Holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onsale_core_holds_total", Help: "Hold attempts by outcome.",
+		}, []string{"outcome"}),
+		Requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "onsale_core_http_request_duration_seconds",
+			Help:    "HTTP request latency by route and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route", "code"}),
+		SweepDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "onsale_core_sweep_duration_seconds", Help: "Duration of each sweep of expired holds.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}),
+		SweepLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onsale_core_sweeper_lag_seconds",
+			Help: "How long the oldest hold returned by the last sweep had been expired.",
+		}),
+		SweptHolds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_holds_total", Help: "Expired holds returned to sale."}),
+		SweptSeats:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_seats_total", Help: "Seats returned to sale by the sweeper."}),
+		SweepErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_sweep_errors_total", Help: "Sweeps that failed."}),
+	}
+	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweptSeats, m.SweepErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}

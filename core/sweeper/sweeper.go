@@ -1,0 +1,41 @@
+// Package sweeper runs the sweep of expired holds on a timer.
+package sweeper
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/metrics"
+)
+
+// Run sweeps every interval until ctx ends. Each sweep is conditional in the
+// database, so several cores may run sweepers at once.
+func Run(ctx context.Context, holds core.Holds, interval time.Duration, log *slog.Logger, m *metrics.Metrics) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		r, err := holds.Sweep(ctx)
+		m.SweepDuration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			if ctx.Err() == nil {
+				m.SweepErrors.Inc()
+				log.Error("sweep failed", "err", err)
+			}
+			continue
+		}
+		m.SweptHolds.Add(float64(r.Holds))
+		m.SweptSeats.Add(float64(r.Seats))
+		m.SweepLag.Set(r.Lag.Seconds())
+		if r.Holds > 0 {
+			log.Info("swept expired holds", "holds", r.Holds, "seats", r.Seats, "lag", r.Lag, "took", time.Since(start))
+		}
+	}
+}
