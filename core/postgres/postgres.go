@@ -52,6 +52,14 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
+	// The hold statements are planned once per connection: re-planning
+	// them per execution (PostgreSQL's default for the first executions,
+	// and for as long as a custom plan looks cheaper) costs more than
+	// running them. Their generic plans use the primary key like the
+	// custom ones do.
+	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 2 * time.Second

@@ -53,7 +53,6 @@ CREATE TABLE seats (
     CHECK (status <> 'AVAILABLE' OR (hold_id IS NULL AND hold_until IS NULL))
 ) WITH (fillfactor = 80);
 CREATE INDEX seats_best_available ON seats (event_id, band, row_no, section, number);
-CREATE UNIQUE INDEX seats_pos ON seats (event_id, pos);
 
 -- General admission: one counter per event that can never go below zero.
 CREATE TABLE ga_inventory (
@@ -89,9 +88,11 @@ CREATE INDEX holds_active_expiry ON holds (expires_at) WHERE status = 'ACTIVE';
 
 -- Tickets an account holds or has bought per event. The CHECK makes the
 -- limit race-free: concurrent holds of one account serialize on this row and
--- the one that would pass the limit fails with a check violation.
+-- the one that would pass the limit fails with a check violation. No
+-- foreign key, for the same reason as holds: every fan's first hold inserts
+-- here, at noon, all at once.
 CREATE TABLE account_tickets (
-    event_id    bigint NOT NULL REFERENCES events (id) ON DELETE CASCADE,
+    event_id    bigint NOT NULL,
     account     text NOT NULL,
     tickets     integer NOT NULL,
     max_tickets integer NOT NULL,

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/postgres/postgrestest"
+	"github.com/onsale/onsale/core/seed"
+	"github.com/onsale/onsale/shared/admission"
+)
+
+// TestMain runs the real program on :0 with a key file, holds a seat over
+// HTTP, then cancels its context (what SIGTERM does) and expects a clean stop.
+func TestMainEndToEnd(t *testing.T) {
+	dbURL := postgrestest.NewURL(t)
+	priv, err := admission.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "admit.pub")
+	if err := admission.WritePublicKeyFile(keyFile, priv.Public().(ed25519.PublicKey)); err != nil {
+		t.Fatal(err)
+	}
+	db, err := postgres.Open(context.Background(), dbURL, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := db.CreateEvent(context.Background(), seed.EventSpec{Name: "e2e", Kind: core.KindMovie, Layout: seed.MustLayout("cinema"),
+		StartsAt: time.Now().Add(time.Hour), OnsaleAt: time.Now()})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m := NewMain()
+	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-database-url", dbURL, "-admit-public-key", keyFile, "-sweep-interval", "100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	base := "http://" + m.Addr().String()
+
+	tok, _ := admission.NewSigner(priv).Admit("fan", jsonInt(ev), 0, time.Minute)
+	req, _ := http.NewRequest("POST", base+"/v1/events/"+jsonInt(ev)+"/holds", strings.NewReader(`{"best_available":{"band":"RECLINER","count":2}}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h core.Hold
+	json.NewDecoder(resp.Body).Decode(&h)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || len(h.Seats) != 2 {
+		t.Fatalf("hold = %d %+v", resp.StatusCode, h)
+	}
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "onsale_core_sweeper_lag_seconds") {
+		t.Error("/metrics has no sweeper lag")
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel = %v; want a clean stop", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("core did not stop within 15 s of SIGTERM")
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		ok   bool
+	}{
+		{"no database", []string{"-database-url", "", "-admit-public-key", "k"}, false},
+		{"no key", []string{"-database-url", "postgres://x", "-admit-public-key", "", "-admit-jwks-url", ""}, false},
+		{"both keys", []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", "http://g"}, false},
+		{"zero sweep", []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", "", "-sweep-interval", "0s"}, false},
+		{"good", []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", ""}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := NewMain().ParseFlags(tc.args)
+			if (err == nil) != tc.ok {
+				t.Fatalf("ParseFlags(%v) = %v; want ok=%v", tc.args, err, tc.ok)
+			}
+		})
+	}
+}
+
+func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
