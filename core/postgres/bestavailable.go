@@ -22,7 +22,7 @@ SELECT seat_id, section, row_no, number
 // among how many of the best blocks it picks at random, so that concurrent
 // fans asking for the same band do not all race for the same block.
 const (
-	bestWindow   = 2000
+	bestWindow   = 300
 	bestSpread   = 8
 	bestAttempts = 5
 )

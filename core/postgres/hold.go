@@ -90,6 +90,11 @@ func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, er
 		limit = p.Limit
 	}
 	r := p.Request
+	if n := max(len(r.Seats), r.Quantity, bestCount(r)); n > limit {
+		// Refused before any seat is looked at: no account may pass it.
+		return nil, core.Errorf(core.ELimitExceeded, "at most %d tickets per account: asked for %d", limit, n).
+			With("limit", limit)
+	}
 	switch {
 	case ev.seated && r.Quantity > 0:
 		return nil, core.Errorf(core.EInvalid, "event %d has numbered seats: ask for seats or best_available", p.EventID)
@@ -104,6 +109,13 @@ func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, er
 	slices.Sort(seats)
 	seats = slices.Compact(seats)
 	return db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats) })
+}
+
+func bestCount(r core.HoldRequest) int {
+	if r.BestAvailable == nil {
+		return 0
+	}
+	return r.BestAvailable.Count
 }
 
 // retryOverLimit runs hold once more after a limit refusal when the account

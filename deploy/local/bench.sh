@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# deploy/local/bench.sh - `make bench` (placeholder). Runs under
-# `deploy/local/stack.sh run -- deploy/local/bench.sh` with DATABASE_URL and REDIS_URL set.
+# deploy/local/bench.sh - `make bench`: the hold path and the sweeper against
+# baselines measured in the same run (pgbench on the same server). Results go
+# to the terminal and to .run/bench/. Bounded: about two minutes.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+. "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
+trap stop_core EXIT
 
-echo "bench: not yet"
+build
+url=$(fresh_db onsale_bench)
+start_core "$url" 127.0.0.1:18181 -sweep-interval 1h
+mkdir -p .run/bench
+DATABASE_URL=$url bin/holdbench -core http://127.0.0.1:18181 -admit-key .run/keys/admit.key \
+	-rounds "${BENCH_ROUNDS:-8}" -out .run/bench/holdbench.json | tee .run/bench/holdbench.txt
+echo "+ go test -run XXX -bench . ./core/postgres (the hold path below HTTP)"
+DATABASE_URL=$url go test -run XXX -bench CreateHold -benchtime 5000x ./core/postgres | tee .run/bench/gobench.txt
+stop_core
+psql "$DATABASE_URL" -X -q -c "DROP DATABASE IF EXISTS onsale_bench WITH (FORCE)"

@@ -211,12 +211,25 @@ start_bg() { # NAME CMD...
 	log "$name: started (pid $pid, log .run/$name.log)"
 }
 
-# Called at the end of `up` with DATABASE_URL / REDIS_URL exported. Add application
-# processes here, e.g.:
-#   start_bg core    "$ROOT/bin/core"
-#   start_bg gateway "$ROOT/bin/gateway"
+# Called at the end of `up` with DATABASE_URL / REDIS_URL exported. Only `make up`
+# (MODE=up) starts the services, so a person can use them: builds the binaries, makes
+# the development admit key, seeds the demo catalog and starts the core on
+# ONSALE_CORE_ADDR (127.0.0.1:8081). `run` (make test / bench / demo) starts its own.
 start_apps() {
-	:
+	[[ $MODE == up ]] || return 0
+	local addr=${ONSALE_CORE_ADDR:-127.0.0.1:8081} i
+	log "apps: building"
+	(cd "$ROOT" && go build -o bin/ ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...) >&2
+	mkdir -p "$RUN_DIR/keys"
+	"$ROOT/bin/admitkey" gen -key "$RUN_DIR/keys/admit.key" >&2
+	"$ROOT/bin/seed" -json >"$RUN_DIR/seed.json"
+	log "apps: demo catalog in .run/seed.json"
+	start_bg core env ONSALE_CORE_ADDR="$addr" ONSALE_ADMIT_PUBLIC_KEY="$RUN_DIR/keys/admit.key.pub" "$ROOT/bin/core"
+	for ((i = 0; i < 100; i++)); do
+		curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && { log "core: ready at http://$addr"; return 0; }
+		sleep 0.1
+	done
+	die "core did not become ready; see .run/core.log"
 }
 
 stop_process() { # NAME

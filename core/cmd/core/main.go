@@ -11,6 +11,7 @@ import (
 	"net"
 	nethttp "net/http"
 	"net/url"
+	_ "net/http/pprof" // on DefaultServeMux, served only on -debug-addr
 	"os"
 	"os/signal"
 	"strconv"
@@ -49,6 +50,7 @@ type Config struct {
 	SweepInterval   time.Duration
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
+	DebugAddr       string // pprof listener; empty: none
 }
 
 // Main is the core program, testable: ParseFlags, Run until ctx ends, and
@@ -88,6 +90,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", c.JWKSRefresh, "how often to re-fetch the JWKS, e.g. 1m (env ONSALE_JWKS_REFRESH)")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "time between sweeps of expired holds, e.g. 30s (env ONSALE_SWEEP_INTERVAL)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "grace period for in-flight requests on SIGTERM")
+	fs.StringVar(&c.DebugAddr, "debug-addr", os.Getenv("ONSALE_DEBUG_ADDR"), "serve /debug/pprof on this address, e.g. 127.0.0.1:6061 (env ONSALE_DEBUG_ADDR; off when empty)")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env ONSALE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -160,6 +163,11 @@ func (m *Main) Run(ctx context.Context) error {
 			func(err error) { log.Warn("jwks refresh failed; keeping the previous keys", "err", err) })
 	}
 
+	if c.DebugAddr != "" {
+		dbg := &nethttp.Server{Addr: c.DebugAddr, Handler: nethttp.DefaultServeMux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { log.Warn("debug server stopped", "err", dbg.ListenAndServe()) }()
+		defer dbg.Close()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

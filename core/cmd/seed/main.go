@@ -1,7 +1,7 @@
 // Command seed creates the demo catalog: the 40,000-seat stadium concert,
 // a GA show and cinema shows. Events already present (same name and start)
-// are left alone; -reset empties the catalog first. It prints the events as
-// JSON lines so scripts can pick ids.
+// are left alone; -reset empties the catalog first. It prints the events, as
+// JSON lines with -json so scripts can pick ids.
 package main
 
 import (
@@ -19,15 +19,22 @@ import (
 func main() {
 	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
 	reset := flag.Bool("reset", false, "delete every venue, event, seat and hold first")
+	asJSON := flag.Bool("json", false, "print the events as JSON lines instead of a table")
 	onsaleIn := flag.Duration("onsale-in", 0, "put the concerts on sale this long from now instead of at the next noon IST (e.g. 0s for now, 30s)")
 	flag.Parse()
-	if err := run(context.Background(), *dbURL, *reset, *onsaleIn, flag.CommandLine.Lookup("onsale-in").Value.String() != "0s"); err != nil {
+	if err := run(context.Background(), *dbURL, *reset, *asJSON, *onsaleIn, isSet("onsale-in")); err != nil {
 		fmt.Fprintln(os.Stderr, "seed:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dbURL string, reset bool, onsaleIn time.Duration, moveOnsale bool) error {
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func run(ctx context.Context, dbURL string, reset, asJSON bool, onsaleIn time.Duration, moveOnsale bool) error {
 	if dbURL == "" {
 		return fmt.Errorf("DATABASE_URL is required")
 	}
@@ -55,8 +62,17 @@ func run(ctx context.Context, dbURL string, reset bool, onsaleIn time.Duration, 
 				return err
 			}
 		}
-		_ = out.Encode(map[string]any{"id": id, "name": s.Name, "kind": s.Kind, "venue": s.Layout.Venue.Name,
-			"capacity": s.Layout.Capacity(), "seated": s.Layout.Seated(), "onsale_at": s.OnsaleAt, "starts_at": s.StartsAt, "existed": existed})
+		if asJSON {
+			_ = out.Encode(map[string]any{"id": id, "name": s.Name, "kind": s.Kind, "venue": s.Layout.Venue.Name,
+				"capacity": s.Layout.Capacity(), "seated": s.Layout.Seated(), "onsale_at": s.OnsaleAt, "starts_at": s.StartsAt, "existed": existed})
+			continue
+		}
+		what := "seats"
+		if !s.Layout.Seated() {
+			what = "GA tickets"
+		}
+		fmt.Printf("  event %3d  %-8s %-26s %-30s %6d %-10s on sale %s, starts %s\n", id, s.Kind, s.Name, s.Layout.Venue.Name,
+			s.Layout.Capacity(), what, s.OnsaleAt.In(seed.IST).Format("Jan 2 15:04"), s.StartsAt.In(seed.IST).Format("Jan 2 15:04 IST"))
 	}
 	return nil
 }
