@@ -161,6 +161,16 @@ func (r *HoldRequest) Validate() error {
 	return nil
 }
 
+// HoldRef names the hold a caller wants to change and what the caller
+// believes of it: the operation fails unless the hold belongs to Account,
+// is for EventID (0: any event) and is at Version (0: any version).
+type HoldRef struct {
+	ID      string
+	Account string
+	EventID int64
+	Version int64
+}
+
 // SweepResult reports one sweep of expired holds.
 type SweepResult struct {
 	Holds int           // holds returned to sale
@@ -181,9 +191,9 @@ type Catalog interface {
 type Holds interface {
 	CreateHold(ctx context.Context, p HoldParams) (*Hold, error)
 	Hold(ctx context.Context, id string) (*Hold, error)
-	// ReleaseHold ends hold id for account; version 0 matches any version.
-	ReleaseHold(ctx context.Context, id, account string, version int64) (*Hold, error)
-	// ExtendHold extends hold id once by ExtendBy, only while it is valid.
-	ExtendHold(ctx context.Context, id, account string, version int64) (*Hold, error)
+	// ReleaseHold ends a hold, giving its seats and quota back.
+	ReleaseHold(ctx context.Context, ref HoldRef) (*Hold, error)
+	// ExtendHold extends a hold once by ExtendBy, only while it is valid.
+	ExtendHold(ctx context.Context, ref HoldRef) (*Hold, error)
 	Sweep(ctx context.Context) (SweepResult, error)
 }

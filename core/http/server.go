@@ -213,7 +213,7 @@ func (s *Server) countHold(err error) {
 }
 
 func (s *Server) getHold(w http.ResponseWriter, r *http.Request) {
-	h, _, err := s.ownHold(r)
+	h, err := s.ownHold(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -232,20 +232,26 @@ func (s *Server) extendHold(w http.ResponseWriter, r *http.Request) {
 	s.changeHold(w, r, s.Holds.ExtendHold)
 }
 
-func (s *Server) changeHold(w http.ResponseWriter, r *http.Request, op func(context.Context, string, string, int64) (*core.Hold, error)) {
+func (s *Server) changeHold(w http.ResponseWriter, r *http.Request, op func(context.Context, core.HoldRef) (*core.Hold, error)) {
 	version, err := ifMatch(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	h, claims, err := s.ownHold(r)
+	claims, err := s.admit(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	event, err := strconv.ParseInt(claims.Event, 10, 64)
+	if err != nil || event <= 0 {
+		s.fail(w, r, core.Errorf(core.EWrongEvent, "the admit token names no event of this core"))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	h, err = op(ctx, h.ID, claims.Account(), version)
+	// The store checks event, owner and version on the row it changes.
+	h, err := op(ctx, core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: event, Version: version})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -254,26 +260,26 @@ func (s *Server) changeHold(w http.ResponseWriter, r *http.Request, op func(cont
 	writeJSON(w, http.StatusOK, h)
 }
 
-// ownHold verifies the admit token and loads the hold it may act on: the
+// ownHold verifies the admit token and loads the hold it may read: the
 // token must be for the hold's event and its account must own the hold.
-func (s *Server) ownHold(r *http.Request) (*core.Hold, *admission.Claims, error) {
+func (s *Server) ownHold(r *http.Request) (*core.Hold, error) {
 	claims, err := s.admit(r)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	h, err := s.Holds.Hold(ctx, r.PathValue("hold"))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if claims.Event != strconv.FormatInt(h.EventID, 10) {
-		return nil, nil, core.Errorf(core.EWrongEvent, "the admit token is for event %s, not %d", claims.Event, h.EventID)
+		return nil, core.Errorf(core.EWrongEvent, "the admit token is for event %s, not %d", claims.Event, h.EventID)
 	}
 	if h.Account != claims.Account() {
-		return nil, nil, core.Errorf(core.EForbidden, "this hold belongs to another account")
+		return nil, core.Errorf(core.EForbidden, "this hold belongs to another account")
 	}
-	return h, claims, nil
+	return h, nil
 }
 
 // admit verifies the bearer admit token.

@@ -128,16 +128,6 @@ func (l *Layout) Validate() error {
 	case len(l.Sections) == 0:
 		return fmt.Errorf("layout: no sections and no general_admission")
 	}
-	seen := make(map[string]bool)
-	for _, s := range l.Seats() {
-		if !bands[s.Band] {
-			return fmt.Errorf("layout: seat %s: unknown band %q", s.ID, s.Band)
-		}
-		if seen[s.ID] {
-			return fmt.Errorf("layout: seat %s appears twice", s.ID)
-		}
-		seen[s.ID] = true
-	}
 	for _, sec := range l.Sections {
 		if sec.Code == "" {
 			return fmt.Errorf("layout: section without a code")
@@ -147,6 +137,16 @@ func (l *Layout) Validate() error {
 				return fmt.Errorf("layout: section %s: row %q needs a label and seats", sec.Code, r.Label)
 			}
 		}
+	}
+	seen := make(map[string]bool)
+	for _, s := range l.Seats() {
+		if !bands[s.Band] {
+			return fmt.Errorf("layout: seat %s: unknown band %q", s.ID, s.Band)
+		}
+		if seen[s.ID] {
+			return fmt.Errorf("layout: seat %s appears twice", s.ID)
+		}
+		seen[s.ID] = true
 	}
 	return nil
 }

@@ -305,18 +305,18 @@ SELECT h.version, (SELECT count(*) FROM freed) FROM h`
 
 // ReleaseHold gives a hold's seats back to sale and the account its quota.
 // Releasing a hold that expired but was not yet swept is allowed (it only
-// returns what is still under its id). Fails with ENotFound, EForbidden (not
-// the owner), EVersionMismatch or EHoldNotActive.
-func (db *DB) ReleaseHold(ctx context.Context, id, account string, version int64) (*core.Hold, error) {
-	h, err := db.ownedHold(ctx, id, account, version)
+// returns what is still under its id). Fails with ENotFound, EWrongEvent,
+// EForbidden (not the owner), EVersionMismatch or EHoldNotActive.
+func (db *DB) ReleaseHold(ctx context.Context, ref core.HoldRef) (*core.Hold, error) {
+	h, err := db.ownedHold(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	var freed int
-	err = db.pool.QueryRow(ctx, endHoldSQL, id, version, core.HoldReleased).Scan(&h.Version, &freed)
+	err = db.pool.QueryRow(ctx, endHoldSQL, ref.ID, ref.Version, core.HoldReleased).Scan(&h.Version, &freed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Changed since we read it: report what it is now.
-		return nil, db.notActive(ctx, id, version)
+		return nil, db.notActive(ctx, ref.ID, ref.Version)
 	}
 	if err != nil {
 		return nil, translate(err)
@@ -325,21 +325,23 @@ func (db *DB) ReleaseHold(ctx context.Context, id, account string, version int64
 	return h, nil
 }
 
-// ownedHold loads hold id and checks owner, status and version.
-func (db *DB) ownedHold(ctx context.Context, id, account string, version int64) (*core.Hold, error) {
-	h, err := db.Hold(ctx, id)
+// ownedHold loads the hold ref names and checks event, owner, version and
+// status, in that order.
+func (db *DB) ownedHold(ctx context.Context, ref core.HoldRef) (*core.Hold, error) {
+	h, err := db.Hold(ctx, ref.ID)
 	if err != nil {
 		return nil, err
 	}
-	if h.Account != account {
-		return nil, core.Errorf(core.EForbidden, "hold %s belongs to another account", id)
-	}
-	if version != 0 && h.Version != version {
-		return nil, core.Errorf(core.EVersionMismatch, "hold %s is at version %d, not %d", id, h.Version, version).
+	switch {
+	case ref.EventID != 0 && h.EventID != ref.EventID:
+		return nil, core.Errorf(core.EWrongEvent, "hold %s is for event %d, not %d", ref.ID, h.EventID, ref.EventID)
+	case h.Account != ref.Account:
+		return nil, core.Errorf(core.EForbidden, "hold %s belongs to another account", ref.ID)
+	case ref.Version != 0 && h.Version != ref.Version:
+		return nil, core.Errorf(core.EVersionMismatch, "hold %s is at version %d, not %d", ref.ID, h.Version, ref.Version).
 			With("version", h.Version)
-	}
-	if h.Status != core.HoldActive {
-		return nil, core.Errorf(core.EHoldNotActive, "hold %s is %s", id, h.Status).With("status", h.Status)
+	case h.Status != core.HoldActive:
+		return nil, core.Errorf(core.EHoldNotActive, "hold %s is %s", ref.ID, h.Status).With("status", h.Status)
 	}
 	return h, nil
 }
@@ -374,9 +376,11 @@ SELECT h.version, h.expires_at, cardinality(h.seat_ids), (SELECT count(*) FROM s
 
 // ExtendHold extends a hold once by core.ExtendBy, only while it is valid and
 // still owns every one of its seats. Fails with EHoldExpired,
-// EAlreadyExtended, EHoldNotActive, EForbidden, EVersionMismatch or ENotFound.
-func (db *DB) ExtendHold(ctx context.Context, id, account string, version int64) (*core.Hold, error) {
-	h, err := db.ownedHold(ctx, id, account, version)
+// EAlreadyExtended, EHoldNotActive, EForbidden, EWrongEvent, EVersionMismatch
+// or ENotFound.
+func (db *DB) ExtendHold(ctx context.Context, ref core.HoldRef) (*core.Hold, error) {
+	id := ref.ID
+	h, err := db.ownedHold(ctx, ref)
 	if err != nil {
 		return nil, err
 	}

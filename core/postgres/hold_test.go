@@ -71,17 +71,20 @@ func TestHoldSeats(t *testing.T) {
 	}
 
 	// Release returns seats and quota; a second release changes nothing.
-	if _, err := db.ReleaseHold(ctx, h.ID, "bob", 0); core.ErrorCode(err) != core.EForbidden {
+	if _, err := db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "bob", Version: 0}); core.ErrorCode(err) != core.EForbidden {
 		t.Fatalf("release by non-owner = %v; want forbidden", err)
 	}
-	if _, err := db.ReleaseHold(ctx, h.ID, "alice", 7); core.ErrorCode(err) != core.EVersionMismatch {
+	if _, err := db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", EventID: ev + 1}); core.ErrorCode(err) != core.EWrongEvent {
+		t.Fatalf("release naming another event = %v; want wrong_event", err)
+	}
+	if _, err := db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", Version: 7}); core.ErrorCode(err) != core.EVersionMismatch {
 		t.Fatalf("release with stale version = %v; want version_mismatch", err)
 	}
-	r, err := db.ReleaseHold(ctx, h.ID, "alice", 1)
+	r, err := db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", Version: 1})
 	if err != nil || r.Status != core.HoldReleased || r.Version != 2 {
 		t.Fatalf("release = %+v, %v", r, err)
 	}
-	_, err = db.ReleaseHold(ctx, h.ID, "alice", 0)
+	_, err = db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", Version: 0})
 	wantCode(t, err, core.EHoldNotActive)
 	if _, err := hold(db, ev, "bob", core.HoldRequest{Seats: []string{"AUD-J-4", "AUD-J-5"}}); err != nil {
 		t.Fatalf("released seats should be free: %v", err)
@@ -111,14 +114,14 @@ func TestExtend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := db.ExtendHold(ctx, h.ID, "alice", h.Version)
+	e, err := db.ExtendHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", Version: h.Version})
 	if err != nil {
 		t.Fatalf("extend: %v", err)
 	}
 	if got := e.ExpiresAt.Sub(h.ExpiresAt); got != core.ExtendBy || e.Version != h.Version+1 || !e.Extended {
 		t.Fatalf("extended by %v to version %d; want %v, %d", got, e.Version, core.ExtendBy, h.Version+1)
 	}
-	_, err = db.ExtendHold(ctx, h.ID, "alice", 0)
+	_, err = db.ExtendHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", Version: 0})
 	wantCode(t, err, core.EAlreadyExtended)
 	var until time.Time
 	if err := db.Pool().QueryRow(ctx, `SELECT max(hold_until) FROM seats WHERE hold_id = $1`, h.ID).Scan(&until); err != nil || !until.Equal(e.ExpiresAt) {
@@ -154,7 +157,7 @@ func TestGA(t *testing.T) {
 	}
 	_, err = hold(db, ev, "alice", core.HoldRequest{Seats: []string{"A-1"}})
 	wantCode(t, err, core.EInvalid)
-	if _, err := db.ReleaseHold(ctx, h.ID, "alice", 0); err != nil {
+	if _, err := db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", Version: 0}); err != nil {
 		t.Fatal(err)
 	}
 	var remaining int

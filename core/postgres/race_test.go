@@ -376,7 +376,7 @@ SELECT substr(account, 2)::int, expires_at FROM h`)
 	}
 	together(n, func(i int) {
 		time.Sleep(time.Until(expiry[i].Add(time.Duration(rand.IntN(13000)-10000) * time.Microsecond)))
-		_, err := db.ExtendHold(ctx, holds[i].ID, fmt.Sprintf("x%d", i), 0)
+		_, err := db.ExtendHold(ctx, core.HoldRef{ID: holds[i].ID, Account: fmt.Sprintf("x%d", i)})
 		switch core.ErrorCode(err) {
 		case core.EHoldExpired, core.EHoldNotActive:
 		case core.EInternal:
@@ -497,12 +497,12 @@ func TestRaceStaleOperation(t *testing.T) {
 					t.Errorf("re-hold: %v", err)
 				}
 			case 1:
-				_, err = db.ReleaseHold(ctx, h1.ID, acct, h1.Version)
+				_, err = db.ReleaseHold(ctx, core.HoldRef{ID: h1.ID, Account: acct, Version: h1.Version})
 				if err != nil && core.ErrorCode(err) != core.EHoldNotActive && core.ErrorCode(err) != core.EVersionMismatch {
 					t.Errorf("stale release: %v", err)
 				}
 			case 2:
-				_, err = db.ExtendHold(ctx, h1.ID, acct, h1.Version)
+				_, err = db.ExtendHold(ctx, core.HoldRef{ID: h1.ID, Account: acct, Version: h1.Version})
 				if c := core.ErrorCode(err); err == nil || (c != core.EHoldExpired && c != core.EHoldNotActive && c != core.EVersionMismatch) {
 					t.Errorf("stale extend of an expired hold = %v; want hold_expired", err)
 				}
@@ -512,11 +512,11 @@ func TestRaceStaleOperation(t *testing.T) {
 			continue
 		}
 		// Stale operations again, after the fact, with H1's old version.
-		if _, err := db.ReleaseHold(ctx, h1.ID, acct, h1.Version); err == nil {
+		if _, err := db.ReleaseHold(ctx, core.HoldRef{ID: h1.ID, Account: acct, Version: h1.Version}); err == nil {
 			// Allowed only if the first stale release lost the race; it must still leave H2 alone.
 			t.Logf("late release of H1 succeeded")
 		}
-		_, _ = db.ExtendHold(ctx, h1.ID, acct, h1.Version)
+		_, _ = db.ExtendHold(ctx, core.HoldRef{ID: h1.ID, Account: acct, Version: h1.Version})
 		got, err := db.Hold(ctx, h2.ID)
 		if err != nil {
 			t.Fatal(err)
