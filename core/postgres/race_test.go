@@ -320,12 +320,35 @@ UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id`, hol
 	}
 }
 
-// Experiment 4a: extend versus sweeper at the instant of expiry.
-func TestRaceExtendVersusSweeper(t *testing.T) {
+// naiveSweep is the racy sweeper the seeds warn about: select what looks
+// expired, then release it by id without checking again. A gap (a round
+// trip in real life) separates the two.
+func naiveSweep(db *postgres.DB) error {
+	var ids []string
+	if err := db.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(id::text), '{}') FROM holds WHERE status = 'ACTIVE' AND expires_at < now()`).Scan(&ids); err != nil {
+		return err
+	}
+	var seats []string
+	if err := db.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(seat_id), '{}') FROM seats WHERE status = 'HELD' AND hold_until < now()`).Scan(&seats); err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Millisecond)
+	if _, err := db.Pool().Exec(ctx, `UPDATE holds SET status = 'EXPIRED', version = version + 1 WHERE id = ANY ($1::uuid[])`, ids); err != nil {
+		return err
+	}
+	_, err := db.Pool().Exec(ctx, `UPDATE seats SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL WHERE seat_id = ANY ($1)`, seats)
+	return err
+}
+
+// raceExtendSweeper holds 400 two-seat groups, makes hold i expire at
+// now+100ms+i ms, fires its extend 25 ms before to 3 ms after that instant
+// while two sweepers run sweep in a loop, and counts the holds whose extend
+// succeeded but which lost their seats anyway.
+func raceExtendSweeper(t *testing.T, sweep func(*postgres.DB) error) (broken, extended int) {
 	db := postgrestest.NewDB(t, postgres.Options{})
 	ev := newEvent(t, db, "stadium", 6)
 	seats := seed.MustLayout("stadium").Seats()
-	const n = 200
+	const n = 400
 	holds := make([]*core.Hold, n)
 	for i := range n {
 		h, err := hold(db, ev, fmt.Sprintf("x%d", i), core.HoldRequest{Seats: []string{seats[2*i].ID, seats[2*i+1].ID}})
@@ -334,8 +357,6 @@ func TestRaceExtendVersusSweeper(t *testing.T) {
 		}
 		holds[i] = h
 	}
-	// Hold i expires at now+100ms+i ms; its extend fires 10 ms before to 3 ms after
-	// that instant while two sweepers sweep in a loop the whole time.
 	rows, err := db.Pool().Query(ctx, `
 WITH h AS (UPDATE holds SET expires_at = now() + interval '100 ms' + (substr(account, 2)::int) * interval '1 ms'
             RETURNING id, account, expires_at),
@@ -356,32 +377,30 @@ SELECT substr(account, 2)::int, expires_at FROM h`)
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
-	extended := make([]bool, n)
+	ok := make([]bool, n)
 	var sweeping atomic.Bool
 	sweeping.Store(true)
-	var sweeps atomic.Int32
 	var sweepers sync.WaitGroup
 	for range 2 {
 		sweepers.Add(1)
 		go func() {
 			defer sweepers.Done()
 			for sweeping.Load() {
-				if _, err := db.Sweep(ctx); err != nil {
+				if err := sweep(db); err != nil {
 					t.Errorf("sweep: %v", err)
 					return
 				}
-				sweeps.Add(1)
 			}
 		}()
 	}
 	together(n, func(i int) {
-		time.Sleep(time.Until(expiry[i].Add(time.Duration(rand.IntN(13000)-10000) * time.Microsecond)))
+		time.Sleep(time.Until(expiry[i].Add(time.Duration(rand.IntN(28000)-25000) * time.Microsecond)))
 		_, err := db.ExtendHold(ctx, core.HoldRef{ID: holds[i].ID, Account: fmt.Sprintf("x%d", i)})
 		switch core.ErrorCode(err) {
 		case core.EHoldExpired, core.EHoldNotActive:
 		case core.EInternal:
 			if err == nil {
-				extended[i] = true
+				ok[i] = true
 				return
 			}
 			fallthrough
@@ -391,58 +410,93 @@ SELECT substr(account, 2)::int, expires_at FROM h`)
 	})
 	sweeping.Store(false)
 	sweepers.Wait()
-	if _, err := db.Sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
-	won := 0
 	for i, h := range holds {
+		if !ok[i] {
+			continue
+		}
+		extended++
 		var status string
 		var held int
 		if err := db.Pool().QueryRow(ctx, `SELECT h.status, (SELECT count(*) FROM seats s WHERE s.hold_id = h.id AND s.status = 'HELD' AND s.hold_until = h.expires_at)
 FROM holds h WHERE h.id = $1`, h.ID).Scan(&status, &held); err != nil {
 			t.Fatal(err)
 		}
-		switch {
-		case extended[i] && (status != core.HoldActive || held != 2):
-			t.Errorf("hold %d was extended but is %s with %d seats: the sweeper released a valid hold", i, status, held)
-		case !extended[i] && (status != core.HoldExpired || held != 0):
-			t.Errorf("hold %d was not extended but is %s with %d seats", i, status, held)
-		}
-		if extended[i] {
-			won++
+		if status != core.HoldActive || held != 2 {
+			broken++
 		}
 	}
-	t.Logf("extend versus sweeper at expiry: %d extended, %d swept, %d sweeps ran during the window", won, n-won, sweeps.Load())
-	if won == 0 || won == n {
-		t.Errorf("all %d races went one way: the test did not stand at the instant of expiry", n)
+	if t.Failed() {
+		return
 	}
-	checkInvariants(t, db)
+	if _, err := db.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return broken, extended
 }
 
-// Experiment 4b: a new fan's hold versus the sweeper at the instant the
-// previous hold on the seat expires.
-func TestRaceHoldVersusSweeper(t *testing.T) {
+// Experiment 4a: extend versus sweeper at the instant of expiry.
+func TestRaceExtendVersusSweeper(t *testing.T) {
+	t.Run("control: select-then-release sweeper frees an extended hold", func(t *testing.T) {
+		// The window is a few milliseconds wide: up to three tries to be hit.
+		broken := 0
+		for try := 1; try <= 3 && broken == 0 && !t.Failed(); try++ {
+			var extended int
+			broken, extended = raceExtendSweeper(t, naiveSweep)
+			t.Logf("try %d, naive sweeper: %d of %d extended holds lost their seats", try, broken, extended)
+		}
+		if broken == 0 {
+			t.Fatal("the naive sweeper never released an extended hold: the harness cannot see the bug")
+		}
+	})
+	t.Run("product: conditional sweep", func(t *testing.T) {
+		broken, extended := raceExtendSweeper(t, func(db *postgres.DB) error { _, err := db.Sweep(ctx); return err })
+		t.Logf("extend versus sweeper at expiry: %d of 400 extended in time, %d of them released", extended, broken)
+		if broken != 0 {
+			t.Fatalf("the sweeper released %d holds that were extended (valid at commit)", broken)
+		}
+		if extended == 0 || extended == 400 {
+			t.Errorf("all 400 races went one way: the test did not stand at the instant of expiry")
+		}
+	})
+}
+
+// raceHoldSweeper expires n one-seat holds, then has n new fans hold those
+// seats while sweepers run sweep in a loop; it counts the new holds that
+// were told yes but do not own their seat.
+func raceHoldSweeper(t *testing.T, sweep func(*postgres.DB) error) (broken, won int) {
 	db := postgrestest.NewDB(t, postgres.Options{})
 	ev := newEvent(t, db, "stadium", 6)
 	seats := seed.MustLayout("stadium").Seats()
 	const n = 200
-	old := make([]*core.Hold, n)
 	for i := range n {
-		h, err := hold(db, ev, fmt.Sprintf("old%d", i), core.HoldRequest{Seats: []string{seats[i].ID}})
-		if err != nil {
+		if _, err := hold(db, ev, fmt.Sprintf("old%d", i), core.HoldRequest{Seats: []string{seats[i].ID}}); err != nil {
 			t.Fatal(err)
 		}
-		old[i] = h
-		setExpiry(t, db, h.ID, 0) // expired, not yet swept
+	}
+	// All expired at once, none swept yet.
+	if _, err := db.Pool().Exec(ctx, `
+WITH h AS (UPDATE holds SET expires_at = now() - interval '1 ms' RETURNING id, expires_at)
+UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id`); err != nil {
+		t.Fatal(err)
+	}
+	var sweeping atomic.Bool
+	sweeping.Store(true)
+	var sweepers sync.WaitGroup
+	for range 2 {
+		sweepers.Add(1)
+		go func() {
+			defer sweepers.Done()
+			for sweeping.Load() {
+				if err := sweep(db); err != nil {
+					t.Errorf("sweep: %v", err)
+					return
+				}
+			}
+		}()
 	}
 	newHolds := make([]*core.Hold, n)
-	together(n+4, func(i int) {
-		if i >= n {
-			if _, err := db.Sweep(ctx); err != nil {
-				t.Errorf("sweep: %v", err)
-			}
-			return
-		}
+	together(n, func(i int) {
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 		h, err := hold(db, ev, fmt.Sprintf("new%d", i), core.HoldRequest{Seats: []string{seats[i].ID}})
 		if err != nil {
 			t.Errorf("new fan %d: %v (an expired hold must not block)", i, err)
@@ -450,86 +504,131 @@ func TestRaceHoldVersusSweeper(t *testing.T) {
 		}
 		newHolds[i] = h
 	})
-	if _, err := db.Sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
+	time.Sleep(10 * time.Millisecond)
+	sweeping.Store(false)
+	sweepers.Wait()
 	for i, h := range newHolds {
 		if h == nil {
 			continue
 		}
-		var owner, status string
+		won++
+		var owner *string
+		var status string
 		if err := db.Pool().QueryRow(ctx, `SELECT hold_id::text, status FROM seats WHERE event_id = $1 AND seat_id = $2`, ev, seats[i].ID).Scan(&owner, &status); err != nil {
 			t.Fatal(err)
 		}
-		if owner != h.ID || status != "HELD" {
-			t.Errorf("seat %s: %s by %q; want HELD by the new hold %s", seats[i].ID, status, owner, h.ID)
+		if owner == nil || *owner != h.ID || status != "HELD" {
+			broken++
 		}
 	}
-	var oldActive int
-	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM holds WHERE account LIKE 'old%' AND status = 'ACTIVE'`).Scan(&oldActive); err != nil || oldActive != 0 {
-		t.Errorf("%d expired holds still active after a sweep (%v)", oldActive, err)
-	}
-	checkInvariants(t, db)
+	return broken, won
+}
+
+// Experiment 4b: a new fan's hold versus the sweeper, the moment after the
+// previous hold on the seat expired.
+func TestRaceHoldVersusSweeper(t *testing.T) {
+	t.Run("control: select-then-release sweeper frees a new hold", func(t *testing.T) {
+		broken, won := raceHoldSweeper(t, naiveSweep)
+		t.Logf("naive sweeper: %d of %d new holds lost their seat", broken, won)
+		if broken == 0 {
+			t.Fatal("the naive sweeper never freed a new hold: the harness cannot see the bug")
+		}
+	})
+	t.Run("product: conditional sweep", func(t *testing.T) {
+		sweep := func(db *postgres.DB) error { _, err := db.Sweep(ctx); return err }
+		broken, won := raceHoldSweeper(t, sweep)
+		t.Logf("hold versus sweeper: %d new holds, %d lost their seat", won, broken)
+		if broken != 0 || won != 200 {
+			t.Fatalf("%d of %d new holds lost their seat to the sweeper; want 0 of 200", broken, won)
+		}
+	})
 }
 
 // Experiment 5: a stale release or extend of expired hold H1, racing the
 // same account re-holding the same seat as H2, never touches H2.
 func TestRaceStaleOperation(t *testing.T) {
-	db := postgrestest.NewDB(t, postgres.Options{})
-	ev := newEvent(t, db, "stadium", 6)
-	seats := seed.MustLayout("stadium").Seats()
-	const n = 100
-	for i := range n {
-		acct := fmt.Sprintf("acct%d", i)
-		seat := []string{seats[i].ID}
-		h1, err := hold(db, ev, acct, core.HoldRequest{Seats: seat})
+	t.Run("control: release by account and seat frees H2", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "cinema", 6)
+		h1, err := hold(db, ev, "acct", core.HoldRequest{Seats: []string{"AUD-A-1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		setExpiry(t, db, h1.ID, 0)
-		var h2 *core.Hold
-		together(3, func(k int) {
-			var err error
-			switch k {
-			case 0:
-				h2, err = hold(db, ev, acct, core.HoldRequest{Seats: seat})
-				if err != nil {
-					t.Errorf("re-hold: %v", err)
-				}
-			case 1:
-				_, err = db.ReleaseHold(ctx, core.HoldRef{ID: h1.ID, Account: acct, Version: h1.Version})
-				if err != nil && core.ErrorCode(err) != core.EHoldNotActive && core.ErrorCode(err) != core.EVersionMismatch {
-					t.Errorf("stale release: %v", err)
-				}
-			case 2:
-				_, err = db.ExtendHold(ctx, core.HoldRef{ID: h1.ID, Account: acct, Version: h1.Version})
-				if c := core.ErrorCode(err); err == nil || (c != core.EHoldExpired && c != core.EHoldNotActive && c != core.EVersionMismatch) {
-					t.Errorf("stale extend of an expired hold = %v; want hold_expired", err)
-				}
-			}
-		})
-		if h2 == nil {
-			continue
-		}
-		// Stale operations again, after the fact, with H1's old version.
-		if _, err := db.ReleaseHold(ctx, core.HoldRef{ID: h1.ID, Account: acct, Version: h1.Version}); err == nil {
-			// Allowed only if the first stale release lost the race; it must still leave H2 alone.
-			t.Logf("late release of H1 succeeded")
-		}
-		_, _ = db.ExtendHold(ctx, core.HoldRef{ID: h1.ID, Account: acct, Version: h1.Version})
-		got, err := db.Hold(ctx, h2.ID)
+		h2, err := hold(db, ev, "acct", core.HoldRequest{Seats: []string{"AUD-A-1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var owner string
-		if err := db.Pool().QueryRow(ctx, `SELECT hold_id::text FROM seats WHERE event_id = $1 AND seat_id = $2 AND status = 'HELD'`, ev, seat[0]).Scan(&owner); err != nil {
-			t.Fatalf("seat %s is not held after stale operations on H1: %v", seat[0], err)
+		// The naive release identifies the hold by who and what, not by which.
+		if _, err := db.Pool().Exec(ctx, `UPDATE seats SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL
+WHERE event_id = $1 AND seat_id = ANY ($2) AND hold_id IN (SELECT id FROM holds WHERE account = $3)`, ev, h1.Seats, "acct"); err != nil {
+			t.Fatal(err)
 		}
-		if got.Status != core.HoldActive || got.Version != h2.Version || !got.ExpiresAt.Equal(h2.ExpiresAt) || owner != h2.ID {
-			t.Fatalf("H2 changed by stale operations on H1: %+v, seat owner %s", got, owner)
+		var status string
+		if err := db.Pool().QueryRow(ctx, `SELECT status FROM seats WHERE event_id = $1 AND seat_id = 'AUD-A-1'`, ev).Scan(&status); err != nil {
+			t.Fatal(err)
 		}
-	}
-	checkInvariants(t, db)
+		t.Logf("stale release of H1 by account and seat: H2's seat is now %s", status)
+		if status == "HELD" {
+			t.Fatalf("H2 (%s) kept its seat: the harness cannot see the bug", h2.ID)
+		}
+	})
+
+	t.Run("product: fenced by hold id and version", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "stadium", 6)
+		seats := seed.MustLayout("stadium").Seats()
+		const n = 100
+		for i := range n {
+			acct := fmt.Sprintf("acct%d", i)
+			seat := []string{seats[i].ID}
+			h1, err := hold(db, ev, acct, core.HoldRequest{Seats: seat})
+			if err != nil {
+				t.Fatal(err)
+			}
+			setExpiry(t, db, h1.ID, 0)
+			stale := core.HoldRef{ID: h1.ID, Account: acct, EventID: ev, Version: h1.Version}
+			var h2 *core.Hold
+			together(3, func(k int) {
+				var err error
+				switch k {
+				case 0:
+					h2, err = hold(db, ev, acct, core.HoldRequest{Seats: seat})
+					if err != nil {
+						t.Errorf("re-hold: %v", err)
+					}
+				case 1:
+					_, err = db.ReleaseHold(ctx, stale)
+					if c := core.ErrorCode(err); err != nil && c != core.EHoldNotActive && c != core.EVersionMismatch {
+						t.Errorf("stale release: %v", err)
+					}
+				case 2:
+					_, err = db.ExtendHold(ctx, stale)
+					if c := core.ErrorCode(err); err == nil || (c != core.EHoldExpired && c != core.EHoldNotActive && c != core.EVersionMismatch) {
+						t.Errorf("stale extend of an expired hold = %v; want hold_expired", err)
+					}
+				}
+			})
+			if h2 == nil {
+				continue
+			}
+			// And again after the fact, with H1's old version.
+			_, _ = db.ReleaseHold(ctx, stale)
+			_, _ = db.ExtendHold(ctx, stale)
+			got, err := db.Hold(ctx, h2.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var owner string
+			if err := db.Pool().QueryRow(ctx, `SELECT hold_id::text FROM seats WHERE event_id = $1 AND seat_id = $2 AND status = 'HELD'`, ev, seat[0]).Scan(&owner); err != nil {
+				t.Fatalf("seat %s is not held after stale operations on H1: %v", seat[0], err)
+			}
+			if got.Status != core.HoldActive || got.Version != h2.Version || !got.ExpiresAt.Equal(h2.ExpiresAt) || owner != h2.ID {
+				t.Fatalf("H2 changed by stale operations on H1: %+v, seat owner %s", got, owner)
+			}
+		}
+		checkInvariants(t, db)
+	})
 }
 
 // Experiment 6: one account, 50 concurrent holds, limit 6.
