@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,3 +109,61 @@ func TestParseFlags(t *testing.T) {
 }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestMainJWKS starts the core with the gateway's JWKS URL instead of a key
+// file: a token from a published key is accepted; once the key is withdrawn
+// from the set, the next refresh makes the core refuse it.
+func TestMainJWKS(t *testing.T) {
+	dbURL := postgrestest.NewURL(t)
+	priv, err := admission.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := admission.NewSigner(priv)
+	other, _ := admission.GenerateKey()
+	var mu sync.Mutex
+	published := []ed25519.PublicKey{signer.PublicKey()}
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		json.NewEncoder(w).Encode(admission.NewJWKS(published...))
+	}))
+	defer jwks.Close()
+
+	m := NewMain()
+	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-database-url", dbURL, "-admit-public-key", "",
+		"-admit-jwks-url", jwks.URL, "-jwks-refresh", "50ms"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	base := "http://" + m.Addr().String()
+
+	tok, _ := signer.Admit("fan", "1", 0, time.Minute)
+	status := func() int {
+		req, _ := http.NewRequest("GET", base+"/v1/holds/00000000-0000-4000-8000-000000000000", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// A valid token gets past authentication to the lookup: 404, not 401.
+	if got := status(); got != http.StatusNotFound {
+		t.Fatalf("with the key published: %d; want 404 (authenticated, no such hold)", got)
+	}
+	mu.Lock()
+	published = []ed25519.PublicKey{other.Public().(ed25519.PublicKey)}
+	mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for status() != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatal("the core still accepts a token whose key left the JWKS")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
