@@ -25,13 +25,7 @@ import (
 //
 // $1 event, $2 account, $3 hold id, $4 quantity (the deduplicated seat
 // count), $5 ticket limit, $6 hold seconds, $7 seat ids (sorted, distinct).
-const holdSeatsSQL = `
-WITH account AS (
-    INSERT INTO account_tickets AS a (event_id, account, tickets, max_tickets)
-    VALUES ($1, $2, $4, $5)
-    ON CONFLICT (event_id, account) DO UPDATE
-       SET tickets = a.tickets + EXCLUDED.tickets, max_tickets = EXCLUDED.max_tickets
-), held AS (
+const holdSeatsSQL = accountCTE + `, held AS (
     UPDATE seats
        SET status = 'HELD', hold_id = $3, hold_until = now() + make_interval(secs => $6),
            booking_id = NULL, version = version + 1
@@ -45,15 +39,20 @@ SELECT $3, $1, $2, coalesce(array_agg(seat_id ORDER BY seat_id), '{}'), $4, coun
   FROM held
 RETURNING version, expires_at, created_at`
 
-// holdGASQL is holdSeatsSQL for general admission: the counter's WHERE
-// refuses to go below zero, and a refused decrement claims nothing.
-const holdGASQL = `
+// accountCTE adds the hold's tickets to the account's counter; the
+// counter's CHECK refuses passing the limit. $1 event, $2 account, $4
+// tickets, $5 limit.
+const accountCTE = `
 WITH account AS (
     INSERT INTO account_tickets AS a (event_id, account, tickets, max_tickets)
     VALUES ($1, $2, $4, $5)
     ON CONFLICT (event_id, account) DO UPDATE
        SET tickets = a.tickets + EXCLUDED.tickets, max_tickets = EXCLUDED.max_tickets
-), ga AS (
+)`
+
+// holdGASQL is holdSeatsSQL for general admission: the counter's WHERE
+// refuses to go below zero, and a refused decrement claims nothing.
+const holdGASQL = accountCTE + `, ga AS (
     UPDATE ga_inventory SET remaining = remaining - $4
      WHERE event_id = $1 AND remaining >= $4
     RETURNING remaining

@@ -340,6 +340,27 @@ func naiveSweep(db *postgres.DB) error {
 	return err
 }
 
+// sweepLoop runs sweep in a loop in two goroutines until the returned
+// function is called.
+func sweepLoop(t *testing.T, db *postgres.DB, sweep func(*postgres.DB) error) (stop func()) {
+	var sweeping atomic.Bool
+	sweeping.Store(true)
+	var sweepers sync.WaitGroup
+	for range 2 {
+		sweepers.Add(1)
+		go func() {
+			defer sweepers.Done()
+			for sweeping.Load() {
+				if err := sweep(db); err != nil {
+					t.Errorf("sweep: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	return func() { sweeping.Store(false); sweepers.Wait() }
+}
+
 // raceExtendSweeper holds 400 two-seat groups, makes hold i expire at
 // now+100ms+i ms, fires its extend 25 ms before to 3 ms after that instant
 // while two sweepers run sweep in a loop, and counts the holds whose extend
@@ -378,21 +399,7 @@ SELECT substr(account, 2)::int, expires_at FROM h`)
 		t.Fatal(rows.Err())
 	}
 	ok := make([]bool, n)
-	var sweeping atomic.Bool
-	sweeping.Store(true)
-	var sweepers sync.WaitGroup
-	for range 2 {
-		sweepers.Add(1)
-		go func() {
-			defer sweepers.Done()
-			for sweeping.Load() {
-				if err := sweep(db); err != nil {
-					t.Errorf("sweep: %v", err)
-					return
-				}
-			}
-		}()
-	}
+	stopSweeping := sweepLoop(t, db, sweep)
 	together(n, func(i int) {
 		time.Sleep(time.Until(expiry[i].Add(time.Duration(rand.IntN(28000)-25000) * time.Microsecond)))
 		_, err := db.ExtendHold(ctx, core.HoldRef{ID: holds[i].ID, Account: fmt.Sprintf("x%d", i)})
@@ -408,8 +415,7 @@ SELECT substr(account, 2)::int, expires_at FROM h`)
 			t.Errorf("extend: %v", err)
 		}
 	})
-	sweeping.Store(false)
-	sweepers.Wait()
+	stopSweeping()
 	for i, h := range holds {
 		if !ok[i] {
 			continue
@@ -479,21 +485,7 @@ WITH h AS (UPDATE holds SET expires_at = now() - interval '1 ms' RETURNING id, e
 UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id`); err != nil {
 		t.Fatal(err)
 	}
-	var sweeping atomic.Bool
-	sweeping.Store(true)
-	var sweepers sync.WaitGroup
-	for range 2 {
-		sweepers.Add(1)
-		go func() {
-			defer sweepers.Done()
-			for sweeping.Load() {
-				if err := sweep(db); err != nil {
-					t.Errorf("sweep: %v", err)
-					return
-				}
-			}
-		}()
-	}
+	stopSweeping := sweepLoop(t, db, sweep)
 	newHolds := make([]*core.Hold, n)
 	together(n, func(i int) {
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
@@ -505,8 +497,7 @@ UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id`); er
 		newHolds[i] = h
 	})
 	time.Sleep(10 * time.Millisecond)
-	sweeping.Store(false)
-	sweepers.Wait()
+	stopSweeping()
 	for i, h := range newHolds {
 		if h == nil {
 			continue

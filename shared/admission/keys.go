@@ -46,17 +46,9 @@ func WritePublicKeyFile(path string, pub ed25519.PublicKey) error {
 
 // ReadPrivateKeyFile reads a PKCS#8 PEM Ed25519 private key.
 func ReadPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
+	k, err := readPEM(path, x509.ParsePKCS8PrivateKey)
 	if err != nil {
 		return nil, err
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return nil, fmt.Errorf("%s: no PEM block", path)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	priv, ok := k.(ed25519.PrivateKey)
 	if !ok {
@@ -67,6 +59,18 @@ func ReadPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
 
 // ReadPublicKeyFile reads a PKIX PEM Ed25519 public key.
 func ReadPublicKeyFile(path string) (ed25519.PublicKey, error) {
+	k, err := readPEM(path, x509.ParsePKIXPublicKey)
+	if err != nil {
+		return nil, err
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an Ed25519 key", path)
+	}
+	return pub, nil
+}
+
+func readPEM(path string, parse func([]byte) (any, error)) (any, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -75,15 +79,11 @@ func ReadPublicKeyFile(path string) (ed25519.PublicKey, error) {
 	if blk == nil {
 		return nil, fmt.Errorf("%s: no PEM block", path)
 	}
-	k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	k, err := parse(blk.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	pub, ok := k.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("%s: not an Ed25519 key", path)
-	}
-	return pub, nil
+	return k, nil
 }
 
 // JWK is one Ed25519 public key in JSON Web Key form (RFC 8037).
