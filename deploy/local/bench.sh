@@ -7,6 +7,13 @@ set -euo pipefail
 trap stop_core EXIT
 
 build
+# pgbench ships with the PostgreSQL server package on Debian.
+if ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 && ! command -v pgbench >/dev/null; then
+	echo "installing postgresql for pgbench" >&2
+	sudo=""
+	((EUID == 0)) || sudo=sudo
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql >/dev/null
+fi
 url=$(fresh_db onsale_bench)
 start_core "$url" 127.0.0.1:18181 -sweep-interval 1h
 mkdir -p .run/bench
