@@ -33,6 +33,8 @@ type Server struct {
 	Ready   func(context.Context) error
 	Log     *slog.Logger
 	Metrics *metrics.Metrics
+	// Payments, when set, serves the payment routes.
+	Payments *Payments
 
 	mux *http.ServeMux
 }
@@ -52,6 +54,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/holds/{hold}", s.getHold)
 	mux.HandleFunc("DELETE /v1/holds/{hold}", s.releaseHold)
 	mux.HandleFunc("POST /v1/holds/{hold}/extend", s.extendHold)
+	if s.Payments != nil {
+		mux.HandleFunc("POST /v1/holds/{hold}/payment", s.pay)
+		mux.HandleFunc("POST /v1/holds/{hold}/confirm", s.confirm)
+		mux.HandleFunc("POST /v1/webhooks/payments", s.webhook)
+		mux.HandleFunc("GET /v1/bookings/{booking}", s.getBooking)
+		mux.HandleFunc("GET /v1/bookings/{booking}/tickets/{n}/qr.png", s.ticketQR)
+	}
 	s.mux = mux
 	return http.HandlerFunc(s.serve)
 }
@@ -357,6 +366,13 @@ var status = map[string]int{
 	core.EAlreadyExtended: http.StatusConflict,
 	core.EVersionMismatch: http.StatusPreconditionFailed,
 	core.EUnavailable:     http.StatusServiceUnavailable,
+	core.EBookingClosed:   http.StatusConflict,
+	core.EPaymentDeclined: http.StatusPaymentRequired,
+	core.EProvider:        http.StatusBadGateway,
+	core.EIdemMissing:     http.StatusBadRequest,
+	core.EIdemReused:      http.StatusUnprocessableEntity,
+	core.EIdemInFlight:    http.StatusConflict,
+	core.EBadSignature:    http.StatusBadRequest,
 	core.EInternal:        http.StatusInternalServerError,
 }
 

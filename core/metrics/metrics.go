@@ -26,6 +26,13 @@ type Metrics struct {
 	SweptHolds    prometheus.Counter
 	SweptSeats    prometheus.Counter
 	SweepErrors   prometheus.Counter
+
+	// OutboxJobs counts outbox job runs by kind and result (done, retry, dead).
+	OutboxJobs *prometheus.CounterVec
+	// Webhooks counts provider webhooks by outcome.
+	Webhooks *prometheus.CounterVec
+	// Reconciled counts bookings the reconciler settled, by outcome.
+	Reconciled *prometheus.CounterVec
 }
 
 // New registers the collectors, with Go runtime and process collectors.
@@ -52,8 +59,18 @@ func New() *Metrics {
 		SweptHolds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_holds_total", Help: "Expired holds returned to sale."}),
 		SweptSeats:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_seats_total", Help: "Seats returned to sale by the sweeper."}),
 		SweepErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_sweep_errors_total", Help: "Sweeps that failed."}),
+		OutboxJobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onsale_core_outbox_jobs_total", Help: "Outbox job runs by kind and result.",
+		}, []string{"kind", "result"}),
+		Webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onsale_core_payment_webhooks_total", Help: "Payment webhooks by outcome.",
+		}, []string{"outcome"}),
+		Reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onsale_core_reconciled_bookings_total", Help: "Pending bookings settled by the reconciler, by outcome.",
+		}, []string{"outcome"}),
 	}
 	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweptSeats, m.SweepErrors,
+		m.OutboxJobs, m.Webhooks, m.Reconciled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -9,8 +9,9 @@ import (
 // checkInvariants fails the test when the database breaks a rule that must
 // hold after any interleaving: one owner per seat, every held seat under an
 // active hold that lists it with the same expiry, every active hold owning
-// all its seats until it expires, account counters equal to what their
-// active holds hold, and GA counters equal to capacity minus active holds.
+// all its seats until it expires, account counters and GA counters equal to
+// what active and booked holds hold, and every booked seat under exactly the
+// confirmed booking of its hold (with one ticket per seat).
 func checkInvariants(tb testing.TB, db *postgres.DB) {
 	tb.Helper()
 	checks := []struct {
@@ -33,13 +34,24 @@ SELECT count(*) FROM holds h, unnest(h.seat_ids) sid
 SELECT count(*) FROM seats WHERE status = 'AVAILABLE' AND (hold_id IS NOT NULL OR hold_until IS NOT NULL)`},
 		{"account counter differs from its active holds", `
 SELECT count(*) FROM account_tickets a
-  FULL JOIN (SELECT event_id, account, sum(quantity) n FROM holds WHERE status = 'ACTIVE' GROUP BY 1, 2) h
+  FULL JOIN (SELECT event_id, account, sum(quantity) n FROM holds WHERE status IN ('ACTIVE', 'BOOKED') GROUP BY 1, 2) h
     ON h.event_id = a.event_id AND h.account = a.account
  WHERE coalesce(a.tickets, 0) <> coalesce(h.n, 0)`},
 		{"account over its limit", `SELECT count(*) FROM account_tickets WHERE tickets > max_tickets OR tickets < 0`},
+		{"booked seat not under a confirmed booking of its hold", `
+SELECT count(*) FROM seats s LEFT JOIN bookings b ON b.id = s.booking_id
+ WHERE s.status = 'BOOKED' AND (b.id IS NULL OR b.status <> 'CONFIRMED' OR b.hold_id <> s.hold_id OR NOT s.seat_id = ANY (b.seat_ids))`},
+		{"confirmed booking without all its seats booked", `
+SELECT count(*) FROM bookings b, unnest(b.seat_ids) sid
+  LEFT JOIN seats s ON s.seat_id = sid
+ WHERE b.status = 'CONFIRMED' AND s.event_id = b.event_id AND (s.status <> 'BOOKED' OR s.booking_id IS DISTINCT FROM b.id)`},
+		{"confirmed booking whose hold is not BOOKED", `
+SELECT count(*) FROM bookings b JOIN holds h ON h.id = b.hold_id WHERE (b.status = 'CONFIRMED') <> (h.status = 'BOOKED')`},
+		{"confirmed booking without one ticket per seat", `
+SELECT count(*) FROM bookings b WHERE b.status = 'CONFIRMED' AND (SELECT count(*) FROM tickets t WHERE t.booking_id = b.id) <> b.quantity`},
 		{"GA counter differs from capacity minus active holds", `
 SELECT count(*) FROM ga_inventory g
-  LEFT JOIN (SELECT event_id, sum(quantity) n FROM holds WHERE status = 'ACTIVE' GROUP BY 1) h ON h.event_id = g.event_id
+  LEFT JOIN (SELECT event_id, sum(quantity) n FROM holds WHERE status IN ('ACTIVE', 'BOOKED') GROUP BY 1) h ON h.event_id = g.event_id
  WHERE g.remaining <> g.capacity - coalesce(h.n, 0) OR g.remaining < 0`},
 	}
 	for _, c := range checks {

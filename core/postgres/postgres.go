@@ -31,12 +31,15 @@ type Options struct {
 	MaxConns       int32         // 0: pgx's default
 	ConnectTimeout time.Duration // 0: 2 s
 	Logger         *slog.Logger
+	// LatePolicy decides what a payment for an expired hold gets (default refund).
+	LatePolicy core.LatePolicy
 }
 
 // DB is the core's PostgreSQL store.
 type DB struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	policy core.LatePolicy
 
 	mu     sync.Mutex
 	events map[int64]eventInfo // hold-path facts about events, cached briefly
@@ -71,7 +74,14 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	db := &DB{pool: pool, log: o.Logger, events: make(map[int64]eventInfo)}
+	if o.LatePolicy == "" {
+		o.LatePolicy = core.PolicyRefund
+	}
+	if o.LatePolicy != core.PolicyRefund && o.LatePolicy != core.PolicyHonour {
+		pool.Close()
+		return nil, fmt.Errorf("late payment policy %q: want refund or honour", o.LatePolicy)
+	}
+	db := &DB{pool: pool, log: o.Logger, policy: o.LatePolicy, events: make(map[int64]eventInfo)}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

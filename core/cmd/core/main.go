@@ -15,13 +15,19 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/http"
 	"github.com/onsale/onsale/core/metrics"
+	"github.com/onsale/onsale/core/notify"
+	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/provider"
 	"github.com/onsale/onsale/core/sweeper"
+	"github.com/onsale/onsale/core/ticket"
 	"github.com/onsale/onsale/shared/admission"
 )
 
@@ -51,6 +57,21 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
 	DebugAddr       string // pprof listener; empty: none
+
+	// Payments: on when ProviderURL is set.
+	ProviderURL    string
+	ProviderKey    string
+	WebhookSecret  string
+	LatePolicy     string
+	TicketKey      string // PEM file of the Ed25519 key that signs tickets
+	ReconcileAfter time.Duration
+	OutboxPoll     time.Duration
+	SMTPAddr       string // host:port; empty: no ticket emails
+	SMTPFrom       string
+	SMTPUser       string
+	SMTPPassword   string
+	SMSURL         string // empty: no ticket SMS
+	PublicURL      string
 }
 
 // Main is the core program, testable: ParseFlags, Run until ctx ends, and
@@ -73,6 +94,19 @@ func NewMain() *Main {
 		JWKSRefresh:     envDuration("ONSALE_JWKS_REFRESH", time.Minute),
 		SweepInterval:   envDuration("ONSALE_SWEEP_INTERVAL", 30*time.Second),
 		ShutdownTimeout: 10 * time.Second,
+		ProviderURL:     os.Getenv("ONSALE_PROVIDER_URL"),
+		ProviderKey:     os.Getenv("ONSALE_PROVIDER_KEY"),
+		WebhookSecret:   os.Getenv("ONSALE_WEBHOOK_SECRET"),
+		LatePolicy:      envOr("ONSALE_LATE_POLICY", "refund"),
+		TicketKey:       os.Getenv("ONSALE_TICKET_KEY"),
+		ReconcileAfter:  envDuration("ONSALE_RECONCILE_AFTER", 10*time.Minute),
+		OutboxPoll:      envDuration("ONSALE_OUTBOX_POLL", time.Second),
+		SMTPAddr:        os.Getenv("ONSALE_SMTP_ADDR"),
+		SMTPFrom:        envOr("ONSALE_SMTP_FROM", "tickets@onsale.local"),
+		SMTPUser:        os.Getenv("ONSALE_SMTP_USER"),
+		SMTPPassword:    os.Getenv("ONSALE_SMTP_PASSWORD"),
+		SMSURL:          os.Getenv("ONSALE_SMS_URL"),
+		PublicURL:       envOr("ONSALE_PUBLIC_URL", "http://127.0.0.1:8081"),
 	}
 	_ = c.LogLevel.UnmarshalText([]byte(envOr("ONSALE_LOG_LEVEL", "info")))
 	return &Main{Config: c, ready: make(chan net.Addr, 1)}
@@ -91,6 +125,15 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "time between sweeps of expired holds, e.g. 30s (env ONSALE_SWEEP_INTERVAL)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "grace period for in-flight requests on SIGTERM")
 	fs.StringVar(&c.DebugAddr, "debug-addr", os.Getenv("ONSALE_DEBUG_ADDR"), "serve /debug/pprof on this address, e.g. 127.0.0.1:6061 (env ONSALE_DEBUG_ADDR; off when empty)")
+	fs.StringVar(&c.ProviderURL, "provider-url", c.ProviderURL, "payment provider base URL; payments are off without it (env ONSALE_PROVIDER_URL)")
+	fs.StringVar(&c.ProviderKey, "provider-key", c.ProviderKey, "payment provider API key (env ONSALE_PROVIDER_KEY)")
+	fs.StringVar(&c.WebhookSecret, "webhook-secret", c.WebhookSecret, "secret of the provider's webhook signatures (env ONSALE_WEBHOOK_SECRET)")
+	fs.StringVar(&c.LatePolicy, "late-policy", c.LatePolicy, "a payment for an expired hold: refund or honour (env ONSALE_LATE_POLICY)")
+	fs.StringVar(&c.TicketKey, "ticket-key", c.TicketKey, "PEM file of the Ed25519 key that signs tickets (env ONSALE_TICKET_KEY)")
+	fs.DurationVar(&c.ReconcileAfter, "reconcile-after", c.ReconcileAfter, "ask the provider about bookings pending longer than this (env ONSALE_RECONCILE_AFTER)")
+	fs.DurationVar(&c.OutboxPoll, "outbox-poll", c.OutboxPoll, "how often an idle outbox worker looks for due jobs (env ONSALE_OUTBOX_POLL)")
+	fs.StringVar(&c.SMTPAddr, "smtp-addr", c.SMTPAddr, "SMTP relay host:port for ticket emails; none when empty (env ONSALE_SMTP_ADDR)")
+	fs.StringVar(&c.SMSURL, "sms-url", c.SMSURL, "HTTP SMS gateway URL for ticket SMS; none when empty (env ONSALE_SMS_URL)")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env ONSALE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -102,6 +145,10 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("core: give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
 	case c.SweepInterval <= 0 || c.DBMaxConns <= 0:
 		return errors.New("core: sweep interval and pool size must be positive")
+	case c.ProviderURL != "" && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
+		return errors.New("core: payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
+	case c.LatePolicy != string(core.PolicyRefund) && c.LatePolicy != string(core.PolicyHonour):
+		return errors.New("core: ONSALE_LATE_POLICY must be refund or honour")
 	}
 	return nil
 }
@@ -129,7 +176,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log})
+	db, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log,
+		LatePolicy: core.LatePolicy(c.LatePolicy)})
 	if err != nil {
 		return err
 	}
@@ -137,6 +185,31 @@ func (m *Main) Run(ctx context.Context) error {
 
 	met := metrics.New()
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met}
+	var worker *outbox.Worker
+	var reconciler *outbox.Reconciler
+	if c.ProviderURL != "" {
+		tkey, err := admission.ReadPrivateKeyFile(c.TicketKey)
+		if err != nil {
+			return fmt.Errorf("ticket key: %w", err)
+		}
+		prov := provider.New(c.ProviderURL, c.ProviderKey)
+		worker = &outbox.Worker{DB: db, Provider: prov, Tickets: ticket.NewSigner(tkey), PublicURL: c.PublicURL, Log: log, Metrics: met}
+		if c.SMTPAddr != "" {
+			host, port, err := net.SplitHostPort(c.SMTPAddr)
+			if err != nil {
+				return fmt.Errorf("smtp addr: %w", err)
+			}
+			p, _ := strconv.Atoi(port)
+			worker.Mailer = &notify.Mailer{Host: host, Port: p, From: c.SMTPFrom, Username: c.SMTPUser, Password: c.SMTPPassword}
+		}
+		if c.SMSURL != "" {
+			worker.SMS = &notify.SMS{URL: c.SMSURL}
+		}
+		reconciler = &outbox.Reconciler{DB: db, Provider: prov, Worker: worker, After: c.ReconcileAfter, Log: log, Metrics: met}
+		srv.Payments = &http.Payments{Bookings: db, Keys: db, Provider: prov, Outbox: worker,
+			WebhookSecret: []byte(c.WebhookSecret), Tickets: worker.Tickets}
+		log.Info("payments on", "provider", c.ProviderURL, "late_policy", c.LatePolicy, "smtp", c.SMTPAddr != "", "sms", c.SMSURL != "")
+	}
 	hs := &nethttp.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -154,10 +227,19 @@ func (m *Main) Run(ctx context.Context) error {
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
+	var workers sync.WaitGroup
+	workers.Add(1)
 	go func() {
-		defer close(done)
+		defer workers.Done()
 		sweeper.Run(bg, db, c.SweepInterval, log, met)
 	}()
+	if worker != nil {
+		workers.Add(3)
+		go func() { defer workers.Done(); worker.Run(bg, c.OutboxPoll) }()
+		go func() { defer workers.Done(); reconciler.Run(bg, max(c.ReconcileAfter/4, time.Second)) }()
+		go func() { defer workers.Done(); purgeKeys(bg, db, log) }()
+	}
+	go func() { workers.Wait(); close(done) }()
 	if c.AdmitJWKSURL != "" {
 		go admission.RefreshJWKS(bg, verifier, nethttp.DefaultClient, c.AdmitJWKSURL, c.JWKSRefresh,
 			func(err error) { log.Warn("jwks refresh failed; keeping the previous keys", "err", err) })
@@ -188,6 +270,24 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// purgeKeys deletes idempotency keys past their 24-hour retention, hourly.
+func purgeKeys(ctx context.Context, db *postgres.DB, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := db.PurgeKeys(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("purging idempotency keys failed", "err", err)
+		} else if n > 0 {
+			log.Info("purged idempotency keys", "keys", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (m *Main) verifier(ctx context.Context, log *slog.Logger) (*admission.Verifier, error) {

@@ -223,7 +223,7 @@ func check(ctx context.Context, dbURL string, ev int64) error {
             WHERE h.event_id = $1 AND s.event_id = $1 AND h.status = 'ACTIVE' AND (s.hold_id IS DISTINCT FROM h.id OR s.status <> 'HELD')`},
 		{"no account over its limit", `SELECT count(*) FROM account_tickets WHERE event_id = $1 AND (tickets > max_tickets OR tickets < 0)`},
 		{"account counters equal their active holds", `SELECT count(*) FROM (SELECT account, tickets FROM account_tickets WHERE event_id = $1) a
-            FULL JOIN (SELECT account, sum(quantity) n FROM holds WHERE event_id = $1 AND status = 'ACTIVE' GROUP BY 1) h USING (account)
+            FULL JOIN (SELECT account, sum(quantity) n FROM holds WHERE event_id = $1 AND status IN ('ACTIVE', 'BOOKED') GROUP BY 1) h USING (account)
             WHERE coalesce(a.tickets, 0) <> coalesce(h.n, 0)`},
 	}
 	failed := 0

@@ -1,0 +1,410 @@
+package http
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/outbox"
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/provider"
+	"github.com/onsale/onsale/core/ticket"
+	"github.com/onsale/onsale/shared/paysig"
+)
+
+// KeyStore keeps idempotency keys (core/postgres implements it).
+type KeyStore interface {
+	ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*postgres.StoredResponse, error)
+	SaveResponse(ctx context.Context, account, key string, r postgres.StoredResponse) error
+	ReleaseKey(ctx context.Context, account, key string) error
+}
+
+// Payments wires the payment routes: Pay (async), Confirm (sync), the
+// provider's webhook, bookings and ticket QR codes.
+type Payments struct {
+	Bookings      core.Bookings
+	Keys          KeyStore
+	Provider      *provider.Client
+	Outbox        *outbox.Worker
+	WebhookSecret []byte
+	Tickets       *ticket.Signer
+}
+
+// keyLease is how long a request owns its idempotency key before a retry
+// may take over (the request died without answering).
+const keyLease = 30 * time.Second
+
+// result is a handler's answer, stored under the idempotency key for replay
+// unless retry says the failure was transient (then the key is released).
+type result struct {
+	status int
+	body   any
+	retry  bool
+}
+
+func errResult(err error) result {
+	var e *core.Error
+	if !errors.As(err, &e) {
+		e = core.Errorf(core.EInternal, "internal error")
+	}
+	code, ok := status[e.Code]
+	if !ok {
+		code = http.StatusInternalServerError
+	}
+	body := map[string]any{"error": e.Code, "message": e.Message}
+	for k, v := range e.Detail {
+		body[k] = v
+	}
+	return result{status: code, body: body, retry: code >= 500}
+}
+
+// idempotent runs fn at most once per (account, Idempotency-Key), following
+// the IETF httpapi draft: the first request runs and its response is kept
+// for 24 hours; a repeat with the same fingerprint gets the kept response;
+// the same key with another request gets 422; a repeat while the first runs
+// gets 409; no key gets 400.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account string, body []byte, fn func() result) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || len(key) > 255 {
+		s.fail(w, r, core.Errorf(core.EIdemMissing, "this operation needs an Idempotency-Key header (1 to 255 characters)"))
+		return
+	}
+	h := sha256.New()
+	io.WriteString(h, r.Method+" "+r.URL.Path+"\n")
+	h.Write(body)
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	stored, err := s.Payments.Keys.ClaimKey(ctx, account, key, h.Sum(nil), keyLease)
+	if err != nil {
+		if core.ErrorCode(err) == core.EIdemInFlight {
+			w.Header().Set("Retry-After", "1")
+		}
+		s.fail(w, r, err)
+		return
+	}
+	if stored != nil {
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(stored.Status)
+		w.Write(stored.Body)
+		return
+	}
+	res := fn()
+	b, err := json.Marshal(res.body)
+	if err != nil {
+		res = result{status: http.StatusInternalServerError, retry: true}
+		b = []byte(`{"error":"internal","message":"encode response"}`)
+	}
+	b = append(b, '\n')
+	// The request's own context may be gone (client hung up): record the
+	// outcome regardless, so the retry replays it.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), requestTimeout)
+	defer scancel()
+	if res.retry {
+		err = s.Payments.Keys.ReleaseKey(sctx, account, key)
+		w.Header().Set("Retry-After", "2")
+	} else {
+		err = s.Payments.Keys.SaveResponse(sctx, account, key, postgres.StoredResponse{Status: res.status, Body: b})
+	}
+	if err != nil {
+		s.Log.Error("idempotency key not recorded", "err", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(res.status)
+	w.Write(b)
+}
+
+type payBody struct {
+	Email        string `json:"email"`
+	Phone        string `json:"phone"`
+	PaymentToken string `json:"payment_token"`
+}
+
+// readBody reads an optional small JSON object body, returning the raw bytes
+// (for the idempotency fingerprint) and the decoded fields.
+func readBody(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, core.Errorf(core.ETooLarge, "the body is over %d bytes", MaxBodyBytes)
+	}
+	if err != nil {
+		return nil, core.Errorf(core.EInvalid, "could not read the body")
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return b, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return nil, core.Errorf(core.EInvalid, "malformed JSON body: %v", err)
+	}
+	return b, nil
+}
+
+func (p payBody) contact() (core.Contact, error) {
+	if p.Email != "" && (len(p.Email) > 254 || !strings.Contains(p.Email, "@") || strings.ContainsAny(p.Email, " \r\n<>")) {
+		return core.Contact{}, core.Errorf(core.EInvalid, "email is not an address")
+	}
+	if p.Phone != "" && (len(p.Phone) > 20 || strings.Trim(p.Phone, "+0123456789") != "") {
+		return core.Contact{}, core.Errorf(core.EInvalid, "phone must be digits with an optional leading +")
+	}
+	return core.Contact{Email: p.Email, Phone: p.Phone}, nil
+}
+
+// holdRef verifies the admit token and names the hold it may act on.
+func (s *Server) holdRef(r *http.Request) (core.HoldRef, error) {
+	claims, err := s.admit(r)
+	if err != nil {
+		return core.HoldRef{}, err
+	}
+	event, err := strconv.ParseInt(claims.Event, 10, 64)
+	if err != nil || event <= 0 {
+		return core.HoldRef{}, core.Errorf(core.EWrongEvent, "the admit token names no event of this core")
+	}
+	return core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: event}, nil
+}
+
+// pay starts the async (UPI-like) flow: the booking, the one extension of
+// the hold, and the payment at the provider under key charge:<hold>. The
+// outcome arrives later by webhook.
+func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
+	ref, err := s.holdRef(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var in payBody
+	raw, err := readBody(w, r, &in)
+	if err == nil && in.PaymentToken != "" {
+		err = core.Errorf(core.EInvalid, "payment_token belongs to /confirm, the card flow")
+	}
+	contact, cerr := in.contact()
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.idempotent(w, r, ref.Account, raw, func() result {
+		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		defer cancel()
+		b, err := s.Payments.Bookings.StartPayment(ctx, ref, core.FlowAsync, contact)
+		if err != nil {
+			return errResult(err)
+		}
+		p, err := s.Payments.Provider.CreatePayment(ctx, "charge:"+ref.ID, provider.PaymentRequest{
+			Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "upi", Capture: "automatic"})
+		if err != nil {
+			s.Log.Warn("provider: create payment failed", "booking", b.ID, "err", err)
+			return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
+		}
+		if err := s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID); err != nil {
+			return errResult(err)
+		}
+		b.PaymentID = p.ID
+		return result{status: http.StatusCreated, body: map[string]any{"booking": b, "payment": p}}
+	})
+}
+
+// confirm is the sync (card) flow on the same booking state machine:
+// authorize under charge:<hold>, then book the hold's seats exactly (lock
+// the booking, conditional book), then capture; when the hold is gone the
+// authorization is voided and the fan gets 410.
+func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
+	ref, err := s.holdRef(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var in payBody
+	raw, err := readBody(w, r, &in)
+	if err == nil && in.PaymentToken == "" {
+		err = core.Errorf(core.EInvalid, "payment_token is required")
+	}
+	contact, cerr := in.contact()
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.idempotent(w, r, ref.Account, raw, func() result {
+		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		defer cancel()
+		b, err := s.Payments.Bookings.StartPayment(ctx, ref, core.FlowSync, contact)
+		if err != nil {
+			return errResult(err)
+		}
+		p, err := s.Payments.Provider.CreatePayment(ctx, "charge:"+ref.ID, provider.PaymentRequest{
+			Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "card",
+			PaymentToken: in.PaymentToken, Capture: "manual"})
+		if err != nil {
+			var ae *provider.APIError
+			if errors.As(err, &ae) && ae.Status < 500 {
+				s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, Type: "authorize"})
+				return errResult(core.Errorf(core.EPaymentDeclined, "the payment was refused: %s", ae.Message))
+			}
+			return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
+		}
+		if err := s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID); err != nil {
+			return errResult(err)
+		}
+		outcome, err := s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize",
+			Succeeded: p.Status == provider.StatusRequiresCapture || p.Status == provider.StatusSucceeded})
+		if err != nil {
+			return errResult(err)
+		}
+		switch outcome {
+		case core.BookingConfirmed:
+			s.Payments.Outbox.RunNow(ctx, "capture", b.ID)
+		case core.BookingRefundDue:
+			s.Payments.Outbox.RunNow(ctx, "void", b.ID)
+			return result{status: http.StatusGone, body: map[string]any{"error": core.EHoldExpired,
+				"message": "the hold expired before the payment: the authorization is voided, nothing is charged", "booking_id": b.ID}}
+		case core.BookingFailed:
+			return errResult(core.Errorf(core.EPaymentDeclined, "the payment was refused: %s", p.FailureReason))
+		}
+		b, err = s.Payments.Bookings.Booking(ctx, b.ID)
+		if err != nil {
+			return errResult(err)
+		}
+		b.Tickets = outbox.Sign(s.Payments.Tickets, b)
+		return result{status: http.StatusOK, body: b}
+	})
+}
+
+// webhookEvent is the provider's event envelope.
+type webhookEvent struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	Data struct {
+		Object struct {
+			ID        string `json:"id"`
+			PaymentID string `json:"payment_id"`
+			Status    string `json:"status"`
+			Reference string `json:"reference"`
+		} `json:"object"`
+	} `json:"data"`
+}
+
+// webhook takes the provider's events: the signature is checked over the
+// raw body (constant time, 5-minute tolerance), then the event is applied
+// once (its id is the de-duplication key, in the same transaction).
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		s.fail(w, r, core.Errorf(core.ETooLarge, "the body is over %d bytes", MaxBodyBytes))
+		return
+	}
+	if err := paysig.Verify(s.Payments.WebhookSecret, r.Header.Get(paysig.Header), raw, time.Now()); err != nil {
+		s.Metrics.Webhooks.WithLabelValues("bad_signature").Inc()
+		s.fail(w, r, core.Errorf(core.EBadSignature, "%v", err))
+		return
+	}
+	var ev webhookEvent
+	if err := json.Unmarshal(raw, &ev); err != nil || ev.ID == "" || ev.Type == "" {
+		s.fail(w, r, core.Errorf(core.EInvalid, "not a provider event"))
+		return
+	}
+	obj := ev.Data.Object
+	booking, _ := core.ParseBookingReference(obj.Reference)
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	var outcome string
+	switch ev.Type {
+	case "payment.succeeded", "payment.failed":
+		outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{EventID: ev.ID, Type: ev.Type, PaymentID: obj.ID,
+			BookingID: booking, Succeeded: ev.Type == "payment.succeeded"})
+		if err != nil {
+			s.fail(w, r, err) // 503: the provider retries
+			return
+		}
+	default:
+		outcome = "ignored" // refund.succeeded and others: the outbox already knows
+	}
+	s.Metrics.Webhooks.WithLabelValues(outcome).Inc()
+	log := s.Log.With("event", ev.ID, "type", ev.Type, "payment", obj.ID, "reference", obj.Reference, "outcome", outcome)
+	switch outcome {
+	case core.OutcomeUnknownOrder:
+		log.Warn("payment webhook for an unknown order: acknowledged, needs a look")
+	case core.BookingRefundDue:
+		log.Info("late payment: refund queued")
+		if booking > 0 {
+			// Refund at once; the outbox retries if this attempt fails or the process dies.
+			go s.Payments.Outbox.RunNow(context.WithoutCancel(ctx), "refund", booking)
+		}
+	default:
+		log.Debug("payment webhook applied")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"received": true, "outcome": outcome})
+}
+
+// getBooking returns the owner's booking with signed tickets.
+func (s *Server) getBooking(w http.ResponseWriter, r *http.Request) {
+	b, err := s.ownBooking(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b.Tickets = outbox.Sign(s.Payments.Tickets, b)
+	for i := range b.Tickets {
+		b.Tickets[i].QR = "/v1/bookings/" + strconv.FormatInt(b.ID, 10) + "/tickets/" + strconv.Itoa(b.Tickets[i].N) + "/qr.png"
+	}
+	w.Header().Set("Cache-Control", "private, no-store")
+	writeJSON(w, http.StatusOK, b)
+}
+
+// ticketQR draws one ticket's QR code as a PNG.
+func (s *Server) ticketQR(w http.ResponseWriter, r *http.Request) {
+	b, err := s.ownBooking(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	for _, t := range outbox.Sign(s.Payments.Tickets, b) {
+		if t.N == n {
+			png, err := ticket.QR(t.Payload, 320)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			w.Header().Set("Content-Type", "image/png")
+			w.Header().Set("Cache-Control", "private, max-age=3600")
+			w.Write(png)
+			return
+		}
+	}
+	s.fail(w, r, core.Errorf(core.ENotFound, "booking %d has no ticket %q", b.ID, r.PathValue("n")))
+}
+
+func (s *Server) ownBooking(r *http.Request) (*core.Booking, error) {
+	claims, err := s.admit(r)
+	if err != nil {
+		return nil, err
+	}
+	id, err := strconv.ParseInt(r.PathValue("booking"), 10, 64)
+	if err != nil || id <= 0 {
+		return nil, core.Errorf(core.ENotFound, "no such booking")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	b, err := s.Payments.Bookings.Booking(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if b.Account != claims.Account() || claims.Event != strconv.FormatInt(b.EventID, 10) {
+		return nil, core.Errorf(core.EForbidden, "this booking belongs to another account")
+	}
+	return b, nil
+}

@@ -1,0 +1,113 @@
+// Package notify delivers tickets to fans: email through SMTP (go-mail
+// composes the MIME message with one QR PNG per ticket) and SMS through an
+// HTTP gateway. Both are called from the outbox, which retries them.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	mail "github.com/wneessen/go-mail"
+
+	"github.com/onsale/onsale/core"
+)
+
+// Ticket is a ticket ready to send: its signed payload and QR image.
+type Ticket struct {
+	core.Ticket
+	PNG []byte
+}
+
+// Mailer sends ticket emails over SMTP.
+type Mailer struct {
+	Host     string
+	Port     int
+	From     string
+	Username string // empty: no authentication
+	Password string
+	// StartTLS requires TLS; without it the connection stays plain (a local
+	// relay or a test server).
+	StartTLS bool
+}
+
+// SendTickets mails a booking's tickets to the booking's email address.
+func (m *Mailer) SendTickets(ctx context.Context, b *core.Booking, event string, tickets []Ticket) error {
+	msg := mail.NewMsg()
+	if err := msg.From(m.From); err != nil {
+		return fmt.Errorf("mail from: %w", err)
+	}
+	if err := msg.To(b.Email); err != nil {
+		return fmt.Errorf("mail to: %w", err)
+	}
+	msg.Subject(fmt.Sprintf("Your tickets: %s (booking %d)", event, b.ID))
+	var body strings.Builder
+	fmt.Fprintf(&body, "Booking %d is confirmed: %d ticket(s) for %s.\n\n", b.ID, len(tickets), event)
+	for _, t := range tickets {
+		seat := t.Seat
+		if seat == "" {
+			seat = fmt.Sprintf("general admission #%d", t.N)
+		}
+		fmt.Fprintf(&body, "Ticket %s, %s\n  %s\n\n", t.ID, seat, t.Payload)
+	}
+	body.WriteString("Show the QR code of each ticket at the gate. It works offline.\n")
+	msg.SetBodyString(mail.TypeTextPlain, body.String())
+	for _, t := range tickets {
+		if err := msg.AttachReader("ticket-"+t.ID+".png", bytes.NewReader(t.PNG)); err != nil {
+			return fmt.Errorf("attach: %w", err)
+		}
+	}
+	opts := []mail.Option{mail.WithPort(m.Port), mail.WithTimeout(10 * time.Second), mail.WithTLSPolicy(mail.NoTLS)}
+	if m.StartTLS {
+		opts[2] = mail.WithTLSPolicy(mail.TLSMandatory)
+	}
+	if m.Username != "" {
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthPlain), mail.WithUsername(m.Username), mail.WithPassword(m.Password))
+	}
+	c, err := mail.NewClient(m.Host, opts...)
+	if err != nil {
+		return fmt.Errorf("smtp client: %w", err)
+	}
+	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
+		return fmt.Errorf("smtp send: %w", err)
+	}
+	return nil
+}
+
+// SMS posts text messages to an HTTP SMS gateway as {"to": ..., "body": ...}.
+type SMS struct {
+	URL  string
+	HTTP *http.Client
+}
+
+// Send sends one message; any non-2xx answer is an error (to retry).
+func (s *SMS) Send(ctx context.Context, to, text string) error {
+	b, _ := json.Marshal(map[string]string{"to": to, "body": text})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	client := s.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("sms: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("sms: gateway answered %s", resp.Status)
+	}
+	return nil
+}
+
+// TicketSMS is the text message of a confirmed booking.
+func TicketSMS(b *core.Booking, event, link string) string {
+	return fmt.Sprintf("onsale: booking %d confirmed, %d ticket(s) for %s. Your QR tickets: %s", b.ID, b.Quantity, event, link)
+}
