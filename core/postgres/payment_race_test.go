@@ -1,0 +1,353 @@
+package postgres_test
+
+// The seeds' payment experiments on the booking state machine, with real
+// concurrent transactions; the provider side (refunds in its ledger) is
+// proven end to end in loadtest/proof.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/postgres/postgrestest"
+	"github.com/onsale/onsale/core/seed"
+)
+
+// pending holds seats for account and starts an async payment on them.
+func pending(tb testing.TB, db *postgres.DB, ev int64, account string, seats ...string) (*core.Hold, *core.Booking) {
+	tb.Helper()
+	h, err := hold(db, ev, account, core.HoldRequest{Seats: seats})
+	if err != nil {
+		tb.Fatalf("hold %v: %v", seats, err)
+	}
+	b, err := db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: account, EventID: ev}, core.FlowAsync, core.Contact{})
+	if err != nil {
+		tb.Fatalf("start payment: %v", err)
+	}
+	if err := db.SetPaymentID(ctx, b.ID, fmt.Sprintf("pay_%d", b.ID)); err != nil {
+		tb.Fatal(err)
+	}
+	return h, b
+}
+
+func jobs(tb testing.TB, db *postgres.DB, kind string, booking int64) int {
+	tb.Helper()
+	var n int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE kind = $1 AND booking_id = $2`, kind, booking).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+func TestStartPayment(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "stadium", 6)
+	h, b := pending(t, db, ev, "alice", "NL1-A-1", "NL1-A-2")
+	if b.Status != core.BookingPending || b.AmountPaise != 2*1500000 || b.Quantity != 2 {
+		t.Fatalf("booking = %+v; want PAYMENT_PENDING for 2 PLATINUM seats (30,000 rupees)", b)
+	}
+	got, err := db.Hold(ctx, h.ID)
+	if err != nil || !got.Extended || got.ExpiresAt.Sub(h.ExpiresAt) != core.ExtendBy {
+		t.Fatalf("hold after Pay = %+v, %v; want extended once by %v", got, err, core.ExtendBy)
+	}
+	// Pay again (a retry): the same booking, no second extension.
+	again, err := db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: "alice", EventID: ev}, core.FlowAsync, core.Contact{})
+	if err != nil || again.ID != b.ID {
+		t.Fatalf("second Pay = %+v, %v; want booking %d", again, err, b.ID)
+	}
+	if _, err := db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: "bob", EventID: ev}, core.FlowAsync, core.Contact{}); core.ErrorCode(err) != core.EForbidden {
+		t.Fatalf("Pay by another account = %v; want forbidden", err)
+	}
+	// GA is priced per ticket.
+	gaEv := newEvent(t, db, "amphitheatre", 6)
+	gh, err := hold(db, gaEv, "carol", core.HoldRequest{Quantity: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := db.StartPayment(ctx, core.HoldRef{ID: gh.ID, Account: "carol", EventID: gaEv}, core.FlowAsync, core.Contact{})
+	if err != nil || gb.AmountPaise != 3*150000 {
+		t.Fatalf("GA booking = %+v, %v; want 3 x 1,500 rupees", gb, err)
+	}
+	outcome, err := db.Settle(ctx, core.Settlement{EventID: "evt_ga", BookingID: gb.ID, PaymentID: "pay_ga", Succeeded: true})
+	if err != nil || outcome != core.BookingConfirmed {
+		t.Fatalf("GA settle = %s, %v", outcome, err)
+	}
+	full, err := db.Booking(ctx, gb.ID)
+	if err != nil || len(full.Tickets) != 3 {
+		t.Fatalf("GA booking tickets = %+v, %v; want 3", full, err)
+	}
+	// An expired hold cannot start a payment.
+	h2, err := hold(db, ev, "dan", core.HoldRequest{Seats: []string{"NL1-B-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setExpiry(t, db, h2.ID, 0)
+	if _, err := db.StartPayment(ctx, core.HoldRef{ID: h2.ID, Account: "dan", EventID: ev}, core.FlowAsync, core.Contact{}); core.ErrorCode(err) != core.EHoldExpired {
+		t.Fatalf("Pay on an expired hold = %v; want hold_expired", err)
+	}
+	checkInvariants(t, db)
+}
+
+// naiveSettle is the confirm without the booking row lock and without the
+// event de-duplication: read the status, then act on it.
+func naiveSettle(db *postgres.DB, booking int64, hold string) (string, error) {
+	var status string
+	if err := db.Pool().QueryRow(ctx, `SELECT status FROM bookings WHERE id = $1`, booking).Scan(&status); err != nil {
+		return "", err
+	}
+	if status != core.BookingPending {
+		return status, nil
+	}
+	time.Sleep(time.Millisecond)
+	outcome := core.BookingConfirmed
+	err := pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `WITH h AS (UPDATE holds SET status = 'BOOKED' WHERE id = $1 AND status = 'ACTIVE' RETURNING id)
+SELECT count(*) FROM h`, hold).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			outcome = core.BookingRefundDue
+			_, err := tx.Exec(ctx, `INSERT INTO outbox (kind, booking_id) VALUES ('refund', $1) ON CONFLICT DO NOTHING`, booking)
+			if err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE bookings SET status = $2 WHERE id = $1`, booking, outcome)
+		return err
+	})
+	return outcome, err
+}
+
+// Payment experiment 1: two copies of one webhook at the same moment, 50 times.
+func TestRaceDuplicateWebhook(t *testing.T) {
+	const n = 50
+	run := func(t *testing.T, settle func(db *postgres.DB, b *core.Booking, h *core.Hold, copy int) (string, error)) (refunded, confirmed int) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "stadium", 6)
+		seats := seed.MustLayout("stadium").Seats()
+		for i := range n {
+			h, b := pending(t, db, ev, fmt.Sprintf("fan%d", i), seats[2*i].ID, seats[2*i+1].ID)
+			together(2, func(copy int) {
+				if _, err := settle(db, b, h, copy); err != nil {
+					t.Errorf("settle: %v", err)
+				}
+			})
+			if jobs(t, db, "refund", b.ID) > 0 {
+				refunded++
+			}
+			var status string
+			db.Pool().QueryRow(ctx, `SELECT status FROM bookings WHERE id = $1`, b.ID).Scan(&status)
+			if status == core.BookingConfirmed {
+				confirmed++
+			}
+		}
+		return refunded, confirmed
+	}
+
+	t.Run("control: read-then-act confirm refunds a booked payment", func(t *testing.T) {
+		refunded, confirmed := run(t, func(db *postgres.DB, b *core.Booking, h *core.Hold, _ int) (string, error) {
+			return naiveSettle(db, b.ID, h.ID)
+		})
+		t.Logf("naive: %d of %d bookings confirmed, %d with a refund queued for a payment that booked", confirmed, n, refunded)
+		if refunded == 0 {
+			t.Fatal("the naive confirm never refunded a booked payment: the harness cannot see the bug")
+		}
+	})
+	t.Run("product: row lock and event de-duplication", func(t *testing.T) {
+		var dups atomic.Int32
+		refunded, confirmed := run(t, func(db *postgres.DB, b *core.Booking, h *core.Hold, _ int) (string, error) {
+			out, err := db.Settle(ctx, core.Settlement{EventID: fmt.Sprintf("evt_%d", b.ID), Type: "payment.succeeded",
+				PaymentID: b.PaymentID, BookingID: b.ID, Succeeded: true})
+			if out == core.OutcomeDuplicate {
+				dups.Add(1)
+			}
+			return out, err
+		})
+		t.Logf("%d pairs of identical webhooks: %d confirmed, %d refunds queued, %d copies recognised as duplicates", n, confirmed, refunded, dups.Load())
+		if confirmed != n || refunded != 0 || dups.Load() != n {
+			t.Fatalf("confirmed %d, refunds %d, duplicates %d; want %d, 0, %d", confirmed, refunded, dups.Load(), n, n)
+		}
+	})
+}
+
+// Payment experiment 2 (database half): a payment just after expiry while a
+// new fan asks for the seat at the same moment: the fan gets the seat, the
+// payer's refund is queued exactly once (the provider half, one refund in
+// the ledger, is in loadtest/proof).
+func TestRaceLatePaymentVersusNewFan(t *testing.T) {
+	t.Run("control: a confirm without the hold id and expiry books the fan's seat", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "stadium", 6)
+		seats := seed.MustLayout("stadium").Seats()
+		both := 0
+		for i := range 20 {
+			h, b := pending(t, db, ev, fmt.Sprintf("payer%d", i), seats[i].ID)
+			setExpiry(t, db, h.ID, 0)
+			var fan *core.Hold
+			var outcome string
+			together(2, func(k int) {
+				if k == 0 {
+					outcome, _ = unfencedConfirm(db, b)
+				} else {
+					fan, _ = hold(db, ev, fmt.Sprintf("fan%d", i), core.HoldRequest{Seats: []string{seats[i].ID}})
+				}
+			})
+			if fan != nil && outcome == core.BookingConfirmed {
+				both++
+			}
+		}
+		t.Logf("unfenced confirm racing the new fan: %d of 20 seats told yes to both", both)
+		if both == 0 {
+			t.Fatal("never both: the harness cannot see the bug")
+		}
+	})
+	t.Run("product", func(t *testing.T) { latePaymentRaces(t) })
+}
+
+func latePaymentRaces(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{LatePolicy: core.PolicyRefund})
+	ev := newEvent(t, db, "stadium", 6)
+	seats := seed.MustLayout("stadium").Seats()
+	const n = 100
+	for i := range n {
+		seat := seats[i].ID
+		h, b := pending(t, db, ev, fmt.Sprintf("payer%d", i), seat)
+		setExpiry(t, db, h.ID, 0)
+		var fan *core.Hold
+		var outcome string
+		together(2, func(k int) {
+			var err error
+			if k == 0 {
+				outcome, err = db.Settle(ctx, core.Settlement{EventID: fmt.Sprintf("evt_%d", i), PaymentID: b.PaymentID, BookingID: b.ID, Succeeded: true})
+			} else {
+				fan, err = hold(db, ev, fmt.Sprintf("fan%d", i), core.HoldRequest{Seats: []string{seat}})
+			}
+			if err != nil {
+				t.Errorf("race %d side %d: %v", i, k, err)
+			}
+		})
+		if fan == nil || outcome != core.BookingRefundDue || jobs(t, db, "refund", b.ID) != 1 {
+			t.Fatalf("race %d: fan hold %v, payer %s, %d refunds queued; want the fan's hold, REFUND_DUE, 1", i, fan != nil, outcome, jobs(t, db, "refund", b.ID))
+		}
+	}
+	checkInvariants(t, db)
+}
+
+// unfencedConfirm books a booking's seats by seat id alone, as a confirm
+// that does not match the hold id would.
+func unfencedConfirm(db *postgres.DB, b *core.Booking) (string, error) {
+	tag, err := db.Pool().Exec(ctx, `UPDATE seats SET status = 'BOOKED', booking_id = $2, hold_until = NULL
+WHERE event_id = $1 AND seat_id = ANY ($3) AND status = 'HELD'`, b.EventID, b.ID, b.Seats)
+	if err != nil || int(tag.RowsAffected()) != len(b.Seats) {
+		return core.BookingRefundDue, err
+	}
+	_, err = db.Pool().Exec(ctx, `UPDATE bookings SET status = 'CONFIRMED' WHERE id = $1`, b.ID)
+	return core.BookingConfirmed, err
+}
+
+// Payment experiment 3: under the honour policy, 200 races timed at expiry
+// between the late payer's webhook and a new fan: never both.
+func TestRaceHonourPolicy(t *testing.T) {
+	t.Run("control: a confirm without the hold id books the new fan's seat", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{LatePolicy: core.PolicyHonour})
+		ev := newEvent(t, db, "cinema", 6)
+		both := 0
+		for i := range 20 {
+			seat := fmt.Sprintf("AUD-G-%d", 1+i%10)
+			if i >= 10 {
+				seat = fmt.Sprintf("AUD-H-%d", 1+i%10)
+			}
+			h, b := pending(t, db, ev, fmt.Sprintf("payer%d", i), seat)
+			setExpiry(t, db, h.ID, 0)
+			fan, err := hold(db, ev, fmt.Sprintf("fan%d", i), core.HoldRequest{Seats: []string{seat}})
+			outcome, cerr := unfencedConfirm(db, b)
+			if err == nil && cerr == nil && fan != nil && outcome == core.BookingConfirmed {
+				both++
+			}
+		}
+		t.Logf("unfenced confirm: %d of 20 seats went to both the late payer and the new fan", both)
+		if both == 0 {
+			t.Fatal("the unfenced confirm never gave a seat to both: the harness cannot see the bug")
+		}
+	})
+	t.Run("product", func(t *testing.T) { honourRaces(t) })
+}
+
+func honourRaces(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{LatePolicy: core.PolicyHonour})
+	ev := newEvent(t, db, "stadium", 6)
+	seats := seed.MustLayout("stadium").Seats()
+	const n = 200
+	var payer, fan, neither int
+	for i := range n {
+		seat := seats[i].ID
+		h, b := pending(t, db, ev, fmt.Sprintf("payer%d", i), seat)
+		setExpiry(t, db, h.ID, time.Duration(rand.IntN(4000)-2000)*time.Microsecond)
+		var fanHold *core.Hold
+		var outcome string
+		together(2, func(k int) {
+			if k == 0 {
+				outcome, _ = db.Settle(ctx, core.Settlement{EventID: fmt.Sprintf("evt_%d", i), PaymentID: b.PaymentID, BookingID: b.ID, Succeeded: true})
+				return
+			}
+			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+			fanHold, _ = hold(db, ev, fmt.Sprintf("fan%d", i), core.HoldRequest{Seats: []string{seat}})
+		})
+		switch {
+		case outcome == core.BookingConfirmed && fanHold != nil:
+			t.Fatalf("race %d: both the late payer and the new fan got seat %s", i, seat)
+		case outcome == core.BookingConfirmed:
+			payer++
+		case fanHold != nil:
+			fan++
+			if outcome != core.BookingRefundDue {
+				t.Fatalf("race %d: the fan got the seat and the payer's booking is %s, not REFUND_DUE", i, outcome)
+			}
+		default:
+			neither++
+		}
+	}
+	t.Logf("honour policy, %d races at expiry: late payer booked %d, new fan held %d, neither %d", n, payer, fan, neither)
+	if neither != 0 {
+		t.Errorf("%d races gave the seat to nobody", neither)
+	}
+	checkInvariants(t, db)
+}
+
+// Payment experiment 6: a stale webhook for H1 after the same account holds
+// the same seat as H2: H2 is untouched and H1's money is refunded.
+func TestStaleWebhook(t *testing.T) {
+	for _, policy := range []core.LatePolicy{core.PolicyRefund, core.PolicyHonour} {
+		t.Run(string(policy), func(t *testing.T) {
+			db := postgrestest.NewDB(t, postgres.Options{LatePolicy: policy})
+			ev := newEvent(t, db, "cinema", 6)
+			h1, b1 := pending(t, db, ev, "alice", "AUD-F-5")
+			setExpiry(t, db, h1.ID, 0)
+			h2, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-F-5"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			outcome, err := db.Settle(ctx, core.Settlement{EventID: "evt_stale", PaymentID: b1.PaymentID, BookingID: b1.ID, Succeeded: true})
+			if err != nil || outcome != core.BookingRefundDue {
+				t.Fatalf("stale webhook for H1 = %s, %v; want REFUND_DUE", outcome, err)
+			}
+			got, err := db.Hold(ctx, h2.ID)
+			if err != nil || got.Status != core.HoldActive || got.Version != h2.Version {
+				t.Fatalf("H2 after H1's webhook = %+v, %v; want untouched", got, err)
+			}
+			var status, owner string
+			db.Pool().QueryRow(ctx, `SELECT status, hold_id::text FROM seats WHERE event_id = $1 AND seat_id = 'AUD-F-5'`, ev).Scan(&status, &owner)
+			if status != "HELD" || owner != h2.ID || jobs(t, db, "refund", b1.ID) != 1 {
+				t.Fatalf("seat %s by %s, %d refunds queued; want HELD by H2 and one refund", status, owner, jobs(t, db, "refund", b1.ID))
+			}
+			checkInvariants(t, db)
+		})
+	}
+}
