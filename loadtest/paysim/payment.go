@@ -1,0 +1,304 @@
+package paysim
+
+import (
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Payment statuses.
+const (
+	StatusPending         = "pending"          // UPI: waiting for the payer
+	StatusRequiresCapture = "requires_capture" // card, manual capture: authorized
+	StatusSucceeded       = "succeeded"        // money taken (refunds do not change it)
+	StatusFailed          = "failed"           // declined; no money moved
+	StatusCanceled        = "canceled"         // authorization voided
+)
+
+// Payment methods and capture modes.
+const (
+	MethodUPI     = "upi"
+	MethodCard    = "card"
+	CaptureAuto   = "automatic"
+	CaptureManual = "manual"
+	DeclineToken  = "tok_decline" // a card token that is always declined
+)
+
+const maxReferenceLen = 200
+
+// Payment is the provider's payment object.
+type Payment struct {
+	ID             string `json:"id"`
+	Status         string `json:"status"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	Reference      string `json:"reference"`
+	Method         string `json:"method"`
+	Capture        string `json:"capture"`
+	AmountCaptured int64  `json:"amount_captured"`
+	AmountRefunded int64  `json:"amount_refunded"`
+	Created        int64  `json:"created"` // unix seconds
+	FailureReason  string `json:"failure_reason"`
+}
+
+// Refund is the provider's refund object. Refunds succeed at once.
+type Refund struct {
+	ID        string `json:"id"`
+	PaymentID string `json:"payment_id"`
+	Reference string `json:"reference"`
+	Amount    int64  `json:"amount"`
+	Status    string `json:"status"`
+	Created   int64  `json:"created"`
+}
+
+// PaymentRequest is the body of POST /v1/payments.
+type PaymentRequest struct {
+	Amount       int64  `json:"amount"`
+	Currency     string `json:"currency"`
+	Reference    string `json:"reference"`
+	Method       string `json:"method"`
+	PaymentToken string `json:"payment_token,omitempty"`
+	Capture      string `json:"capture,omitempty"` // default automatic
+}
+
+// RefundRequest is the body of POST /v1/payments/{id}/refunds.
+type RefundRequest struct {
+	Amount *int64 `json:"amount,omitempty"` // nil: all that is left
+}
+
+// validate normalizes r and rejects what a provider would refuse.
+func (r *PaymentRequest) validate() error {
+	if r.Capture == "" {
+		r.Capture = CaptureAuto
+	}
+	r.Currency = strings.ToUpper(r.Currency)
+	switch {
+	case r.Amount <= 0:
+		return errorf(EInvalid, "amount must be a positive integer (paise)")
+	case r.Currency != "INR":
+		return errorf(EInvalid, "currency must be INR")
+	case r.Reference == "" || len(r.Reference) > maxReferenceLen:
+		return errorf(EInvalid, "reference must be 1 to %d characters", maxReferenceLen)
+	case r.Capture != CaptureAuto && r.Capture != CaptureManual:
+		return errorf(EInvalid, "capture must be automatic or manual")
+	}
+	switch r.Method {
+	case MethodUPI:
+		if r.PaymentToken != "" {
+			return errorf(EInvalid, "payment_token is for card payments")
+		}
+		if r.Capture != CaptureAuto {
+			return errorf(EInvalid, "upi payments are captured automatically")
+		}
+	case MethodCard:
+		if !strings.HasPrefix(r.PaymentToken, "tok_") {
+			return errorf(EInvalid, "card payments need a payment_token tok_...")
+		}
+	default:
+		return errorf(EInvalid, "method must be upi or card")
+	}
+	return nil
+}
+
+// createPayment validates r and creates its payment. UPI payments
+// start pending and settle after a drawn delay; cards are authorized or
+// charged at once.
+func (s *Sim) createPayment(r PaymentRequest) (Payment, error) {
+	if err := r.validate(); err != nil {
+		return Payment{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := &Payment{
+		ID:        newID("pay"),
+		Amount:    r.Amount,
+		Currency:  r.Currency,
+		Reference: r.Reference,
+		Method:    r.Method,
+		Capture:   r.Capture,
+		Created:   s.now().Unix(),
+	}
+	s.payments[p.ID] = p
+	s.byRef[p.Reference] = append(s.byRef[p.Reference], p)
+	s.all = append(s.all, p)
+	switch {
+	case r.Method == MethodUPI:
+		p.Status = StatusPending
+		if !s.closed {
+			id, d := p.ID, s.beh.upiDelay()
+			s.settling[id] = time.AfterFunc(d, func() {
+				s.background(func() { s.settle(id, nil, true) })
+			})
+		}
+	case r.PaymentToken == DeclineToken || rand.Float64() < s.beh.FailRate:
+		s.fail(p, "card_declined")
+	case r.Capture == CaptureManual:
+		p.Status = StatusRequiresCapture
+		s.record(EntryAuthorization, p, "", p.Amount)
+	default:
+		s.succeed(p, EntryCharge)
+	}
+	s.log.Debug("payment created", "payment", p.ID, "reference", p.Reference, "method", p.Method, "status", p.Status)
+	return *p, nil
+}
+
+// Settle decides a pending UPI payment now, as if the payer approved
+// (ok) or declined, and queues its webhook. It returns a not_found or
+// invalid_state *Error for anything but a pending UPI payment.
+func (s *Sim) Settle(paymentID string, ok bool) (Payment, error) {
+	return s.settle(paymentID, &ok, false)
+}
+
+// settle decides a pending UPI payment: by ok, or by the fail rate when ok
+// is nil. auto is true when its timer fired.
+func (s *Sim) settle(id string, ok *bool, auto bool) (Payment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.payments[id]
+	if p == nil {
+		return Payment{}, errorf(ENotFound, "no payment %q", id)
+	}
+	if p.Method != MethodUPI || p.Status != StatusPending {
+		if auto {
+			return *p, nil
+		}
+		return Payment{}, errorf(EInvalidState, "payment %s is %s %s, not a pending upi payment", id, p.Method, p.Status)
+	}
+	if t := s.settling[id]; t != nil {
+		t.Stop()
+		delete(s.settling, id)
+	}
+	if ok == nil {
+		approve := rand.Float64() >= s.beh.FailRate
+		ok = &approve
+	}
+	if *ok {
+		s.succeed(p, EntryCharge)
+	} else {
+		s.fail(p, "upi_declined")
+	}
+	s.log.Debug("upi payment settled", "payment", p.ID, "reference", p.Reference, "status", p.Status, "auto", auto)
+	return *p, nil
+}
+
+// succeed takes the money: a charge (automatic capture) or a capture.
+func (s *Sim) succeed(p *Payment, entry string) {
+	p.Status = StatusSucceeded
+	p.AmountCaptured = p.Amount
+	s.record(entry, p, "", p.Amount)
+	s.emit(EventPaymentSucceeded, *p)
+}
+
+func (s *Sim) fail(p *Payment, reason string) {
+	p.Status = StatusFailed
+	p.FailureReason = reason
+	s.emit(EventPaymentFailed, *p)
+}
+
+// capture takes an authorized payment's money.
+func (s *Sim) capture(id string) (Payment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.lookup(id)
+	if err != nil {
+		return Payment{}, err
+	}
+	switch p.Status {
+	case StatusRequiresCapture:
+		s.succeed(p, EntryCapture)
+		return *p, nil
+	case StatusSucceeded:
+		return Payment{}, errorf(EAlreadyCaptured, "payment %s is already captured", id)
+	case StatusCanceled:
+		return Payment{}, errorf(EAlreadyCanceled, "payment %s was canceled", id)
+	}
+	return Payment{}, errorf(EInvalidState, "payment %s is %s; only requires_capture can be captured", id, p.Status)
+}
+
+// cancel voids an authorization.
+func (s *Sim) cancel(id string) (Payment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.lookup(id)
+	if err != nil {
+		return Payment{}, err
+	}
+	switch p.Status {
+	case StatusRequiresCapture:
+		p.Status = StatusCanceled
+		s.record(EntryVoid, p, "", p.Amount)
+		return *p, nil
+	case StatusSucceeded:
+		return Payment{}, errorf(EAlreadyCaptured, "payment %s is captured; refund it instead", id)
+	case StatusCanceled:
+		return Payment{}, errorf(EAlreadyCanceled, "payment %s is already canceled", id)
+	}
+	return Payment{}, errorf(EInvalidState, "payment %s is %s; only requires_capture can be canceled", id, p.Status)
+}
+
+// refund gives back amount (nil: all that is left) of a succeeded payment.
+func (s *Sim) refund(id string, amount *int64) (Refund, error) {
+	if amount != nil && *amount <= 0 {
+		return Refund{}, errorf(EInvalid, "amount must be a positive integer (paise)")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.lookup(id)
+	if err != nil {
+		return Refund{}, err
+	}
+	if p.Status != StatusSucceeded {
+		return Refund{}, errorf(EInvalidState, "payment %s is %s; only succeeded payments can be refunded", id, p.Status)
+	}
+	left := p.AmountCaptured - p.AmountRefunded
+	n := left
+	if amount != nil {
+		n = *amount
+	}
+	if left == 0 {
+		return Refund{}, errorf(ERefundExceedsCapture, "payment %s is fully refunded", id)
+	}
+	if n > left {
+		return Refund{}, errorf(ERefundExceedsCapture, "refund of %d would pass the %d captured (%d refunded already)", n, p.AmountCaptured, p.AmountRefunded)
+	}
+	p.AmountRefunded += n
+	r := Refund{ID: newID("re"), PaymentID: p.ID, Reference: p.Reference, Amount: n, Status: StatusSucceeded, Created: s.now().Unix()}
+	s.record(EntryRefund, p, r.ID, n)
+	s.emit(EventRefundSucceeded, r)
+	s.log.Debug("refund", "payment", p.ID, "reference", p.Reference, "refund", r.ID, "amount", n)
+	return r, nil
+}
+
+// lookup finds a payment; s.mu is held.
+func (s *Sim) lookup(id string) (*Payment, error) {
+	if p := s.payments[id]; p != nil {
+		return p, nil
+	}
+	return nil, errorf(ENotFound, "no payment %q", id)
+}
+
+// payment returns a copy of one payment.
+func (s *Sim) payment(id string) (Payment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.lookup(id)
+	if err != nil {
+		return Payment{}, err
+	}
+	return *p, nil
+}
+
+// list returns the payments of reference (all when empty), oldest first.
+func (s *Sim) list(reference string) []Payment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	src := s.all
+	if reference != "" {
+		src = s.byRef[reference]
+	}
+	out := make([]Payment, len(src))
+	for i, p := range src {
+		out[i] = *p
+	}
+	return out
+}
