@@ -187,7 +187,9 @@ func TestSMS(t *testing.T) {
 		{`{"to":"+919812345678","body":"Your tickets for Coldplay: https://t.onsale.in/abc"}`, 202},
 		{`{"to":"+919800000001","body":"OTP 123456"}`, 202},
 		{`{"to":"+919812345678","body":"second to the same phone"}`, 202},
-		{`{"to":"9812345678","body":"no plus"}`, 400},
+		{`{"to":"9812345678","body":"no plus"}`, 202},
+		{`{"to":"+91 98123","body":"a space"}`, 400},
+		{`{"to":"","body":"no number"}`, 400},
 		{`{"to":"+919812345678","body":""}`, 400},
 		{`{"to":"+919812345678","body":"` + strings.Repeat("x", 1601) + `"}`, 400},
 		{`{"to":"+919812345678"`, 400},
@@ -202,14 +204,14 @@ func TestSMS(t *testing.T) {
 		}
 	}
 	all := decodeAs[struct{ Messages []paysim.SMS }](t, e.call(t, "GET", "/sms", nil).body).Messages
-	if len(all) != 3 || all[0].Body != "Your tickets for Coldplay: https://t.onsale.in/abc" || all[0].ID == "" || all[0].Received.IsZero() {
-		t.Errorf("GET /sms = %+v; want the 3 accepted, oldest first", all)
+	if len(all) != 4 || all[0].Body != "Your tickets for Coldplay: https://t.onsale.in/abc" || all[0].ID == "" || all[0].Received.IsZero() {
+		t.Errorf("GET /sms = %+v; want the 4 accepted, oldest first", all)
 	}
 	one := decodeAs[struct{ Messages []paysim.SMS }](t, e.call(t, "GET", "/sms?to=%2B919812345678", nil).body).Messages
 	if len(one) != 2 || one[1].Body != "second to the same phone" {
 		t.Errorf("GET /sms?to= = %+v; want the 2 to that number", one)
 	}
-	if got := e.sim.SMS(); len(got) != 3 {
-		t.Errorf("SMS() = %d messages; want 3", len(got))
+	if got := e.sim.SMS(); len(got) != 4 {
+		t.Errorf("SMS() = %d messages; want 4", len(got))
 	}
 }
