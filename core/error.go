@@ -7,29 +7,30 @@ import (
 
 // Error codes. The HTTP layer maps each to one status.
 const (
-	EInvalid         = "invalid_request"         // malformed or contradictory input
-	ETooLarge        = "body_too_large"          // request body over the limit
-	EUnauthorized    = "unauthorized"            // no or bad admit token
-	ETokenExpired    = "token_expired"           // admit token past its exp
-	EWrongEvent      = "wrong_event"             // token admits to another event
-	EForbidden       = "forbidden"               // not the hold's owner
-	ENotFound        = "not_found"               // no such event or hold
-	ESeatsTaken      = "seats_taken"             // some seat is held, booked or unknown
-	ESoldOut         = "sold_out"                // not enough GA tickets or band seats
-	ELimitExceeded   = "limit_exceeded"          // the account would pass its limit
-	EHoldExpired     = "hold_expired"            // the hold is no longer valid
-	EHoldNotActive   = "hold_not_active"         // released, expired or booked already
-	EAlreadyExtended = "already_extended"        // the one extension is used
-	EVersionMismatch = "version_mismatch"        // If-Match names another version
-	EUnavailable     = "unavailable"             // database unreachable: fail closed
-	EBookingClosed   = "booking_closed"          // the hold's booking is settled already
-	EPaymentDeclined = "payment_declined"        // the provider refused the payment
-	EProvider        = "provider_unavailable"    // the payment provider did not answer
-	EIdemMissing     = "idempotency_key_missing" // an operation that needs one came without
-	EIdemReused      = "idempotency_key_reused"  // same key, another request
-	EIdemInFlight    = "request_in_flight"       // same key, first request still running
-	EBadSignature    = "invalid_signature"       // a webhook that does not verify
-	EInternal        = "internal"                // a bug
+	EInvalid           = "invalid_request"         // malformed or contradictory input
+	ETooLarge          = "body_too_large"          // request body over the limit
+	EUnauthorized      = "unauthorized"            // no or bad admit token
+	ETokenExpired      = "token_expired"           // admit token past its exp
+	EWrongEvent        = "wrong_event"             // token admits to another event
+	EForbidden         = "forbidden"               // not the hold's owner
+	ENotFound          = "not_found"               // no such event or hold
+	ESeatsTaken        = "seats_taken"             // some seat is held, booked or unknown
+	ESoldOut           = "sold_out"                // not enough GA tickets or band seats
+	ELimitExceeded     = "limit_exceeded"          // the account would pass its limit
+	EHoldExpired       = "hold_expired"            // the hold is no longer valid
+	EHoldNotActive     = "hold_not_active"         // released, expired or booked already
+	EAlreadyExtended   = "already_extended"        // the one extension is used
+	EVersionMismatch   = "version_mismatch"        // If-Match names another version
+	EUnavailable       = "unavailable"             // database unreachable: fail closed
+	EBookingClosed     = "booking_closed"          // the hold's booking is settled already
+	EPaymentDeclined   = "payment_declined"        // the provider refused the payment
+	EPaymentInProgress = "payment_in_progress"     // another payment for this hold is under way
+	EProvider          = "provider_unavailable"    // the payment provider did not answer
+	EIdemMissing       = "idempotency_key_missing" // an operation that needs one came without
+	EIdemReused        = "idempotency_key_reused"  // same key, another request
+	EIdemInFlight      = "request_in_flight"       // same key, first request still running
+	EBadSignature      = "invalid_signature"       // a webhook that does not verify
+	EInternal          = "internal"                // a bug
 )
 
 // Error is a failure a client is told about. Detail carries extra fields for

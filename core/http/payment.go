@@ -250,9 +250,15 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 			PaymentToken: in.PaymentToken, Capture: "manual"})
 		if err != nil {
 			var ae *provider.APIError
-			if errors.As(err, &ae) && ae.Status < 500 {
+			if errors.As(err, &ae) && ae.Status == http.StatusPaymentRequired {
 				s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, Type: "authorize"})
 				return errResult(core.Errorf(core.EPaymentDeclined, "the payment was refused: %s", ae.Message))
+			}
+			if errors.As(err, &ae) && ae.Status < 500 {
+				// Most likely another attempt with other card details under
+				// this hold's payment key: nothing is settled from a guess.
+				s.Log.Warn("provider refused the authorization request", "booking", b.ID, "err", err)
+				return errResult(core.Errorf(core.EPaymentInProgress, "a payment for this hold exists with other details: %s", ae.Message))
 			}
 			return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
 		}

@@ -23,8 +23,9 @@ import (
 	"github.com/onsale/onsale/core/ticket"
 )
 
-// lease is how long a claimed job is a worker's before another may take it.
-const lease = time.Minute
+// DefaultLease is how long a claimed job is a worker's before another
+// worker (or this core after a restart) may take it.
+const DefaultLease = time.Minute
 
 // Worker runs outbox jobs.
 type Worker struct {
@@ -33,7 +34,8 @@ type Worker struct {
 	Mailer    *notify.Mailer // nil: ticket emails are skipped (logged)
 	SMS       *notify.SMS    // nil: ticket SMS are skipped (logged)
 	Tickets   *ticket.Signer
-	PublicURL string // where fans find their tickets, for the SMS
+	PublicURL string        // where fans find their tickets, for the SMS
+	Lease     time.Duration // 0: DefaultLease
 	Log       *slog.Logger
 	Metrics   *metrics.Metrics
 }
@@ -41,7 +43,7 @@ type Worker struct {
 // Run works off due jobs until ctx ends, polling every interval when idle.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) {
 	for {
-		jobs, err := w.DB.ClaimJobs(ctx, 16, lease)
+		jobs, err := w.DB.ClaimJobs(ctx, 16, w.lease())
 		if err != nil && ctx.Err() == nil {
 			w.Log.Warn("outbox claim failed", "err", err)
 		}
@@ -67,11 +69,18 @@ func (w *Worker) RunNow(ctx context.Context, kind string, booking int64) bool {
 	if err != nil || id == 0 {
 		return false
 	}
-	j, err := w.DB.ClaimJob(ctx, id, lease)
+	j, err := w.DB.ClaimJob(ctx, id, w.lease())
 	if err != nil || j == nil {
 		return false
 	}
 	return w.run(ctx, *j)
+}
+
+func (w *Worker) lease() time.Duration {
+	if w.Lease > 0 {
+		return w.Lease
+	}
+	return DefaultLease
 }
 
 func (w *Worker) run(ctx context.Context, j postgres.Job) bool {

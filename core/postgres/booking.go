@@ -64,6 +64,10 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow string, c
 			return err
 		}
 		if existing, err := scanBooking(tx.QueryRow(ctx, bookingColumns+` WHERE hold_id = $1`, ref.ID)); err == nil {
+			if existing.Status == core.BookingPending && existing.Flow != flow {
+				return core.Errorf(core.EPaymentInProgress, "a %s payment is already in progress for this hold", existing.Flow).
+					With("booking_id", existing.ID)
+			}
 			if existing.Status != core.BookingPending {
 				return core.Errorf(core.EBookingClosed, "booking %d for this hold is %s", existing.ID, existing.Status).
 					With("booking_id", existing.ID).With("status", existing.Status)
@@ -170,9 +174,14 @@ ON CONFLICT (id) DO NOTHING`, s.EventID, s.Type, s.PaymentID, s.BookingID)
 			Scan(&b.ID, &b.HoldID, &b.EventID, &b.Seats, &b.Quantity, &b.Flow, &b.Status)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			outcome = core.OutcomeUnknownOrder
+			outcome, err = core.OutcomeUnknownOrder, nil
 		case err != nil:
 			return err
+		case b.Status == core.BookingFailed && s.Succeeded:
+			// Money arrived for a booking given up as failed (a webhook
+			// after the reconciler's verdict): it is given back.
+			outcome = core.BookingRefundDue
+			err = db.closeBooking(ctx, tx, &b, outcome, s.PaymentID)
 		case b.Status != core.BookingPending:
 			outcome = b.Status // a repeat or a late event: already settled
 		case !s.Succeeded:
@@ -210,7 +219,6 @@ func (db *DB) book(ctx context.Context, tx pgx.Tx, b *core.Booking, paymentID st
 		return "", err
 	}
 	status := core.BookingConfirmed
-	var jobs []string
 	if holds == 1 && booked == listed {
 		if err := sp.Commit(ctx); err != nil {
 			return "", err
@@ -222,28 +230,39 @@ SELECT $1, $2, nullif(u.seat, ''), u.n
        WITH ORDINALITY AS u (seat, n)`, b.ID, b.EventID, b.Seats, b.Quantity); err != nil {
 			return "", fmt.Errorf("issue tickets: %w", err)
 		}
-		jobs = []string{"email", "sms"}
-		if b.Flow == core.FlowSync {
-			jobs = append(jobs, "capture")
-		}
 	} else {
 		if err := sp.Rollback(ctx); err != nil {
 			return "", err
 		}
 		status = core.BookingRefundDue
+	}
+	return status, db.closeBooking(ctx, tx, b, status, paymentID)
+}
+
+// closeBooking records a booking's settled status and queues what must
+// follow: for CONFIRMED the ticket email and SMS (and the capture, in the
+// card flow); for REFUND_DUE the refund (or, in the card flow where nothing
+// was captured, the void of the authorization).
+func (db *DB) closeBooking(ctx context.Context, tx pgx.Tx, b *core.Booking, status, paymentID string) error {
+	var jobs []string
+	switch {
+	case status == core.BookingConfirmed && b.Flow == core.FlowSync:
+		jobs = []string{"email", "sms", "capture"}
+	case status == core.BookingConfirmed:
+		jobs = []string{"email", "sms"}
+	case b.Flow == core.FlowSync:
+		jobs = []string{"void"}
+	default:
 		jobs = []string{"refund"}
-		if b.Flow == core.FlowSync {
-			jobs = []string{"void"}
-		}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE bookings SET status = $2, payment_id = coalesce(payment_id, nullif($3, '')), updated_at = now(),
        confirmed_at = CASE WHEN $2 = 'CONFIRMED' THEN now() END WHERE id = $1`, b.ID, status, paymentID); err != nil {
-		return "", err
+		return err
 	}
 	for _, kind := range jobs {
 		if _, err := tx.Exec(ctx, `INSERT INTO outbox (kind, booking_id) VALUES ($1, $2) ON CONFLICT (kind, booking_id) DO NOTHING`, kind, b.ID); err != nil {
-			return "", fmt.Errorf("queue %s: %w", kind, err)
+			return fmt.Errorf("queue %s: %w", kind, err)
 		}
 	}
-	return status, nil
+	return nil
 }

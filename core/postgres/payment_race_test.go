@@ -351,3 +351,18 @@ func TestStaleWebhook(t *testing.T) {
 		})
 	}
 }
+
+// Money that arrives for a booking already FAILED is refunded, not kept.
+func TestSuccessAfterFailure(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	_, b := pending(t, db, ev, "alice", "AUD-J-9")
+	if out, err := db.Settle(ctx, core.Settlement{EventID: "evt_fail", BookingID: b.ID, PaymentID: b.PaymentID}); err != nil || out != core.BookingFailed {
+		t.Fatalf("failure = %s, %v", out, err)
+	}
+	out, err := db.Settle(ctx, core.Settlement{EventID: "evt_late_ok", BookingID: b.ID, PaymentID: b.PaymentID, Succeeded: true})
+	if err != nil || out != core.BookingRefundDue || jobs(t, db, "refund", b.ID) != 1 {
+		t.Fatalf("success after failure = %s, %v, %d refunds; want REFUND_DUE with one refund", out, err, jobs(t, db, "refund", b.ID))
+	}
+	checkInvariants(t, db)
+}

@@ -66,6 +66,7 @@ type Config struct {
 	TicketKey      string // PEM file of the Ed25519 key that signs tickets
 	ReconcileAfter time.Duration
 	OutboxPoll     time.Duration
+	OutboxLease    time.Duration
 	SMTPAddr       string // host:port; empty: no ticket emails
 	SMTPFrom       string
 	SMTPUser       string
@@ -101,6 +102,7 @@ func NewMain() *Main {
 		TicketKey:       os.Getenv("ONSALE_TICKET_KEY"),
 		ReconcileAfter:  envDuration("ONSALE_RECONCILE_AFTER", 10*time.Minute),
 		OutboxPoll:      envDuration("ONSALE_OUTBOX_POLL", time.Second),
+		OutboxLease:     envDuration("ONSALE_OUTBOX_LEASE", outbox.DefaultLease),
 		SMTPAddr:        os.Getenv("ONSALE_SMTP_ADDR"),
 		SMTPFrom:        envOr("ONSALE_SMTP_FROM", "tickets@onsale.local"),
 		SMTPUser:        os.Getenv("ONSALE_SMTP_USER"),
@@ -132,6 +134,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.TicketKey, "ticket-key", c.TicketKey, "PEM file of the Ed25519 key that signs tickets (env ONSALE_TICKET_KEY)")
 	fs.DurationVar(&c.ReconcileAfter, "reconcile-after", c.ReconcileAfter, "ask the provider about bookings pending longer than this (env ONSALE_RECONCILE_AFTER)")
 	fs.DurationVar(&c.OutboxPoll, "outbox-poll", c.OutboxPoll, "how often an idle outbox worker looks for due jobs (env ONSALE_OUTBOX_POLL)")
+	fs.DurationVar(&c.OutboxLease, "outbox-lease", c.OutboxLease, "how long a claimed outbox job is a worker's before another may retry it (env ONSALE_OUTBOX_LEASE)")
 	fs.StringVar(&c.SMTPAddr, "smtp-addr", c.SMTPAddr, "SMTP relay host:port for ticket emails; none when empty (env ONSALE_SMTP_ADDR)")
 	fs.StringVar(&c.SMSURL, "sms-url", c.SMSURL, "HTTP SMS gateway URL for ticket SMS; none when empty (env ONSALE_SMS_URL)")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env ONSALE_LOG_LEVEL)")
@@ -193,7 +196,8 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("ticket key: %w", err)
 		}
 		prov := provider.New(c.ProviderURL, c.ProviderKey)
-		worker = &outbox.Worker{DB: db, Provider: prov, Tickets: ticket.NewSigner(tkey), PublicURL: c.PublicURL, Log: log, Metrics: met}
+		worker = &outbox.Worker{DB: db, Provider: prov, Tickets: ticket.NewSigner(tkey), PublicURL: c.PublicURL,
+			Lease: c.OutboxLease, Log: log, Metrics: met}
 		if c.SMTPAddr != "" {
 			host, port, err := net.SplitHostPort(c.SMTPAddr)
 			if err != nil {

@@ -1,0 +1,429 @@
+package proof
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/notify"
+	"github.com/onsale/onsale/core/outbox"
+	"github.com/onsale/onsale/core/provider"
+	"github.com/onsale/onsale/core/ticket"
+	"github.com/onsale/onsale/shared/paysig"
+)
+
+// smtpSink is an in-process SMTP server keeping what it receives.
+type smtpSink struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (s *smtpSink) NewSession(*smtp.Conn) (smtp.Session, error) { return s, nil }
+func (s *smtpSink) Mail(string, *smtp.MailOptions) error         { return nil }
+func (s *smtpSink) Rcpt(string, *smtp.RcptOptions) error         { return nil }
+func (s *smtpSink) Reset()                                       {}
+func (s *smtpSink) Logout() error                                { return nil }
+func (s *smtpSink) Data(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	s.mu.Lock()
+	s.msgs = append(s.msgs, string(b))
+	s.mu.Unlock()
+	return err
+}
+
+func newSMTPSink(t *testing.T) (*smtpSink, *notify.Mailer) {
+	sink := &smtpSink{}
+	srv := smtp.NewServer(sink)
+	srv.Domain = "localhost"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return sink, &notify.Mailer{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, From: "tickets@onsale.test"}
+}
+
+// The async (UPI) flow end to end: hold, Pay, the payer approves, the signed
+// webhook confirms, tickets are signed, mailed with QR codes and texted.
+func TestUPIFlow(t *testing.T) {
+	sink, mailer := newSMTPSink(t)
+	s := newStack(t, stackOpts{sms: true, mailer: mailer})
+	hold := s.hold(t, "fan-1", "NL1-C-10", "NL1-C-11")
+	booking, pay := s.pay(t, "fan-1", hold, map[string]any{"email": "fan@example.com", "phone": "+919800000001"})
+	if st := s.bookingStatus(t, booking); st != core.BookingPending {
+		t.Fatalf("after Pay: %s", st)
+	}
+	var expires time.Time
+	s.db.Pool().QueryRow(ctx, `SELECT expires_at FROM holds WHERE id = $1`, hold).Scan(&expires)
+	if left := time.Until(expires); left < 9*time.Minute {
+		t.Errorf("hold has %v left after Pay; want 8 + 2 minutes", left)
+	}
+	if _, err := s.sim.Settle(pay, true); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "CONFIRMED", func() bool { return s.bookingStatus(t, booking) == core.BookingConfirmed })
+
+	r := s.call(t, "GET", fmt.Sprintf("/v1/bookings/%d", booking), "fan-1", nil)
+	if r.status != 200 {
+		t.Fatalf("GET booking = %d %s", r.status, r.raw)
+	}
+	tickets := r.body["tickets"].([]any)
+	if len(tickets) != 2 {
+		t.Fatalf("%d tickets; want 2", len(tickets))
+	}
+	for _, x := range tickets {
+		tk := x.(map[string]any)
+		c, err := ticket.Verify(s.tickets.PublicKey(), tk["payload"].(string))
+		if err != nil || c.Booking != booking || c.Seat != tk["seat"] {
+			t.Errorf("ticket %v: %+v, %v", tk["ticket_id"], c, err)
+		}
+		png := s.call(t, "GET", tk["qr"].(string), "fan-1", nil)
+		if png.status != 200 || !strings.HasPrefix(string(png.raw), "\x89PNG") {
+			t.Errorf("QR %s = %d", tk["qr"], png.status)
+		}
+	}
+	if r := s.call(t, "GET", fmt.Sprintf("/v1/bookings/%d", booking), "someone-else", nil); r.status != 403 {
+		t.Errorf("GET another's booking = %d", r.status)
+	}
+	eventually(t, "ticket email and SMS", func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return len(sink.msgs) == 1 && len(s.sim.SMS()) == 1
+	})
+	if !strings.Contains(sink.msgs[0], "ticket-") || !strings.Contains(s.sim.SMS()[0].Body, fmt.Sprint(booking)) {
+		t.Errorf("email or SMS lacks the tickets")
+	}
+	tot := s.totals(core.BookingReference(booking))
+	if tot.Captured != 2*1500000 || tot.Refunded != 0 {
+		t.Errorf("ledger = %+v; want 30,000 rupees captured, nothing refunded", tot)
+	}
+}
+
+// Idempotency-Key semantics on Pay: missing, replayed, reused with another
+// body, and sent again while the first is still running.
+func TestIdempotencyKeys(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	hold := s.hold(t, "fan-2", "SL1-A-1")
+	path := "/v1/holds/" + hold + "/payment"
+
+	if r := s.call(t, "POST", path, "fan-2", `{}`); r.status != 400 || r.body["error"] != core.EIdemMissing {
+		t.Fatalf("Pay without a key = %d %s", r.status, r.raw)
+	}
+	// The provider answers slowly: a second click with the same key, while
+	// the first waits, is told the first is in flight.
+	b := s.sim.Behaviour()
+	b.TimeoutRate, b.TimeoutDelay = 1, 1500*time.Millisecond
+	s.sim.SetBehaviour(b)
+	first := make(chan reply)
+	go func() { first <- s.call(t, "POST", path, "fan-2", `{"email":"a@b.c"}`, "Idempotency-Key", "k1") }()
+	time.Sleep(300 * time.Millisecond)
+	if r := s.call(t, "POST", path, "fan-2", `{"email":"a@b.c"}`, "Idempotency-Key", "k1"); r.status != 409 || r.body["error"] != core.EIdemInFlight {
+		t.Errorf("same key while in flight = %d %s", r.status, r.raw)
+	}
+	r1 := <-first
+	b.TimeoutRate = 0
+	s.sim.SetBehaviour(b)
+	if r1.status != 201 {
+		t.Fatalf("first Pay = %d %s", r1.status, r1.raw)
+	}
+	r2 := s.call(t, "POST", path, "fan-2", `{"email":"a@b.c"}`, "Idempotency-Key", "k1")
+	if r2.status != 201 || r2.header.Get("Idempotent-Replayed") != "true" || string(r2.raw) != string(r1.raw) {
+		t.Errorf("replay = %d %q (replayed %q); want the first answer again", r2.status, r2.raw, r2.header.Get("Idempotent-Replayed"))
+	}
+	if r := s.call(t, "POST", path, "fan-2", `{"email":"other@b.c"}`, "Idempotency-Key", "k1"); r.status != 422 || r.body["error"] != core.EIdemReused {
+		t.Errorf("same key, other body = %d %s", r.status, r.raw)
+	}
+	// Another key for the same hold is the same booking and the same payment.
+	r3 := s.call(t, "POST", path, "fan-2", `{}`, "Idempotency-Key", "k2")
+	if r3.status != 201 || r3.body["payment"].(map[string]any)["id"] != r1.body["payment"].(map[string]any)["id"] {
+		t.Errorf("Pay with a new key = %d %s; want the same payment", r3.status, r3.raw)
+	}
+	var payments int
+	for _, e := range s.sim.Ledger().Entries {
+		if e.Type != "refund" {
+			payments++
+		}
+	}
+	if n := len(s.sim.Deliveries()); payments != 0 || n != 0 {
+		t.Errorf("ledger has %d entries and %d webhooks before the payer approved", payments, n)
+	}
+	var keys int
+	s.db.Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE expires_at BETWEEN now() + interval '23 hours' AND now() + interval '25 hours'`).Scan(&keys)
+	if keys != 2 {
+		t.Errorf("%d keys kept for 24 hours; want 2", keys)
+	}
+}
+
+// Webhooks that do not verify change nothing; an unknown order is
+// acknowledged and recorded.
+func TestWebhookRejects(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	hold := s.hold(t, "fan-3", "WL1-B-7")
+	booking, pay := s.pay(t, "fan-3", hold, nil)
+	body := fmt.Sprintf(`{"id":"evt_forged","type":"payment.succeeded","created":%d,"data":{"object":{"id":%q,"status":"succeeded","reference":%q}}}`,
+		time.Now().Unix(), pay, core.BookingReference(booking))
+	send := func(sig, b string) reply {
+		return s.call(t, "POST", "/v1/webhooks/payments", "", b, paysig.Header, sig, "Content-Type", "application/json")
+	}
+	good := paysig.Sign([]byte(webhookSecret), time.Now(), []byte(body))
+	tests := []struct {
+		name, sig, body string
+	}{
+		{"no signature", "", body},
+		{"wrong secret", paysig.Sign([]byte("guessed"), time.Now(), []byte(body)), body},
+		{"tampered body", good, strings.Replace(body, "succeeded", "succeeded ", 1)},
+		{"replayed after 6 minutes", paysig.Sign([]byte(webhookSecret), time.Now().Add(-6*time.Minute), []byte(body)), body},
+		{"garbage header", "v1=abc", body},
+	}
+	for _, tc := range tests {
+		if r := send(tc.sig, tc.body); r.status != 400 || r.body["error"] != core.EBadSignature {
+			t.Errorf("%s: %d %s; want 400 invalid_signature", tc.name, r.status, r.raw)
+		}
+	}
+	notJSON := `{"id":`
+	if r := send(paysig.Sign([]byte(webhookSecret), time.Now(), []byte(notJSON)), notJSON); r.status != 400 {
+		t.Errorf("signed garbage = %d %s", r.status, r.raw)
+	}
+	if st := s.bookingStatus(t, booking); st != core.BookingPending {
+		t.Fatalf("rejected webhooks changed the booking to %s", st)
+	}
+	unknown := `{"id":"evt_unknown","type":"payment.succeeded","created":1,"data":{"object":{"id":"pay_nobody","status":"succeeded","reference":"booking-999999"}}}`
+	r := send(paysig.Sign([]byte(webhookSecret), time.Now(), []byte(unknown)), unknown)
+	if r.status != 200 || r.body["outcome"] != core.OutcomeUnknownOrder {
+		t.Fatalf("unknown order = %d %s; want 200 UNKNOWN_ORDER", r.status, r.raw)
+	}
+	var outcome string
+	s.db.Pool().QueryRow(ctx, `SELECT outcome FROM payment_events WHERE id = 'evt_unknown'`).Scan(&outcome)
+	if outcome != core.OutcomeUnknownOrder {
+		t.Errorf("unknown order recorded as %q", outcome)
+	}
+}
+
+// Experiment 1, end to end: the provider delivers every webhook twice at
+// the same moment: each booking is confirmed once and nothing is refunded.
+func TestDuplicateDeliveries(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	b := s.sim.Behaviour()
+	b.DuplicateRate = 1
+	s.sim.SetBehaviour(b)
+	const n = 20
+	refs := make([]int64, n)
+	for i := range n {
+		hold := s.hold(t, fmt.Sprintf("fan-%d", i), fmt.Sprintf("EL2-D-%d", i+1))
+		booking, pay := s.pay(t, fmt.Sprintf("fan-%d", i), hold, nil)
+		refs[i] = booking
+		if _, err := s.sim.Settle(pay, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bk := range refs {
+		eventually(t, "confirmed", func() bool { return s.bookingStatus(t, bk) == core.BookingConfirmed })
+	}
+	s.sim.FlushWebhooks()
+	var events, dups int
+	s.db.Pool().QueryRow(ctx, `SELECT count(*) FROM payment_events`).Scan(&events)
+	for _, d := range s.sim.Deliveries() {
+		if d.Copy > 1 {
+			dups++
+		}
+	}
+	for _, bk := range refs {
+		if tot := s.totals(core.BookingReference(bk)); tot.Refunded != 0 || tot.Captured == 0 {
+			t.Errorf("booking %d: ledger %+v; want captured, nothing refunded", bk, tot)
+		}
+	}
+	t.Logf("%d payments, %d webhook deliveries of which %d duplicate copies, %d distinct events recorded", n, len(s.sim.Deliveries()), dups, events)
+}
+
+// Experiment 2, end to end: a payment just after expiry while a new fan asks
+// for the seat at the same moment, 100 times: the fan gets the seat, and the
+// payer is refunded exactly once in the provider's ledger.
+func TestLatePaymentRefundedOnce(t *testing.T) {
+	s := newStack(t, stackOpts{policy: core.PolicyRefund})
+	const n = 100
+	type race struct {
+		booking int64
+		fanHold string
+	}
+	races := make([]race, n)
+	sem := make(chan struct{}, 10)
+	var wg sync.WaitGroup
+	for i := range n {
+		seat := fmt.Sprintf("WU1-%s-%d", []string{"A", "B", "C", "D"}[i/25], 1+i%25)
+		hold := s.hold(t, fmt.Sprintf("payer-%d", i), seat)
+		booking, pay := s.pay(t, fmt.Sprintf("payer-%d", i), hold, nil)
+		s.expire(t, hold)
+		races[i].booking = booking
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var inner sync.WaitGroup
+			inner.Add(2)
+			go func() { defer inner.Done(); s.sim.Settle(pay, true) }()
+			go func() {
+				defer inner.Done()
+				r := s.call(t, "POST", fmt.Sprintf("/v1/events/%d/holds", s.event), fmt.Sprintf("fan-%d", i), map[string]any{"seats": []string{seat}})
+				if r.status == 201 {
+					races[i].fanHold = r.body["hold_id"].(string)
+				}
+			}()
+			inner.Wait()
+		}()
+	}
+	wg.Wait()
+	for i, r := range races {
+		if r.fanHold == "" {
+			t.Errorf("race %d: the new fan did not get the seat of an expired hold", i)
+		}
+		eventually(t, "refunded", func() bool { return s.bookingStatus(t, r.booking) == core.BookingRefunded })
+		ref := core.BookingReference(r.booking)
+		if got, tot := s.refunds(ref), s.totals(ref); got != 1 || tot.Net() != 0 {
+			t.Errorf("race %d: %d refunds, ledger %+v; want exactly one refund and nothing kept", i, got, tot)
+		}
+	}
+}
+
+// Experiment 5: a double-clicked confirm (same Idempotency-Key, at the same
+// moment), 20 times: one authorization and one capture each.
+func TestDoubleClickedConfirm(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	const n = 20
+	for i := range n {
+		account := fmt.Sprintf("card-fan-%d", i)
+		hold := s.hold(t, account, fmt.Sprintf("SU2-K-%d", i+1), fmt.Sprintf("SU2-K-%d", i+21))
+		var replies [2]reply
+		var wg sync.WaitGroup
+		for k := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				replies[k] = s.call(t, "POST", "/v1/holds/"+hold+"/confirm", account, `{"payment_token":"tok_visa"}`, "Idempotency-Key", "click-"+hold)
+			}()
+		}
+		wg.Wait()
+		ok := 0
+		for _, r := range replies {
+			switch {
+			case r.status == 200 && r.body["status"] == core.BookingConfirmed:
+				ok++
+			case r.status == 409 && r.body["error"] == core.EIdemInFlight:
+			default:
+				t.Fatalf("click = %d %s", r.status, r.raw)
+			}
+		}
+		if ok == 0 {
+			t.Fatalf("neither click confirmed: %s / %s", replies[0].raw, replies[1].raw)
+		}
+		// The click told "in flight" retries and gets the stored answer.
+		again := s.call(t, "POST", "/v1/holds/"+hold+"/confirm", account, `{"payment_token":"tok_visa"}`, "Idempotency-Key", "click-"+hold)
+		if again.status != 200 || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retry after the double click = %d %s", again.status, again.raw)
+		}
+		ref := core.BookingReference(int64(again.body["booking_id"].(float64)))
+		authorizations := 0
+		for _, e := range s.sim.Ledger().Entries {
+			if e.Reference == ref && e.Type == "authorization" {
+				authorizations++
+			}
+		}
+		eventually(t, "captured", func() bool { return s.totals(ref).Captured > 0 })
+		if tot := s.totals(ref); authorizations != 1 || tot.Captured != tot.Authorized || tot.Refunded != 0 {
+			t.Fatalf("hold %s: %d authorizations, ledger %+v; want one charge", hold, authorizations, tot)
+		}
+	}
+}
+
+// The card flow on an expired hold: 410, and the authorization is voided.
+func TestConfirmExpiredHold(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	hold := s.hold(t, "late-card", "EU1-Z-9")
+	// Pay starts, then the hold runs out before the authorization comes back.
+	r := s.call(t, "POST", "/v1/holds/"+hold+"/payment", "late-card", `{}`, "Idempotency-Key", "p1")
+	if r.status != 201 {
+		t.Fatalf("pay = %d %s", r.status, r.raw)
+	}
+	s.expire(t, hold)
+	r = s.call(t, "POST", "/v1/holds/"+hold+"/confirm", "late-card", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "c1")
+	if r.status != 409 || r.body["error"] != core.EPaymentInProgress {
+		t.Errorf("card confirm while a UPI payment is pending = %d %s; want 409 payment_in_progress", r.status, r.raw)
+	}
+	upi := int64(r.body["booking_id"].(float64))
+	if st := s.bookingStatus(t, upi); st != core.BookingPending {
+		t.Errorf("the UPI booking is %s after the refused card confirm; want it untouched, PAYMENT_PENDING", st)
+	}
+	hold2 := s.hold(t, "late-card-2", "EU1-Z-10")
+	s.expire(t, hold2)
+	r = s.call(t, "POST", "/v1/holds/"+hold2+"/confirm", "late-card-2", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "c2")
+	if r.status != 410 && r.status != 409 {
+		t.Fatalf("confirm on an expired hold = %d %s; want 410", r.status, r.raw)
+	}
+	for ref, tot := range s.sim.Ledger().Totals {
+		if tot.Net() != 0 || tot.Held() != 0 {
+			t.Errorf("%s: ledger %+v; want nothing taken or held", ref, tot)
+		}
+	}
+}
+
+// A payment whose webhook never arrives is settled by the reconciler.
+func TestReconcilerSettlesLostWebhook(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	s.sim.SetWebhookURL("") // webhooks wait forever: lost, as far as the core knows
+	hold := s.hold(t, "fan-r", "NU1-E-5")
+	booking, pay := s.pay(t, "fan-r", hold, nil)
+	if _, err := s.sim.Settle(pay, true); err != nil {
+		t.Fatal(err)
+	}
+	rec := &outbox.Reconciler{DB: s.db, Provider: provider.New(s.simURL, apiKey), Worker: s.worker, After: 0, Log: s.worker.Log, Metrics: s.worker.Metrics}
+	time.Sleep(10 * time.Millisecond)
+	n, err := rec.Once(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("reconcile = %d, %v; want 1 booking settled", n, err)
+	}
+	if st := s.bookingStatus(t, booking); st != core.BookingConfirmed {
+		t.Fatalf("after reconcile: %s; want CONFIRMED", st)
+	}
+	// The webhook, delivered at last, is recognised as already settled.
+	s.sim.SetWebhookURL(s.core.URL + "/v1/webhooks/payments")
+	s.sim.FlushWebhooks()
+	if st := s.bookingStatus(t, booking); st != core.BookingConfirmed || s.totals(core.BookingReference(booking)).Refunded != 0 {
+		t.Fatalf("late webhook after reconcile: %s, ledger %+v", st, s.totals(core.BookingReference(booking)))
+	}
+}
+
+var _ = http.StatusOK
+
+// A declined card: 402, the booking FAILED, nothing charged; the fan may
+// not reuse the failed booking, and money that arrives for it anyway (a
+// late success) is refunded.
+func TestDeclinedCard(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	hold := s.hold(t, "declined", "NU2-F-3")
+	r := s.call(t, "POST", "/v1/holds/"+hold+"/confirm", "declined", `{"payment_token":"tok_decline"}`, "Idempotency-Key", "d1")
+	if r.status != 402 || r.body["error"] != core.EPaymentDeclined {
+		t.Fatalf("declined card = %d %s; want 402 payment_declined", r.status, r.raw)
+	}
+	var booking int64
+	var status string
+	s.db.Pool().QueryRow(ctx, `SELECT id, status FROM bookings WHERE hold_id = $1`, hold).Scan(&booking, &status)
+	if status != core.BookingFailed {
+		t.Fatalf("booking after decline = %s; want FAILED", status)
+	}
+	if r := s.call(t, "POST", "/v1/holds/"+hold+"/confirm", "declined", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "d2"); r.status != 409 {
+		t.Errorf("confirm again on the failed booking = %d %s; want 409", r.status, r.raw)
+	}
+	for ref, tot := range s.sim.Ledger().Totals {
+		if tot.Net() != 0 || tot.Held() != 0 {
+			t.Errorf("%s: %+v; want nothing taken", ref, tot)
+		}
+	}
+}
