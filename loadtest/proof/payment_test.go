@@ -427,3 +427,43 @@ func TestDeclinedCard(t *testing.T) {
 		}
 	}
 }
+
+// Bad input on the payment routes: each gets a 4xx JSON error and changes
+// nothing (no booking, no payment at the provider).
+func TestPaymentBadInput(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	hold := s.hold(t, "fan-b", "SL2-M-4")
+	pay, confirm := "/v1/holds/"+hold+"/payment", "/v1/holds/"+hold+"/confirm"
+	tests := []struct {
+		name, path, account, body string
+		hdr                       []string
+		status                    int
+		code                      string
+	}{
+		{"no admit token", pay, "", `{}`, []string{"Idempotency-Key", "b1"}, 401, core.EUnauthorized},
+		{"someone else's hold", pay, "intruder", `{}`, []string{"Idempotency-Key", "b2"}, 403, core.EForbidden},
+		{"unknown hold", "/v1/holds/00000000-0000-4000-8000-000000000001/payment", "fan-b", `{}`, []string{"Idempotency-Key", "b3"}, 404, core.ENotFound},
+		{"no idempotency key", pay, "fan-b", `{}`, nil, 400, core.EIdemMissing},
+		{"idempotency key too long", pay, "fan-b", `{}`, []string{"Idempotency-Key", strings.Repeat("k", 300)}, 400, core.EIdemMissing},
+		{"malformed JSON", pay, "fan-b", `{"email":`, []string{"Idempotency-Key", "b4"}, 400, core.EInvalid},
+		{"unknown field", pay, "fan-b", `{"mail":"a@b.c"}`, []string{"Idempotency-Key", "b5"}, 400, core.EInvalid},
+		{"email not an address", pay, "fan-b", `{"email":"fan at home"}`, []string{"Idempotency-Key", "b6"}, 400, core.EInvalid},
+		{"phone with letters", pay, "fan-b", `{"phone":"call me"}`, []string{"Idempotency-Key", "b7"}, 400, core.EInvalid},
+		{"payment token on the UPI route", pay, "fan-b", `{"payment_token":"tok_visa"}`, []string{"Idempotency-Key", "b8"}, 400, core.EInvalid},
+		{"confirm without a payment token", confirm, "fan-b", `{}`, []string{"Idempotency-Key", "b9"}, 400, core.EInvalid},
+		{"body over 64 KiB", pay, "fan-b", `{"email":"` + strings.Repeat("a", 70<<10) + `"}`, []string{"Idempotency-Key", "b10"}, 413, core.ETooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.call(t, "POST", tc.path, tc.account, tc.body, tc.hdr...)
+			if r.status != tc.status || r.body["error"] != tc.code {
+				t.Fatalf("%s = %d %s; want %d %s", tc.name, r.status, r.raw, tc.status, tc.code)
+			}
+		})
+	}
+	var bookings int
+	s.db.Pool().QueryRow(ctx, `SELECT count(*) FROM bookings`).Scan(&bookings)
+	if bookings != 0 || len(s.sim.Ledger().Entries) != 0 {
+		t.Fatalf("bad input left %d bookings and %d ledger entries", bookings, len(s.sim.Ledger().Entries))
+	}
+}
