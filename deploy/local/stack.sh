@@ -213,8 +213,9 @@ start_bg() { # NAME CMD...
 
 # Called at the end of `up` with DATABASE_URL / REDIS_URL exported. Only `make up`
 # (MODE=up) starts the services, so a person can use them: builds the binaries, makes
-# the development admit key, seeds the demo catalog and starts the core on
-# ONSALE_CORE_ADDR (127.0.0.1:8081). `run` (make test / bench / demo) starts its own.
+# the development admit and ticket keys, seeds the demo catalog, starts the payment
+# simulator on ONSALE_PAYSIM_ADDR (127.0.0.1:18090) and the core on ONSALE_CORE_ADDR
+# (127.0.0.1:8081). `run` (make test / bench / demo) starts its own.
 start_apps() {
 	[[ $MODE == up ]] || return 0
 	local addr=${ONSALE_CORE_ADDR:-127.0.0.1:8081} i
@@ -222,9 +223,16 @@ start_apps() {
 	(cd "$ROOT" && go build -o bin/ ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...) >&2
 	mkdir -p "$RUN_DIR/keys"
 	"$ROOT/bin/admitkey" gen -key "$RUN_DIR/keys/admit.key" >&2
+	"$ROOT/bin/admitkey" gen -key "$RUN_DIR/keys/ticket.key" >&2
 	"$ROOT/bin/seed" -json >"$RUN_DIR/seed.json"
 	log "apps: demo catalog in .run/seed.json"
-	start_bg core env ONSALE_CORE_ADDR="$addr" ONSALE_ADMIT_PUBLIC_KEY="$RUN_DIR/keys/admit.key.pub" "$ROOT/bin/core"
+	local paysim=${ONSALE_PAYSIM_ADDR:-127.0.0.1:18090}
+	start_bg paysim env ONSALE_PAYSIM_ADDR="$paysim" ONSALE_PAYSIM_CONTROL=true \
+		ONSALE_PAYSIM_WEBHOOK_URL="http://$addr/v1/webhooks/payments" "$ROOT/bin/paysim"
+	start_bg core env ONSALE_CORE_ADDR="$addr" ONSALE_ADMIT_PUBLIC_KEY="$RUN_DIR/keys/admit.key.pub" \
+		ONSALE_PROVIDER_URL="http://$paysim" ONSALE_PROVIDER_KEY=sk_test_paysim ONSALE_WEBHOOK_SECRET=whsec_test_paysim \
+		ONSALE_TICKET_KEY="$RUN_DIR/keys/ticket.key" ONSALE_SMS_URL="http://$paysim/sms" ONSALE_PUBLIC_URL="http://$addr" \
+		"$ROOT/bin/core"
 	for ((i = 0; i < 100; i++)); do
 		curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && { log "core: ready at http://$addr"; return 0; }
 		sleep 0.1
