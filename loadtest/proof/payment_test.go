@@ -467,3 +467,56 @@ func TestPaymentBadInput(t *testing.T) {
 		t.Fatalf("bad input left %d bookings and %d ledger entries", bookings, len(s.sim.Ledger().Entries))
 	}
 }
+
+// A messy provider: slow and failing payers, every other webhook
+// duplicated, webhooks reordered, a fifth of the holds expiring before the
+// payer approves. Every payment ends as a confirmed booking or a refund,
+// and the money adds up to the paisa for every booking.
+func TestMessyProvider(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	b := s.sim.Behaviour()
+	b.UPIDelayMin, b.UPIDelayMax = 50*time.Millisecond, 400*time.Millisecond
+	b.FailRate, b.DuplicateRate, b.ReorderWindow = 0.2, 0.5, 200*time.Millisecond
+	if err := s.sim.SetBehaviour(b); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	type order struct {
+		booking int64
+		amount  int64
+		expired bool
+	}
+	orders := make([]order, n)
+	for i := range n {
+		account := fmt.Sprintf("messy-%d", i)
+		hold := s.hold(t, account, fmt.Sprintf("NL2-%s-%d", []string{"P", "Q", "R"}[i/20], 1+i%20))
+		r := s.call(t, "POST", "/v1/holds/"+hold+"/payment", account, `{}`, "Idempotency-Key", "m-"+hold)
+		if r.status != 201 {
+			t.Fatalf("pay = %d %s", r.status, r.raw)
+		}
+		bk := r.body["booking"].(map[string]any)
+		orders[i] = order{booking: int64(bk["booking_id"].(float64)), amount: int64(bk["amount_paise"].(float64)), expired: i%5 == 0}
+		if orders[i].expired {
+			s.expire(t, hold)
+		}
+	}
+	counts := map[string]int{}
+	for _, o := range orders {
+		eventually(t, "a final status", func() bool {
+			st := s.bookingStatus(t, o.booking)
+			return st == core.BookingConfirmed || st == core.BookingRefunded || st == core.BookingFailed
+		})
+		st := s.bookingStatus(t, o.booking)
+		counts[st]++
+		tot := s.totals(core.BookingReference(o.booking))
+		switch {
+		case st == core.BookingConfirmed && (o.expired || tot.Captured != o.amount || tot.Refunded != 0):
+			t.Errorf("booking %d CONFIRMED (expired hold %v) with ledger %+v; want %d captured, nothing refunded", o.booking, o.expired, tot, o.amount)
+		case st == core.BookingRefunded && (tot.Captured != o.amount || tot.Refunded != o.amount):
+			t.Errorf("booking %d REFUNDED with ledger %+v; want %d taken and given back", o.booking, tot, o.amount)
+		case st == core.BookingFailed && tot.Net() != 0:
+			t.Errorf("booking %d FAILED with ledger %+v; want nothing kept", o.booking, tot)
+		}
+	}
+	t.Logf("%d payments through a messy provider: %v", n, counts)
+}
