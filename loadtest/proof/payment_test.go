@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -27,10 +26,10 @@ type smtpSink struct {
 }
 
 func (s *smtpSink) NewSession(*smtp.Conn) (smtp.Session, error) { return s, nil }
-func (s *smtpSink) Mail(string, *smtp.MailOptions) error         { return nil }
-func (s *smtpSink) Rcpt(string, *smtp.RcptOptions) error         { return nil }
-func (s *smtpSink) Reset()                                       {}
-func (s *smtpSink) Logout() error                                { return nil }
+func (s *smtpSink) Mail(string, *smtp.MailOptions) error        { return nil }
+func (s *smtpSink) Rcpt(string, *smtp.RcptOptions) error        { return nil }
+func (s *smtpSink) Reset()                                      {}
+func (s *smtpSink) Logout() error                               { return nil }
 func (s *smtpSink) Data(r io.Reader) error {
 	b, err := io.ReadAll(r)
 	s.mu.Lock()
@@ -400,7 +399,6 @@ func TestReconcilerSettlesLostWebhook(t *testing.T) {
 	}
 }
 
-var _ = http.StatusOK
 
 // A declined card: 402, the booking FAILED, nothing charged; the fan may
 // not reuse the failed booking, and money that arrives for it anyway (a
