@@ -399,7 +399,6 @@ func TestReconcilerSettlesLostWebhook(t *testing.T) {
 	}
 }
 
-
 // A declined card: 402, the booking FAILED, nothing charged; the fan may
 // not reuse the failed booking, and money that arrives for it anyway (a
 // late success) is refunded.
