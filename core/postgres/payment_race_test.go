@@ -366,3 +366,78 @@ func TestSuccessAfterFailure(t *testing.T) {
 	}
 	checkInvariants(t, db)
 }
+
+func TestOutboxRetries(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	_, b := pending(t, db, ev, "alice", "AUD-K-1")
+	if out, err := db.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: b.PaymentID, Succeeded: true}); err != nil || out != core.BookingConfirmed {
+		t.Fatalf("settle = %s, %v", out, err)
+	}
+	jobs, err := db.ClaimJobs(ctx, 10, time.Minute)
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("claimed %v, %v; want the email and SMS jobs", jobs, err)
+	}
+	if again, _ := db.ClaimJobs(ctx, 10, time.Minute); len(again) != 0 {
+		t.Fatalf("leased jobs claimed twice: %v", again)
+	}
+	j := jobs[0]
+	if err := db.FailJob(ctx, j, fmt.Errorf("smtp down")); err != nil {
+		t.Fatal(err)
+	}
+	var next time.Time
+	var status, lastErr string
+	db.Pool().QueryRow(ctx, `SELECT next_attempt_at, status, last_error FROM outbox WHERE id = $1`, j.ID).Scan(&next, &status, &lastErr)
+	if d := time.Until(next); d < 0 || d > 2*time.Second || status != "PENDING" || lastErr != "smtp down" {
+		t.Fatalf("after one failure: retry in %v, %s, %q; want about 1 s, PENDING", d, status, lastErr)
+	}
+	j.Attempts = postgres.MaxAttempts
+	db.Pool().Exec(ctx, `UPDATE outbox SET attempts = $2 WHERE id = $1`, j.ID, postgres.MaxAttempts)
+	if err := db.FailJob(ctx, j, fmt.Errorf("still down")); err != nil {
+		t.Fatal(err)
+	}
+	db.Pool().QueryRow(ctx, `SELECT status FROM outbox WHERE id = $1`, j.ID).Scan(&status)
+	if status != "DEAD" {
+		t.Fatalf("after %d attempts: %s; want DEAD", postgres.MaxAttempts, status)
+	}
+	if err := db.FinishJob(ctx, jobs[1]); err != nil {
+		t.Fatal(err)
+	}
+	db.Pool().QueryRow(ctx, `SELECT status FROM outbox WHERE id = $1`, jobs[1].ID).Scan(&status)
+	if status != "DONE" {
+		t.Fatalf("finished job is %s", status)
+	}
+}
+
+func TestIdempotencyKeyRetention(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	fp := []byte("fingerprint")
+	if r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); r != nil || err != nil {
+		t.Fatalf("first claim = %v, %v", r, err)
+	}
+	if err := db.SaveResponse(ctx, "alice", "k", postgres.StoredResponse{Status: 201, Body: []byte(`{"ok":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := db.ClaimKey(ctx, "bob", "k", []byte("other"), time.Minute); r != nil || err != nil {
+		t.Fatalf("the same key of another account = %v, %v; keys are per account", r, err)
+	}
+	if r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); err != nil || r == nil || r.Status != 201 {
+		t.Fatalf("replay = %+v, %v", r, err)
+	}
+	// Past retention the key is purged, and may then be used afresh.
+	db.Pool().Exec(ctx, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE account = 'alice'`)
+	if n, err := db.PurgeKeys(ctx); err != nil || n != 1 {
+		t.Fatalf("purge = %d, %v; want 1", n, err)
+	}
+	if r, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); r != nil || err != nil {
+		t.Fatalf("claim after purge = %v, %v; want a fresh claim", r, err)
+	}
+	// A request that died holding its key frees it when the lease runs out.
+	db.Pool().Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE account = 'alice'`)
+	if r, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); r != nil || err != nil {
+		t.Fatalf("retry after a dead request = %v, %v; want the key handed over", r, err)
+	}
+	if _, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); core.ErrorCode(err) != core.EIdemInFlight {
+		t.Fatalf("claim while leased = %v; want request_in_flight", err)
+	}
+}

@@ -360,11 +360,33 @@ func TestConfirmExpiredHold(t *testing.T) {
 	if st := s.bookingStatus(t, upi); st != core.BookingPending {
 		t.Errorf("the UPI booking is %s after the refused card confirm; want it untouched, PAYMENT_PENDING", st)
 	}
+	// Confirm on a hold that expired already: 410 before any money moves.
 	hold2 := s.hold(t, "late-card-2", "EU1-Z-10")
 	s.expire(t, hold2)
 	r = s.call(t, "POST", "/v1/holds/"+hold2+"/confirm", "late-card-2", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "c2")
-	if r.status != 410 && r.status != 409 {
-		t.Fatalf("confirm on an expired hold = %d %s; want 410", r.status, r.raw)
+	if r.status != 410 || r.body["error"] != core.EHoldExpired {
+		t.Fatalf("confirm on an expired hold = %d %s; want 410 hold_expired", r.status, r.raw)
+	}
+	// The hold runs out while the bank is authorizing: the booking finds
+	// its seats gone, the authorization is voided, the fan gets 410.
+	hold3 := s.hold(t, "late-card-3", "EU1-Z-11")
+	beh := s.sim.Behaviour()
+	beh.TimeoutRate, beh.TimeoutDelay = 1, 800*time.Millisecond
+	s.sim.SetBehaviour(beh)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // after the Pay step's extension, before the authorization answers
+		s.expire(t, hold3)
+	}()
+	r = s.call(t, "POST", "/v1/holds/"+hold3+"/confirm", "late-card-3", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "c3")
+	beh.TimeoutRate = 0
+	s.sim.SetBehaviour(beh)
+	if r.status != 410 || r.body["error"] != core.EHoldExpired {
+		t.Fatalf("hold expired during authorization: %d %s; want 410 hold_expired", r.status, r.raw)
+	}
+	ref := core.BookingReference(int64(r.body["booking_id"].(float64)))
+	eventually(t, "the void", func() bool { return s.totals(ref).Voided > 0 })
+	if tot := s.totals(ref); tot.Authorized == 0 || tot.Voided != tot.Authorized || tot.Captured != 0 {
+		t.Fatalf("ledger %+v; want the authorization voided, nothing captured", tot)
 	}
 	for ref, tot := range s.sim.Ledger().Totals {
 		if tot.Net() != 0 || tot.Held() != 0 {
