@@ -22,6 +22,15 @@ echo "test.sh: PostgreSQL and Redis answer"
 # tests that need the services must fail (not skip) when they are missing
 export ONSALE_REQUIRE_SERVICES=1
 
+# The gateway's Redis tests run against a single server and a 3-master cluster.
+cluster_dir=.run/redis-cluster-test
+export ONSALE_CLUSTER_PORT=${ONSALE_CLUSTER_PORT:-17101}
+trap 'deploy/redis-cluster/cluster.sh down "$cluster_dir"' EXIT
+deploy/redis-cluster/cluster.sh down "$cluster_dir"
+cluster_env=$(deploy/redis-cluster/cluster.sh up "$cluster_dir") || fail "could not start the Redis Cluster"
+export "${cluster_env?}"
+echo "test.sh: Redis Cluster at $REDIS_CLUSTER_ADDRS"
+
 pkgs=(./core/... ./shared/... ./gateway/... ./loadtest/...)
 echo "+ go vet ${pkgs[*]}"
 go vet "${pkgs[@]}"

@@ -1,0 +1,301 @@
+// Package redis keeps the waiting room in Redis: dials, the pre-queue, the
+// line, the admission bucket, offers and sessions. Every key of an event
+// carries the hash tag {evt:<id>} and every script takes its keys through
+// KEYS, so the scripts run on Redis Cluster as on a single server.
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/onsale/onsale/gateway"
+)
+
+var (
+	//go:embed prelude.lua
+	prelude string
+	//go:embed join.lua
+	joinLua string
+	//go:embed requeue.lua
+	requeueLua string
+	//go:embed tick.lua
+	tickLua string
+	//go:embed claim.lua
+	claimLua string
+	//go:embed position.lua
+	positionLua string
+
+	joinScript     = goredis.NewScript(prelude + joinLua)
+	requeueScript  = goredis.NewScript(prelude + requeueLua)
+	tickScript     = goredis.NewScript(prelude + tickLua)
+	claimScript    = goredis.NewScript(prelude + claimLua)
+	positionScript = goredis.NewScript(prelude + positionLua)
+)
+
+// Store is the waiting room's Redis store.
+type Store struct {
+	rdb goredis.UniversalClient
+}
+
+// Open connects to one server (redis://...) or a cluster (a comma-separated
+// list of host:port) and pings it.
+func Open(ctx context.Context, addrs string) (*Store, error) {
+	var opts goredis.UniversalOptions
+	if u, err := goredis.ParseURL(addrs); err == nil {
+		opts = goredis.UniversalOptions{Addrs: []string{u.Addr}, DB: u.DB, Username: u.Username, Password: u.Password}
+	} else {
+		opts = goredis.UniversalOptions{Addrs: splitAddrs(addrs), IsClusterMode: true}
+	}
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	opts.MaxRetries = 1
+	rdb := goredis.NewUniversalClient(&opts)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("redis %s: %w", addrs, err)
+	}
+	return &Store{rdb: rdb}, nil
+}
+
+// NewStore wraps an existing client.
+func NewStore(rdb goredis.UniversalClient) *Store { return &Store{rdb: rdb} }
+
+// Close closes the client.
+func (s *Store) Close() error { return s.rdb.Close() }
+
+// Client exposes the client to tests.
+func (s *Store) Client() goredis.UniversalClient { return s.rdb }
+
+func splitAddrs(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// keys of one event; the {evt:<id>} hash tag puts them in one cluster slot.
+type keys struct{ dials, pre, ids, frozen, seq, bucket, offers, active, claims string }
+
+func keysOf(event int64) keys {
+	p := "{evt:" + strconv.FormatInt(event, 10) + "}:"
+	return keys{p + "dials", p + "pre", p + "ids", p + "frozen", p + "seq", p + "bucket", p + "offers", p + "active", p + "claims"}
+}
+
+// JoinResult is a fan's place after joining: State is prequeue (Position
+// unknown until onsale), waiting (Position known), not_open or closed (At
+// says when it opens or closed).
+type JoinResult struct {
+	State    string
+	Position int64
+	At       time.Time
+}
+
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", gateway.ErrUnavailable, err)
+}
+
+// Join gives identity a place in line, or returns the place it has.
+func (s *Store) Join(ctx context.Context, event int64, identity string) (JoinResult, error) {
+	k := keysOf(event)
+	var b [8]byte
+	rand.Read(b[:])
+	score := binary.BigEndian.Uint64(b[:]) >> 11 // 53 bits: exact in a ZSET score
+	v, err := joinScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.ids, k.frozen, k.seq}, identity, score).Slice()
+	if err != nil {
+		return JoinResult{}, unavailable(err)
+	}
+	r := JoinResult{Position: v[1].(int64), At: time.UnixMilli(v[2].(int64))}
+	switch v[0].(string) {
+	case "no_event":
+		return r, gateway.ErrNoEvent
+	case "pre":
+		r.State = gateway.StatePrequeue
+	case "pos":
+		r.State = gateway.StateWaiting
+	case "not_open":
+		r.State = gateway.StateNotOpen
+	case "closed":
+		r.State = gateway.StateClosed
+	}
+	return r, nil
+}
+
+// Position returns a pre-queue fan's place once the pre-queue is frozen
+// (0 while it is not).
+func (s *Store) Position(ctx context.Context, event int64, identity string) (int64, error) {
+	k := keysOf(event)
+	v, err := positionScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.ids, k.frozen}, identity).Slice()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	if v[0].(string) == "unknown" {
+		return 0, gateway.ErrNoEvent
+	}
+	return v[1].(int64), nil
+}
+
+// Requeue sends identity to the back of the line.
+func (s *Store) Requeue(ctx context.Context, event int64, identity string) (int64, error) {
+	k := keysOf(event)
+	pos, err := requeueScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.ids, k.frozen, k.seq}, identity).Int64()
+	return pos, unavailable(err)
+}
+
+// Tick advances the admission bucket and reports the event's state.
+func (s *Store) Tick(ctx context.Context, event int64) (gateway.Tick, error) {
+	k := keysOf(event)
+	v, err := tickScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims}).Int64Slice()
+	if err != nil {
+		return gateway.Tick{}, unavailable(err)
+	}
+	return gateway.Tick{Serving: v[0], Queue: v[1], Active: v[2], Offers: v[3], ClaimsPerMinute: v[4], DialsVersion: v[5],
+		Now: time.UnixMilli(v[6])}, nil
+}
+
+// Claim outcomes.
+const (
+	ClaimAdmitted = "admitted"
+	ClaimWaiting  = "waiting"
+	ClaimLapsed   = "lapsed"
+	ClaimPaused   = "paused"
+)
+
+// Claim takes an offered place: it starts identity's session and returns
+// when the session ends.
+func (s *Store) Claim(ctx context.Context, event int64, identity string, position int64) (string, time.Time, error) {
+	k := keysOf(event)
+	v, err := claimScript.Run(ctx, s.rdb, []string{k.dials, k.bucket, k.offers, k.active, k.claims}, identity, position).Slice()
+	if err != nil {
+		return "", time.Time{}, unavailable(err)
+	}
+	return v[0].(string), time.UnixMilli(v[1].(int64)), nil
+}
+
+const eventsKey = "onsale:events"
+
+// InitDials sets the dials of an event the room has not seen, field by
+// field only where unset, so concurrent gateways agree and an operator's
+// change is never overwritten.
+func (s *Store) InitDials(ctx context.Context, event int64, d gateway.Dials) error {
+	k := keysOf(event)
+	_, err := s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		for f, v := range dialFields(d) {
+			p.HSetNX(ctx, k.dials, f, v)
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.rdb.SAdd(ctx, eventsKey, event).Err()
+	}
+	return unavailable(err)
+}
+
+// Events lists the events the room knows.
+func (s *Store) Events(ctx context.Context) ([]int64, error) {
+	ids, err := s.rdb.SMembers(ctx, eventsKey).Result()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// Dials reads an event's dials (ErrNoEvent if none).
+func (s *Store) Dials(ctx context.Context, event int64) (gateway.Dials, error) {
+	m, err := s.rdb.HGetAll(ctx, keysOf(event).dials).Result()
+	if err != nil {
+		return gateway.Dials{}, unavailable(err)
+	}
+	if len(m) == 0 {
+		return gateway.Dials{}, gateway.ErrNoEvent
+	}
+	return parseDials(m), nil
+}
+
+// SetDials writes every dial and bumps the version, atomically.
+func (s *Store) SetDials(ctx context.Context, event int64, d gateway.Dials) (int64, error) {
+	k := keysOf(event)
+	var ver *goredis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		f := dialFields(d)
+		delete(f, "version")
+		p.HSet(ctx, k.dials, f)
+		ver = p.HIncrBy(ctx, k.dials, "version", 1)
+		return nil
+	})
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return ver.Val(), nil
+}
+
+func dialFields(d gateway.Dials) map[string]any {
+	b := func(v bool) int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixMilli()
+	}
+	return map[string]any{
+		"new_users_per_minute": d.NewUsersPerMinute, "total_active_users": d.TotalActiveUsers,
+		"session_seconds": d.SessionSeconds, "claim_seconds": d.ClaimSeconds,
+		"prequeue_at": ms(d.PrequeueAt), "onsale_at": ms(d.OnsaleAt), "closes_at": ms(d.ClosesAt),
+		"paused": b(d.Paused), "queueing": d.Queueing, "pow_difficulty": d.PowDifficulty, "sold_out": b(d.SoldOut),
+		"version": d.Version,
+	}
+}
+
+func parseDials(m map[string]string) gateway.Dials {
+	i := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
+	t := func(k string) time.Time {
+		if n := i(k); n != 0 {
+			return time.UnixMilli(n)
+		}
+		return time.Time{}
+	}
+	return gateway.Dials{
+		NewUsersPerMinute: int(i("new_users_per_minute")), TotalActiveUsers: int(i("total_active_users")),
+		SessionSeconds: int(i("session_seconds")), ClaimSeconds: int(i("claim_seconds")),
+		PrequeueAt: t("prequeue_at"), OnsaleAt: t("onsale_at"), ClosesAt: t("closes_at"),
+		Paused: i("paused") == 1, Queueing: m["queueing"], PowDifficulty: int(i("pow_difficulty")),
+		SoldOut: i("sold_out") == 1, Version: i("version"),
+	}
+}
+
+
+// Forget deletes every key of an event (tests, and events long over).
+func (s *Store) Forget(ctx context.Context, event int64) error {
+	k := keysOf(event)
+	err := s.rdb.Del(ctx, k.dials, k.pre, k.ids, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims).Err()
+	if err == nil {
+		err = s.rdb.SRem(ctx, eventsKey, event).Err()
+	}
+	return unavailable(err)
+}

@@ -1,0 +1,226 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/redis"
+	"github.com/onsale/onsale/gateway/redis/redistest"
+)
+
+var ctx = context.Background()
+
+// forBoth runs a test against a single server and, when one is configured,
+// a Redis Cluster.
+func forBoth(t *testing.T, fn func(t *testing.T, s *redis.Store)) {
+	t.Run("single", func(t *testing.T) { fn(t, redistest.NewStore(t, false)) })
+	t.Run("cluster", func(t *testing.T) { fn(t, redistest.NewStore(t, true)) })
+}
+
+func setDials(t *testing.T, s *redis.Store, ev int64, edit func(*gateway.Dials)) {
+	t.Helper()
+	d := gateway.DefaultDials(time.Now().Add(time.Hour), time.Now().Add(48*time.Hour))
+	if cur, err := s.Dials(ctx, ev); err == nil {
+		d = cur
+	}
+	edit(&d)
+	if _, err := s.SetDials(ctx, ev, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJoinIdempotentAndFIFO(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		ev := redistest.Event(t, s)
+		if _, err := s.Join(ctx, ev, "a"); err != gateway.ErrNoEvent {
+			t.Fatalf("join before the event exists = %v; want ErrNoEvent", err)
+		}
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+		})
+		for i, id := range []string{"a", "b", "c", "a", "b"} {
+			r, err := s.Join(ctx, ev, id)
+			want := int64(i%3 + 1)
+			if err != nil || r.State != gateway.StateWaiting || r.Position != want {
+				t.Fatalf("join %s = %+v, %v; want position %d", id, r, err, want)
+			}
+		}
+		setDials(t, s, ev, func(d *gateway.Dials) { d.ClosesAt = time.Now().Add(-time.Second) })
+		if r, _ := s.Join(ctx, ev, "late"); r.State != gateway.StateClosed {
+			t.Fatalf("join after close = %+v", r)
+		}
+		if r, _ := s.Join(ctx, ev, "a"); r.State != gateway.StateWaiting || r.Position != 1 {
+			t.Fatalf("an existing fan after close keeps the place: %+v", r)
+		}
+	})
+}
+
+// Shuffle uniformity: 10 fans join a pre-queue in the same order, 2,000
+// times; at onsale each fan's place must be uniform over 1..10. A
+// chi-square test per fan at significance 0.001 (9 degrees of freedom:
+// critical value 27.88). The control runs the same harness with the FIFO
+// dial and must find the order far from uniform.
+func TestShuffleUniform(t *testing.T) {
+	t.Run("control: fifo pre-queue", func(t *testing.T) {
+		if worst := shuffle(t, "fifo", 200); worst < 27.88 {
+			t.Fatalf("FIFO pre-queue passed as uniform (chi-square %.1f): the harness cannot see a biased order", worst)
+		}
+	})
+	t.Run("product: random pre-queue", func(t *testing.T) {
+		if worst := shuffle(t, "random", 2000); worst > 27.88 {
+			t.Fatalf("largest chi-square %.1f > 27.88", worst)
+		}
+	})
+}
+
+func shuffle(t *testing.T, queueing string, runs int) float64 {
+	s := redistest.NewStore(t, false)
+	const fans, critical = 10, 27.88
+	counts := make([][fans]int, fans)
+	for range runs {
+		ev := redistest.Event(t, s)
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt, d.Queueing = time.Now().Add(-time.Minute), time.Now().Add(time.Hour), queueing
+		})
+		for f := range fans {
+			if r, err := s.Join(ctx, ev, fmt.Sprint(f)); err != nil || r.State != gateway.StatePrequeue {
+				t.Fatalf("pre-queue join = %+v, %v", r, err)
+			}
+		}
+		setDials(t, s, ev, func(d *gateway.Dials) { d.OnsaleAt = time.Now().Add(-time.Millisecond) })
+		for f := range fans {
+			p, err := s.Position(ctx, ev, fmt.Sprint(f))
+			if err != nil || p < 1 || p > fans {
+				t.Fatalf("position = %d, %v", p, err)
+			}
+			counts[f][p-1]++
+		}
+		s.Forget(ctx, ev)
+	}
+	expected := float64(runs) / fans
+	worst := 0.0
+	for f := range fans {
+		chi := 0.0
+		for p := range fans {
+			d := float64(counts[f][p]) - expected
+			chi += d * d / expected
+		}
+		worst = math.Max(worst, chi)
+		if chi > critical && queueing == "random" {
+			t.Logf("fan %d (joined %d.): positions %v, chi-square %.1f > %.2f", f, f+1, counts[f], chi, critical)
+		}
+	}
+	t.Logf("%s: %d pre-queues of %d fans: largest chi-square %.1f (critical %.2f at p=0.001, 9 df)", queueing, runs, fans, worst, critical)
+	return worst
+}
+
+// Three gateways (three clients) race at onsale: pre-queue fans ask their
+// place while new fans join, and every place 1..N is given exactly once.
+func TestFreezeExactlyOnce(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		stores := []*redis.Store{s, redistest.NewStore(t, t.Name() == "TestFreezeExactlyOnce/cluster"), redistest.NewStore(t, t.Name() == "TestFreezeExactlyOnce/cluster")}
+		ev := redistest.Event(t, s)
+		onsale := time.Now().Add(300 * time.Millisecond)
+		setDials(t, s, ev, func(d *gateway.Dials) { d.PrequeueAt, d.OnsaleAt = time.Now().Add(-time.Minute), onsale })
+		const pre, late = 300, 300
+		for f := range pre {
+			if _, err := s.Join(ctx, ev, fmt.Sprintf("pre-%d", f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		positions := make(map[string]int64)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for g, st := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Until(onsale) - 5*time.Millisecond)
+				for i := g; i < pre+late; i += len(stores) {
+					var id string
+					var pos int64
+					var err error
+					if i < pre {
+						id = fmt.Sprintf("pre-%d", i)
+						for pos == 0 && err == nil {
+							pos, err = st.Position(ctx, ev, id)
+						}
+					} else {
+						id = fmt.Sprintf("late-%d", i)
+						var r redis.JoinResult
+						for r.Position == 0 && err == nil {
+							r, err = st.Join(ctx, ev, id)
+						}
+						pos = r.Position
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					positions[id] = pos
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		seen := make(map[int64]string)
+		for id, p := range positions {
+			if other, dup := seen[p]; dup {
+				t.Fatalf("place %d given to %s and %s", p, other, id)
+			}
+			seen[p] = id
+		}
+		for p := int64(1); p <= pre+late; p++ {
+			if _, ok := seen[p]; !ok {
+				t.Fatalf("place %d given to nobody (%d places for %d fans)", p, len(seen), pre+late)
+			}
+		}
+	})
+}
+
+// The bucket offers places at the dial's rate, never beyond total active
+// users; claims start sessions; an unclaimed offer lapses.
+func TestAdmission(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		ev := redistest.Event(t, s)
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+			d.NewUsersPerMinute, d.TotalActiveUsers, d.ClaimSeconds = 60000, 5, 10
+		})
+		for f := range 20 {
+			s.Join(ctx, ev, fmt.Sprint(f))
+		}
+		s.Tick(ctx, ev)
+		time.Sleep(300 * time.Millisecond)
+		tk, err := s.Tick(ctx, ev)
+		if err != nil || tk.Serving != 5 || tk.Offers != 5 || tk.Queue != 20 {
+			t.Fatalf("tick = %+v, %v; want 5 offered (total_active_users), 20 in line", tk, err)
+		}
+		for f := range 5 {
+			st, exp, err := s.Claim(ctx, ev, fmt.Sprint(f), int64(f+1))
+			if err != nil || st != redis.ClaimAdmitted || time.Until(exp) < 9*time.Minute {
+				t.Fatalf("claim %d = %s %v %v", f, st, exp, err)
+			}
+		}
+		if st, _, _ := s.Claim(ctx, ev, "5", 6); st != redis.ClaimWaiting {
+			t.Fatalf("claim beyond serving = %s; want waiting", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if tk, _ = s.Tick(ctx, ev); tk.Serving != 5 || tk.Active != 5 {
+			t.Fatalf("tick with 5 sessions = %+v; want nothing more offered", tk)
+		}
+		if st, _, _ := s.Claim(ctx, ev, "0", 1); st != redis.ClaimAdmitted {
+			t.Fatalf("second claim by a fan with a session = %s; want admitted", st)
+		}
+		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = true })
+		if st, _, _ := s.Claim(ctx, ev, "9", 10); st != redis.ClaimPaused {
+			t.Fatalf("claim while paused = %s", st)
+		}
+	})
+}

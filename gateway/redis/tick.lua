@@ -1,0 +1,48 @@
+-- tick: the admission token bucket. Any number of gateways call it; the
+-- tokens come from the time elapsed since the last tick by any of them (the
+-- server's clock), so together they admit at new_users_per_minute. Places
+-- are offered up to total_active_users minus live sessions and open offers;
+-- an offer lapses after claim_seconds, a session after session_seconds.
+-- KEYS: dials, pre, frozen, seq, bucket, offers, active, claims
+-- Returns {serving, queue_length, active, offers, claims_last_minute,
+--          dials_version, now}.
+local now = now_ms()
+local npm = dial(KEYS[1], 'new_users_per_minute', 0)
+local tau = dial(KEYS[1], 'total_active_users', 0)
+local paused = dial(KEYS[1], 'paused', 0)
+local onsale_at = dial(KEYS[1], 'onsale_at', 0)
+local claim_ms = dial(KEYS[1], 'claim_seconds', 120) * 1000
+local version = dial(KEYS[1], 'version', 0)
+
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now - 300000)
+local active = redis.call('ZCARD', KEYS[7])
+local claims = redis.call('ZCOUNT', KEYS[8], now - 60000, '+inf')
+
+local serving = tonumber(redis.call('HGET', KEYS[5], 'serving') or 0)
+if redis.call('EXISTS', KEYS[1]) == 0 or now < onsale_at then
+  return {serving, 0, active, redis.call('ZCARD', KEYS[6]), claims, version, now}
+end
+local queue = freeze(KEYS[2], KEYS[3]) + tonumber(redis.call('GET', KEYS[4]) or 0)
+local tokens = tonumber(redis.call('HGET', KEYS[5], 'tokens') or 0)
+local last = tonumber(redis.call('HGET', KEYS[5], 'last') or now)
+local offers = redis.call('ZCARD', KEYS[6])
+if paused == 1 or npm <= 0 then
+  tokens = 0
+else
+  -- At most one second's worth accumulates: no burst after a pause or an idle spell.
+  local burst = math.max(1, npm / 60)
+  tokens = math.min(burst, tokens + (now - last) * npm / 60000)
+  local k = math.floor(math.min(tokens, tau - active - offers, queue - serving))
+  if k > 0 then
+    for i = 1, k do
+      redis.call('ZADD', KEYS[6], now + claim_ms, serving + i)
+    end
+    serving = serving + k
+    tokens = tokens - k
+    offers = offers + k
+  end
+end
+redis.call('HSET', KEYS[5], 'serving', serving, 'tokens', tokens, 'last', now)
+return {serving, queue, active, offers, claims, version, now}
