@@ -1,0 +1,552 @@
+// Package http is the gateway's edge on fasthttp: join, status polls (no
+// store round trip in the steady state), the admit-token keys, the
+// operators' dials and stats, health and metrics.
+package http
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/redis"
+	"github.com/onsale/onsale/gateway/token"
+)
+
+// Server serves the waiting room.
+type Server struct {
+	Room  *Room
+	Queue *token.QueueSigner
+	Admit *token.Ring
+	// AdminToken guards /admin/ (compared in constant time).
+	AdminToken string
+	// AccountSecret verifies account JWTs (HS256, with phone_verified);
+	// RequireIdentity refuses joins without one.
+	AccountSecret   []byte
+	RequireIdentity bool
+	// MaxTickets is the ticket limit put in admit tokens (0: the event's).
+	MaxTickets int
+	Log        *slog.Logger
+
+	ipLimit, tokenLimit *limiter
+	metrics             *metrics
+	jwks                []byte
+}
+
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.HistogramVec
+	joins    *prometheus.CounterVec
+	polls    *prometheus.CounterVec
+}
+
+// Handler returns the fasthttp handler.
+func (s *Server) Handler() fasthttp.RequestHandler {
+	s.ipLimit = newLimiter(5, 20, 200_000)
+	s.tokenLimit = newLimiter(2, 10, 1_000_000)
+	s.jwks, _ = json.Marshal(s.Admit.JWKS())
+	m := &metrics{reg: prometheus.NewRegistry(),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "onsale_gateway_http_request_duration_seconds",
+			Help: "Request latency by route and status.", Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, .5, 1}},
+			[]string{"route", "code"}),
+		joins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_joins_total", Help: "Joins by outcome."}, []string{"outcome"}),
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_polls_total", Help: "Status polls by state and whether Redis was touched."},
+			[]string{"state", "redis"}),
+	}
+	m.reg.MustRegister(m.requests, m.joins, m.polls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = m
+	prom := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		route := s.route(ctx, prom)
+		m.requests.WithLabelValues(route, strconv.Itoa(ctx.Response.StatusCode())).Observe(time.Since(start).Seconds())
+	}
+}
+
+func (s *Server) route(ctx *fasthttp.RequestCtx, prom fasthttp.RequestHandler) string {
+	path := string(ctx.Path())
+	method := string(ctx.Method())
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case path == "/healthz":
+		writeJSON(ctx, 200, map[string]string{"status": "ok"})
+		return "healthz"
+	case path == "/readyz":
+		if !s.Room.Healthy() {
+			fail(ctx, 503, "unavailable", "redis is not answering")
+		} else {
+			writeJSON(ctx, 200, map[string]string{"status": "ready"})
+		}
+		return "readyz"
+	case path == "/metrics":
+		prom(ctx)
+		return "metrics"
+	case path == "/.well-known/jwks.json":
+		ctx.SetContentType("application/json")
+		ctx.Response.Header.Set("Cache-Control", "public, max-age=300")
+		ctx.SetBody(s.jwks)
+		return "jwks"
+	case len(parts) == 4 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "queue":
+		if method != "POST" {
+			fail(ctx, 405, "method_not_allowed", "POST to join the queue")
+			return "join"
+		}
+		s.join(ctx, parts[2])
+		return "join"
+	case len(parts) == 5 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "queue" && parts[4] == "status":
+		if method != "GET" {
+			fail(ctx, 405, "method_not_allowed", "GET the queue status")
+			return "status"
+		}
+		s.status(ctx, parts[2])
+		return "status"
+	case len(parts) == 4 && parts[0] == "admin" && parts[1] == "v1" && parts[2] == "events":
+		s.admin(ctx, parts[3])
+		return "admin"
+	}
+	fail(ctx, 404, "not_found", "no such route")
+	return "unmatched"
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
+	b, _ := json.Marshal(v)
+	ctx.SetStatusCode(code)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
+}
+
+func fail(ctx *fasthttp.RequestCtx, code int, errCode, msg string) {
+	if code == 503 || code == 429 {
+		if len(ctx.Response.Header.Peek("Retry-After")) == 0 {
+			ctx.Response.Header.Set("Retry-After", "2")
+		}
+	}
+	writeJSON(ctx, code, map[string]string{"error": errCode, "message": msg})
+}
+
+func eventID(s string) (int64, bool) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil && id > 0
+}
+
+func cookieName(event int64) string { return "onsale_q_" + strconv.FormatInt(event, 10) }
+
+const visitorCookie = "onsale_vid"
+
+func setCookie(ctx *fasthttp.RequestCtx, name, value string, maxAge time.Duration) {
+	var c fasthttp.Cookie
+	c.SetKey(name)
+	c.SetValue(value)
+	c.SetPath("/")
+	c.SetHTTPOnly(true)
+	c.SetSameSite(fasthttp.CookieSameSiteLaxMode)
+	c.SetMaxAge(int(maxAge.Seconds()))
+	ctx.Response.Header.SetCookie(&c)
+}
+
+// clientIP is the connection's address: behind a trusted proxy the
+// deployment sets it from the proxy's header before it reaches here.
+func clientIP(ctx *fasthttp.RequestCtx) string { return ctx.RemoteIP().String() }
+
+func (s *Server) limited(ctx *fasthttp.RequestCtx, l *limiter, key string) bool {
+	ok, wait := l.allow(key, time.Now())
+	if !ok {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		fail(ctx, 429, "rate_limited", "too many requests: slow down")
+	}
+	return !ok
+}
+
+// identity is the fan joining: an account (from an account JWT with a
+// verified phone) or, unless identity is required, the visitor cookie.
+func (s *Server) identity(ctx *fasthttp.RequestCtx) (string, int, string) {
+	if auth := string(ctx.Request.Header.Peek("Authorization")); strings.HasPrefix(auth, "Bearer ") && len(s.AccountSecret) > 0 {
+		var c struct {
+			jwt.RegisteredClaims
+			PhoneVerified bool `json:"phone_verified"`
+		}
+		_, err := jwt.ParseWithClaims(strings.TrimPrefix(auth, "Bearer "), &c, func(*jwt.Token) (any, error) { return s.AccountSecret, nil },
+			jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
+		switch {
+		case err != nil || c.Subject == "":
+			return "", 401, "the account token is not valid"
+		case !c.PhoneVerified:
+			return "", 403, "verify your phone number to join the queue"
+		}
+		return "acct:" + c.Subject, 0, ""
+	}
+	if s.RequireIdentity {
+		return "", 401, "sign in with a verified phone number to join the queue"
+	}
+	vid := string(ctx.Request.Header.Cookie(visitorCookie))
+	if len(vid) < 16 || len(vid) > 64 {
+		vid = token.NewVisitorID()
+		setCookie(ctx, visitorCookie, vid, 30*24*time.Hour)
+	}
+	return "vis:" + vid, 0, ""
+}
+
+// powOK checks a proof of work: SHA-256 of "<event>:<identity>:<nonce>"
+// must start with difficulty zero bits.
+func powOK(event int64, identity, nonce string, difficulty int) bool {
+	if difficulty <= 0 {
+		return true
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s:%s", event, identity, nonce)))
+	return leadingZeros(sum[:]) >= difficulty
+}
+
+func leadingZeros(b []byte) int {
+	n := 0
+	for len(b) >= 8 {
+		v := binary.BigEndian.Uint64(b)
+		if v != 0 {
+			for v&(1<<63) == 0 {
+				n++
+				v <<= 1
+			}
+			return n
+		}
+		n += 64
+		b = b[8:]
+	}
+	return n
+}
+
+type queueReply struct {
+	State          string     `json:"state"`
+	QueueToken     string     `json:"queue_token,omitempty"`
+	Position       int64      `json:"position,omitempty"`
+	Ahead          int64      `json:"ahead"`
+	EtaSeconds     int64      `json:"eta_seconds"`
+	PollAfterMs    int64      `json:"poll_after_ms"`
+	OnsaleAt       *time.Time `json:"onsale_at,omitempty"`
+	AdmitToken     string     `json:"admit_token,omitempty"`
+	AdmitExpiresAt *time.Time `json:"admit_expires_at,omitempty"`
+	Message        string     `json:"message,omitempty"`
+}
+
+func (s *Server) join(ctx *fasthttp.RequestCtx, idStr string) {
+	ev, ok := eventID(idStr)
+	if !ok {
+		fail(ctx, 404, "not_found", "no such event")
+		return
+	}
+	if s.limited(ctx, s.ipLimit, clientIP(ctx)) {
+		s.metrics.joins.WithLabelValues("rate_limited").Inc()
+		return
+	}
+	identity, code, msg := s.identity(ctx)
+	if code != 0 {
+		s.metrics.joins.WithLabelValues("identity").Inc()
+		fail(ctx, code, "identity_required", msg)
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := s.Room.Ensure(c, ev)
+	switch {
+	case errors.Is(err, gateway.ErrNoEvent):
+		fail(ctx, 404, "not_found", "no such event")
+		return
+	case err != nil:
+		s.metrics.joins.WithLabelValues("unavailable").Inc()
+		fail(ctx, 503, "unavailable", "the waiting room cannot take new arrivals right now; try again")
+		return
+	}
+	if d := v.dials.PowDifficulty; d > 0 && !powOK(ev, identity, string(ctx.Request.Header.Peek("X-Pow")), d) {
+		s.metrics.joins.WithLabelValues("pow").Inc()
+		writeJSON(ctx, 428, map[string]any{"error": "proof_of_work_required",
+			"message": fmt.Sprintf("send X-Pow: a nonce with SHA-256(\"%d:%s:<nonce>\") starting with %d zero bits", ev, identity, d),
+			"challenge": fmt.Sprintf("%d:%s:", ev, identity), "difficulty": d})
+		return
+	}
+	r, err := s.Room.Store.Join(c, ev, identity)
+	if err != nil {
+		s.metrics.joins.WithLabelValues("unavailable").Inc()
+		fail(ctx, 503, "unavailable", "the waiting room cannot take new arrivals right now; try again")
+		return
+	}
+	s.metrics.joins.WithLabelValues(r.State).Inc()
+	switch r.State {
+	case gateway.StateNotOpen:
+		writeJSON(ctx, 409, map[string]any{"error": "not_open", "message": "the queue opens at " + r.At.UTC().Format(time.RFC3339), "opens_at": r.At})
+		return
+	case gateway.StateClosed:
+		writeJSON(ctx, 410, map[string]any{"error": "closed", "message": "the sale is closed"})
+		return
+	}
+	tok, err := s.Queue.Sign(ev, identity, r.Position, 0)
+	if err != nil {
+		fail(ctx, 500, "internal", "could not sign the queue token")
+		return
+	}
+	setCookie(ctx, cookieName(ev), tok, 24*time.Hour)
+	reply := s.describe(v, &token.Queue{Event: ev, Position: r.Position}, time.Now())
+	reply.QueueToken = tok
+	writeJSON(ctx, 200, reply)
+}
+
+// describe answers "where am I?" from the token and the cached view alone.
+func (s *Server) describe(v view, q *token.Queue, now time.Time) queueReply {
+	d, tk := v.dials, v.tick
+	r := queueReply{State: gateway.StateWaiting, Position: q.Position}
+	switch {
+	case !d.ClosesAt.IsZero() && !now.Before(d.ClosesAt):
+		r.State, r.PollAfterMs = gateway.StateClosed, 60000
+		return r
+	case d.SoldOut:
+		r.State, r.PollAfterMs = gateway.StateSoldOut, 60000
+		return r
+	case q.Position == 0:
+		r.State = gateway.StatePrequeue
+		on := d.OnsaleAt
+		r.OnsaleAt = &on
+		r.PollAfterMs = clamp(on.Sub(now).Milliseconds()/2, 1000, 30000)
+		return r
+	}
+	r.Ahead = max(0, q.Position-tk.Serving-1)
+	rate := float64(tk.ClaimsPerMinute)
+	if rate < 1 {
+		rate = float64(d.NewUsersPerMinute)
+	}
+	if rate > 0 {
+		r.EtaSeconds = int64(math.Ceil(float64(r.Ahead) / rate * 60))
+	}
+	if d.Paused {
+		r.State = gateway.StatePaused
+	}
+	// Far from the front, poll rarely; near it, often.
+	r.PollAfterMs = clamp(r.EtaSeconds*1000/10, 1000, 30000)
+	return r
+}
+
+func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
+
+func (s *Server) queueToken(ctx *fasthttp.RequestCtx, ev int64) string {
+	if auth := string(ctx.Request.Header.Peek("Authorization")); strings.HasPrefix(auth, "Bearer ") {
+		return strings.TrimPrefix(auth, "Bearer ")
+	}
+	return string(ctx.Request.Header.Cookie(cookieName(ev)))
+}
+
+func (s *Server) status(ctx *fasthttp.RequestCtx, idStr string) {
+	ev, ok := eventID(idStr)
+	if !ok {
+		fail(ctx, 404, "not_found", "no such event")
+		return
+	}
+	raw := s.queueToken(ctx, ev)
+	q, err := s.Queue.Verify(raw, ev)
+	if err != nil {
+		if s.limited(ctx, s.ipLimit, clientIP(ctx)) {
+			return
+		}
+		fail(ctx, 401, "invalid_queue_token", "join the queue first: the queue token is missing, invalid or expired")
+		return
+	}
+	if s.limited(ctx, s.tokenLimit, q.ID+q.Subject) {
+		return
+	}
+	v, ok := s.Room.View(ev)
+	if !ok || v.fetched.IsZero() {
+		fail(ctx, 503, "unavailable", "the waiting room is starting; try again")
+		return
+	}
+	now := time.Now()
+	touched := "no"
+	// Admitted already: the session is in the token.
+	if q.Admitted > now.UnixMilli() {
+		s.admitted(ctx, ev, q, time.UnixMilli(q.Admitted), raw, &touched)
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	newTok := ""
+	// A pre-queue fan learns its drawn place once, after onsale.
+	if q.Position == 0 && !now.Before(v.dials.OnsaleAt) {
+		touched = "yes"
+		pos, err := s.Room.Store.Position(c, ev, q.Subject)
+		if err == nil && pos > 0 {
+			q.Position = pos
+			newTok, _ = s.Queue.Sign(ev, q.Subject, pos, 0)
+		}
+	}
+	r := s.describe(v, q, now)
+	if r.State == gateway.StateWaiting && q.Position > 0 && q.Position <= v.tick.Serving {
+		// This fan's place has been offered: claim it (one round trip per fan).
+		touched = "yes"
+		st, until, err := s.Room.Store.Claim(c, ev, q.Subject, q.Position)
+		switch {
+		case err != nil:
+			// Redis is down: never admit from a guess; the fan keeps waiting.
+			r.PollAfterMs = 2000
+		case st == redis.ClaimAdmitted:
+			q.Admitted = until.UnixMilli()
+			tok, _ := s.Queue.Sign(ev, q.Subject, q.Position, q.Admitted)
+			s.admitted(ctx, ev, q, until, tok, &touched)
+			return
+		case st == redis.ClaimLapsed:
+			pos, err := s.Room.Store.Requeue(c, ev, q.Subject)
+			if err == nil {
+				q.Position = pos
+				newTok, _ = s.Queue.Sign(ev, q.Subject, pos, 0)
+				r = s.describe(v, q, now)
+				r.Message = "your turn came and went unclaimed: you are back in line"
+			}
+		case st == redis.ClaimPaused:
+			r.State = gateway.StatePaused
+		}
+	}
+	if newTok != "" {
+		setCookie(ctx, cookieName(ev), newTok, 24*time.Hour)
+		r.QueueToken = newTok
+	}
+	s.metrics.polls.WithLabelValues(r.State, touched).Inc()
+	writeJSON(ctx, 200, r)
+}
+
+func (s *Server) admitted(ctx *fasthttp.RequestCtx, ev int64, q *token.Queue, until time.Time, queueTok string, touched *string) {
+	admit, err := s.Admit.Admit(q.Subject, ev, until, s.MaxTickets)
+	if err != nil {
+		fail(ctx, 500, "internal", "could not sign the admit token")
+		return
+	}
+	setCookie(ctx, cookieName(ev), queueTok, time.Until(until)+time.Minute)
+	s.metrics.polls.WithLabelValues(gateway.StateAdmitted, *touched).Inc()
+	writeJSON(ctx, 200, queueReply{State: gateway.StateAdmitted, QueueToken: queueTok, Position: q.Position,
+		AdmitToken: admit, AdmitExpiresAt: &until, PollAfterMs: 30000})
+}
+
+// dialsPatch is a partial update of the dials.
+type dialsPatch struct {
+	NewUsersPerMinute *int       `json:"new_users_per_minute"`
+	TotalActiveUsers  *int       `json:"total_active_users"`
+	SessionSeconds    *int       `json:"session_seconds"`
+	ClaimSeconds      *int       `json:"claim_seconds"`
+	PrequeueAt        *time.Time `json:"prequeue_at"`
+	OnsaleAt          *time.Time `json:"onsale_at"`
+	ClosesAt          *time.Time `json:"closes_at"`
+	Paused            *bool      `json:"paused"`
+	Queueing          *string    `json:"queueing"`
+	PowDifficulty     *int       `json:"pow_difficulty"`
+	SoldOut           *bool      `json:"sold_out"`
+}
+
+func (p dialsPatch) apply(d *gateway.Dials) {
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&d.NewUsersPerMinute, p.NewUsersPerMinute)
+	set(&d.TotalActiveUsers, p.TotalActiveUsers)
+	set(&d.SessionSeconds, p.SessionSeconds)
+	set(&d.ClaimSeconds, p.ClaimSeconds)
+	set(&d.PowDifficulty, p.PowDifficulty)
+	if p.PrequeueAt != nil {
+		d.PrequeueAt = *p.PrequeueAt
+	}
+	if p.OnsaleAt != nil {
+		d.OnsaleAt = *p.OnsaleAt
+	}
+	if p.ClosesAt != nil {
+		d.ClosesAt = *p.ClosesAt
+	}
+	if p.Paused != nil {
+		d.Paused = *p.Paused
+	}
+	if p.Queueing != nil {
+		d.Queueing = *p.Queueing
+	}
+	if p.SoldOut != nil {
+		d.SoldOut = *p.SoldOut
+	}
+}
+
+func (s *Server) admin(ctx *fasthttp.RequestCtx, idStr string) {
+	auth := string(ctx.Request.Header.Peek("Authorization"))
+	if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(auth), []byte("Bearer "+s.AdminToken)) != 1 {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="onsale-admin"`)
+		fail(ctx, 401, "unauthorized", "an admin token is required")
+		return
+	}
+	ev, ok := eventID(idStr)
+	if !ok {
+		fail(ctx, 404, "not_found", "no such event")
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := s.Room.Ensure(c, ev)
+	switch {
+	case errors.Is(err, gateway.ErrNoEvent):
+		fail(ctx, 404, "not_found", "no such event")
+		return
+	case err != nil:
+		fail(ctx, 503, "unavailable", "redis is not answering")
+		return
+	}
+	switch string(ctx.Method()) {
+	case "GET":
+	case "PATCH":
+		if len(ctx.PostBody()) > 16<<10 {
+			fail(ctx, 413, "body_too_large", "the body is over 16 KiB")
+			return
+		}
+		var p dialsPatch
+		dec := json.NewDecoder(strings.NewReader(string(ctx.PostBody())))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			fail(ctx, 400, "invalid_request", "malformed JSON body: "+err.Error())
+			return
+		}
+		cur, err := s.Room.Store.Dials(c, ev)
+		if err != nil {
+			fail(ctx, 503, "unavailable", "redis is not answering")
+			return
+		}
+		p.apply(&cur)
+		if err := cur.Validate(); err != nil {
+			fail(ctx, 400, "invalid_request", err.Error())
+			return
+		}
+		if _, err := s.Room.Store.SetDials(c, ev, cur); err != nil {
+			fail(ctx, 503, "unavailable", "redis is not answering")
+			return
+		}
+		s.Log.Info("dials changed", "event", ev, "by", clientIP(ctx))
+		if err := s.Room.refresh(c, ev); err == nil {
+			v, _ = s.Room.View(ev)
+		}
+	default:
+		fail(ctx, 405, "method_not_allowed", "GET or PATCH")
+		return
+	}
+	tk := v.tick
+	queued := max(0, tk.Queue-tk.Serving)
+	rate := float64(tk.ClaimsPerMinute)
+	drain := int64(-1)
+	if rate > 0 {
+		drain = int64(math.Ceil(float64(queued) / rate * 60))
+	}
+	writeJSON(ctx, 200, map[string]any{"event_id": ev, "dials": v.dials, "stats": map[string]any{
+		"queued": queued, "serving": tk.Serving, "queue_length": tk.Queue, "admitted_per_minute": tk.ClaimsPerMinute,
+		"active": tk.Active, "offered_unclaimed": tk.Offers, "drain_seconds": drain, "as_of": v.fetched}})
+}

@@ -1,0 +1,118 @@
+// Package token mints and checks the gateway's two tokens. The queue token
+// (HS256, a secret only gateways hold) carries a fan's event, identity and
+// place in line, so a status poll needs no store round trip. The admit
+// token (EdDSA, shared/admission) is what the core accepts; the gateway
+// signs with the current key of a ring and publishes every key of the ring
+// at /.well-known/jwks.json, so a key can be rotated without a gap.
+package token
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/onsale/onsale/shared/admission"
+)
+
+// Queue is a fan's place in line.
+type Queue struct {
+	jwt.RegisteredClaims
+	Event    int64 `json:"evt"`
+	Position int64 `json:"pos,omitempty"` // 0: pre-queue, place drawn at onsale
+	// Admitted is the end of the fan's session once admitted (unix ms).
+	Admitted int64 `json:"adm,omitempty"`
+}
+
+// Identity is the fan the token is for (account or visitor).
+func (q *Queue) Identity() string { return q.Subject }
+
+// queueTTL bounds how long a queue token lives; a fan who keeps polling
+// gets fresh ones.
+const queueTTL = 24 * time.Hour
+
+// Errors.
+var (
+	ErrInvalid = errors.New("token invalid")
+	ErrExpired = errors.New("token expired")
+)
+
+// QueueSigner mints and verifies queue tokens with one HMAC secret.
+type QueueSigner struct {
+	secret []byte
+	parser *jwt.Parser
+}
+
+// NewQueueSigner returns a signer; the secret must be at least 32 bytes.
+func NewQueueSigner(secret []byte) (*QueueSigner, error) {
+	if len(secret) < 32 {
+		return nil, errors.New("queue token secret must be at least 32 bytes")
+	}
+	return &QueueSigner{secret: secret, parser: jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(),
+		jwt.WithIssuer("onsale-gateway"))}, nil
+}
+
+// Sign mints a queue token.
+func (s *QueueSigner) Sign(event int64, identity string, position, admittedUntil int64) (string, error) {
+	now := time.Now()
+	q := Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway", Subject: identity,
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(queueTTL))},
+		Event: event, Position: position, Admitted: admittedUntil}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, q).SignedString(s.secret)
+}
+
+// Verify checks a queue token for event.
+func (s *QueueSigner) Verify(tok string, event int64) (*Queue, error) {
+	var q Queue
+	_, err := s.parser.ParseWithClaims(tok, &q, func(*jwt.Token) (any, error) { return s.secret, nil })
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return nil, ErrExpired
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	case q.Event != event:
+		return nil, fmt.Errorf("%w: for event %d", ErrInvalid, q.Event)
+	case q.Subject == "" || q.Position < 0:
+		return nil, fmt.Errorf("%w: no identity", ErrInvalid)
+	}
+	return &q, nil
+}
+
+// Ring holds the admit-token keys: the first signs, all are published.
+type Ring struct {
+	signer *admission.Signer
+	pubs   []ed25519.PublicKey
+}
+
+// NewRing returns a ring signing with keys[0]; the others (the previous
+// keys, during a rotation) are published only.
+func NewRing(keys ...ed25519.PrivateKey) (*Ring, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("an admit key is required")
+	}
+	r := &Ring{signer: admission.NewSigner(keys[0])}
+	for _, k := range keys {
+		r.pubs = append(r.pubs, k.Public().(ed25519.PublicKey))
+	}
+	return r, nil
+}
+
+// JWKS is the published key set.
+func (r *Ring) JWKS() admission.JWKS { return admission.NewJWKS(r.pubs...) }
+
+// Admit mints an admit token for identity on event, ending at until.
+func (r *Ring) Admit(identity string, event int64, until time.Time, max int) (string, error) {
+	return r.signer.Admit(identity, strconv.FormatInt(event, 10), max, time.Until(until))
+}
+
+// NewVisitorID returns a random visitor id for the visitor cookie.
+func NewVisitorID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

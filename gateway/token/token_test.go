@@ -1,0 +1,80 @@
+package token
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/onsale/onsale/shared/admission"
+)
+
+func TestQueueToken(t *testing.T) {
+	s, err := NewQueueSigner([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewQueueSigner([]byte(strings.Repeat("x", 32)))
+	tok, _ := s.Sign(7, "vis:abc", 42, 0)
+	q, err := s.Verify(tok, 7)
+	if err != nil || q.Position != 42 || q.Identity() != "vis:abc" {
+		t.Fatalf("Verify = %+v, %v", q, err)
+	}
+	forged, _ := other.Sign(7, "vis:abc", 1, 0)
+	parts := strings.Split(tok, ".")
+	tampered := parts[0] + "." + strings.ReplaceAll(parts[1], "A", "B") + "." + parts[2]
+	expired, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",
+		Subject: "vis:abc", ExpiresAt: jwt.NewNumericDate(time.Now().Add(-time.Minute))}, Event: 7}).SignedString([]byte(strings.Repeat("k", 32)))
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",
+		Subject: "vis:abc", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}, Event: 7, Position: 1}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	key, _ := admission.GenerateKey()
+	eddsa, _ := admission.NewSigner(key).Sign(admission.Claims{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",
+		Subject: "vis:abc", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}})
+	tests := []struct {
+		name, tok string
+		event     int64
+		want      error
+	}{
+		{"other secret", forged, 7, ErrInvalid},
+		{"tampered", tampered, 7, ErrInvalid},
+		{"expired", expired, 7, ErrExpired},
+		{"wrong event", tok, 8, ErrInvalid},
+		{"alg none", none, 7, ErrInvalid},
+		{"wrong algorithm (EdDSA)", eddsa, 7, ErrInvalid},
+		{"garbage", "a.b.c", 7, ErrInvalid},
+	}
+	for _, tc := range tests {
+		if _, err := s.Verify(tc.tok, tc.event); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Verify = %v; want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := NewQueueSigner([]byte("short")); err == nil {
+		t.Error("a short secret was accepted")
+	}
+}
+
+func TestRing(t *testing.T) {
+	cur, _ := admission.GenerateKey()
+	prev, _ := admission.GenerateKey()
+	r, err := NewRing(cur, prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := admission.ParseJWKS(mustJSON(r.JWKS()))
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("JWKS has %d keys, %v; want both keys of the rotation", len(keys), err)
+	}
+	v := admission.NewVerifier(keys)
+	tok, _ := r.Admit("acct:1", 9, time.Now().Add(10*time.Minute), 6)
+	c, err := v.Verify(tok)
+	if err != nil || c.Event != "9" || c.Account() != "acct:1" || c.Max != 6 {
+		t.Fatalf("admit token = %+v, %v", c, err)
+	}
+	// A token from the previous key still verifies during the rotation.
+	old, _ := admission.NewSigner(prev).Admit("acct:2", "9", 0, time.Minute)
+	if _, err := v.Verify(old); err != nil {
+		t.Fatalf("token of the previous key: %v", err)
+	}
+}
