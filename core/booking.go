@@ -39,25 +39,39 @@ const (
 
 // Booking is an order for the seats of one hold.
 type Booking struct {
-	ID          int64     `json:"booking_id"`
-	HoldID      string    `json:"hold_id"`
-	EventID     int64     `json:"event_id"`
-	Account     string    `json:"account"`
-	Seats       []string  `json:"seats"`
-	Quantity    int       `json:"quantity"`
-	AmountPaise int64     `json:"amount_paise"`
-	Currency    string    `json:"currency"`
-	Flow        string    `json:"flow"`
-	Status      string    `json:"status"`
-	PaymentID   string    `json:"payment_id,omitempty"`
-	Email       string    `json:"email,omitempty"`
-	Phone       string    `json:"phone,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	Tickets     []Ticket  `json:"tickets,omitempty"`
+	ID          int64    `json:"booking_id"`
+	HoldID      string   `json:"hold_id"`
+	EventID     int64    `json:"event_id"`
+	Account     string   `json:"account"`
+	Seats       []string `json:"seats"`
+	Quantity    int      `json:"quantity"`
+	AmountPaise int64    `json:"amount_paise"`
+	Currency    string   `json:"currency"`
+	Flow        string   `json:"flow"`
+	Status      string   `json:"status"`
+	PaymentID   string   `json:"payment_id,omitempty"`
+	// Attempt counts the bookings of this hold: a new one follows a FAILED payment.
+	Attempt int `json:"attempt"`
+	// Captured: the money is taken (UPI at once; a card once captured).
+	// Tickets are shown only for a confirmed, captured booking.
+	Captured  bool      `json:"captured"`
+	Email     string    `json:"email,omitempty"`
+	Phone     string    `json:"phone,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Tickets   []Ticket  `json:"tickets,omitempty"`
 }
 
 // Reference is the order reference the provider knows the booking by.
 func (b *Booking) Reference() string { return BookingReference(b.ID) }
+
+// PaymentKey is the provider idempotency key of the booking's payment:
+// charge:<hold> for a hold's first booking, charge:<hold>:<attempt> after.
+func (b *Booking) PaymentKey() string {
+	if b.Attempt <= 1 {
+		return "charge:" + b.HoldID
+	}
+	return "charge:" + b.HoldID + ":" + strconv.Itoa(b.Attempt)
+}
 
 // Ticket is one admission: a seat of a confirmed booking, or one GA ticket.
 type Ticket struct {
@@ -94,8 +108,9 @@ const (
 
 // Bookings is the payment side of the core.
 type Bookings interface {
-	// StartPayment creates the booking for a valid hold (or returns the one
-	// it has) and extends the hold once, in one transaction.
+	// StartPayment creates the booking for a valid hold, or returns the
+	// live booking it has (in whatever status: the caller answers from it),
+	// and extends the hold once, in one transaction.
 	StartPayment(ctx context.Context, ref HoldRef, flow string, c Contact) (*Booking, error)
 	SetPaymentID(ctx context.Context, booking int64, paymentID string) error
 	// Settle applies a provider outcome exactly once: a success books the

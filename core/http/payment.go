@@ -172,9 +172,55 @@ func (s *Server) holdRef(r *http.Request) (core.HoldRef, error) {
 	return core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: event}, nil
 }
 
+// settledResult answers a Pay or Confirm whose booking is already settled
+// (a retry, or a race): from the booking, never a conflict.
+func (s *Server) settledResult(b *core.Booking, okStatus int) (result, bool) {
+	switch b.Status {
+	case core.BookingConfirmed:
+		if b.Captured {
+			b.Tickets = outbox.Sign(s.Payments.Tickets, b)
+			return result{status: okStatus, body: b}, true
+		}
+		b.Tickets = nil // no tickets before the money is taken
+		return result{status: http.StatusAccepted, body: map[string]any{"booking": b,
+			"message": "confirmed; the payment is being captured, the tickets follow"}}, true
+	case core.BookingRefundDue, core.BookingRefunded:
+		return result{status: http.StatusGone, body: map[string]any{"error": core.EHoldExpired,
+			"message": "the hold expired before the payment: any money taken is refunded, an authorization voided", "booking_id": b.ID}}, true
+	case core.BookingFailed:
+		return errResult(core.Errorf(core.EPaymentDeclined, "the payment failed")), true
+	}
+	return result{}, false
+}
+
+// providerError classifies a failed provider call: transient (retry with
+// the same Idempotency-Key), a refusal, or a conflict with another attempt.
+func (s *Server) providerError(ctx context.Context, b *core.Booking, err error) result {
+	var ae *provider.APIError
+	switch {
+	case provider.Temporary(err):
+		s.Log.Warn("provider: no answer", "booking", b.ID, "err", err)
+		return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
+	case errors.As(err, &ae) && ae.Status == http.StatusPaymentRequired:
+		if _, serr := s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, Type: "authorize"}); serr != nil {
+			return errResult(serr)
+		}
+		return errResult(core.Errorf(core.EPaymentDeclined, "the payment was refused: %s", ae.Message))
+	default:
+		s.Log.Warn("provider refused the request", "booking", b.ID, "err", err)
+		return errResult(core.Errorf(core.EPaymentInProgress, "a payment for this booking exists with other details: %v", err))
+	}
+}
+
+// workContext outlives the client: once money may move, the request's work
+// is finished and recorded even if the fan hangs up.
+func workContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), 20*time.Second)
+}
+
 // pay starts the async (UPI-like) flow: the booking, the one extension of
-// the hold, and the payment at the provider under key charge:<hold>. The
-// outcome arrives later by webhook.
+// the hold, and the payment at the provider under the booking's key
+// (charge:<hold>). The outcome arrives later by webhook.
 func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 	ref, err := s.holdRef(r)
 	if err != nil {
@@ -195,17 +241,22 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.idempotent(w, r, ref.Account, raw, func() result {
-		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		ctx, cancel := workContext(r)
 		defer cancel()
 		b, err := s.Payments.Bookings.StartPayment(ctx, ref, core.FlowAsync, contact)
 		if err != nil {
 			return errResult(err)
 		}
-		p, err := s.Payments.Provider.CreatePayment(ctx, "charge:"+ref.ID, provider.PaymentRequest{
+		if res, done := s.settledResult(b, http.StatusCreated); done {
+			return res
+		}
+		if b.PaymentID != "" {
+			return result{status: http.StatusCreated, body: map[string]any{"booking": b, "payment": map[string]string{"id": b.PaymentID}}}
+		}
+		p, err := s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), provider.PaymentRequest{
 			Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "upi", Capture: "automatic"})
 		if err != nil {
-			s.Log.Warn("provider: create payment failed", "booking", b.ID, "err", err)
-			return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
+			return s.providerError(ctx, b, err)
 		}
 		if err := s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID); err != nil {
 			return errResult(err)
@@ -216,9 +267,9 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 }
 
 // confirm is the sync (card) flow on the same booking state machine:
-// authorize under charge:<hold>, then book the hold's seats exactly (lock
-// the booking, conditional book), then capture; when the hold is gone the
-// authorization is voided and the fan gets 410.
+// authorize under the booking's key, book the hold's seats exactly (lock the
+// booking, conditional book), capture, and only then show the tickets. When
+// the hold is gone the authorization is voided and the fan gets 410.
 func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 	ref, err := s.holdRef(r)
 	if err != nil {
@@ -239,34 +290,40 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.idempotent(w, r, ref.Account, raw, func() result {
-		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		ctx, cancel := workContext(r)
 		defer cancel()
 		b, err := s.Payments.Bookings.StartPayment(ctx, ref, core.FlowSync, contact)
 		if err != nil {
 			return errResult(err)
 		}
-		p, err := s.Payments.Provider.CreatePayment(ctx, "charge:"+ref.ID, provider.PaymentRequest{
-			Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "card",
-			PaymentToken: in.PaymentToken, Capture: "manual"})
+		if res, done := s.settledResult(b, http.StatusOK); done {
+			return res
+		}
+		var p *provider.Payment
+		if b.PaymentID == "" {
+			p, err = s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), provider.PaymentRequest{
+				Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "card",
+				PaymentToken: in.PaymentToken, Capture: "manual"})
+			if err == nil {
+				err = s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID)
+			}
+		} else {
+			p, err = s.Payments.Provider.Payment(ctx, b.PaymentID) // a retry: where did the first attempt get?
+		}
 		if err != nil {
-			var ae *provider.APIError
-			if errors.As(err, &ae) && ae.Status == http.StatusPaymentRequired {
-				s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, Type: "authorize"})
-				return errResult(core.Errorf(core.EPaymentDeclined, "the payment was refused: %s", ae.Message))
-			}
-			if errors.As(err, &ae) && ae.Status < 500 {
-				// Most likely another attempt with other card details under
-				// this hold's payment key: nothing is settled from a guess.
-				s.Log.Warn("provider refused the authorization request", "booking", b.ID, "err", err)
-				return errResult(core.Errorf(core.EPaymentInProgress, "a payment for this hold exists with other details: %s", ae.Message))
-			}
-			return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
+			return s.providerError(ctx, b, err)
 		}
-		if err := s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID); err != nil {
-			return errResult(err)
+		var outcome string
+		switch p.Status {
+		case provider.StatusRequiresCapture, provider.StatusSucceeded:
+			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize", Succeeded: true})
+		case provider.StatusFailed, provider.StatusCanceled:
+			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize"})
+		default:
+			// Still pending at the provider (e.g. a 3-D Secure step): the
+			// reconciler settles it.
+			return result{status: http.StatusAccepted, body: map[string]any{"booking": b, "payment": p}}
 		}
-		outcome, err := s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize",
-			Succeeded: p.Status == provider.StatusRequiresCapture || p.Status == provider.StatusSucceeded})
 		if err != nil {
 			return errResult(err)
 		}
@@ -275,17 +332,14 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 			s.Payments.Outbox.RunNow(ctx, "capture", b.ID)
 		case core.BookingRefundDue:
 			s.Payments.Outbox.RunNow(ctx, "void", b.ID)
-			return result{status: http.StatusGone, body: map[string]any{"error": core.EHoldExpired,
-				"message": "the hold expired before the payment: the authorization is voided, nothing is charged", "booking_id": b.ID}}
-		case core.BookingFailed:
-			return errResult(core.Errorf(core.EPaymentDeclined, "the payment was refused: %s", p.FailureReason))
 		}
-		b, err = s.Payments.Bookings.Booking(ctx, b.ID)
-		if err != nil {
+		if b, err = s.Payments.Bookings.Booking(ctx, b.ID); err != nil {
 			return errResult(err)
 		}
-		b.Tickets = outbox.Sign(s.Payments.Tickets, b)
-		return result{status: http.StatusOK, body: b}
+		if res, done := s.settledResult(b, http.StatusOK); done {
+			return res
+		}
+		return result{status: http.StatusAccepted, body: map[string]any{"booking": b, "payment": p}}
 	})
 }
 
@@ -362,7 +416,11 @@ func (s *Server) getBooking(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	b.Tickets = outbox.Sign(s.Payments.Tickets, b)
+	if b.Status == core.BookingConfirmed && b.Captured {
+		b.Tickets = outbox.Sign(s.Payments.Tickets, b)
+	} else {
+		b.Tickets = nil // no tickets before the money is taken
+	}
 	for i := range b.Tickets {
 		b.Tickets[i].QR = "/v1/bookings/" + strconv.FormatInt(b.ID, 10) + "/tickets/" + strconv.Itoa(b.Tickets[i].N) + "/qr.png"
 	}
@@ -378,6 +436,10 @@ func (s *Server) ticketQR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, _ := strconv.Atoi(r.PathValue("n"))
+	if b.Status != core.BookingConfirmed || !b.Captured {
+		s.fail(w, r, core.Errorf(core.ENotFound, "booking %d has no tickets yet", b.ID))
+		return
+	}
 	for _, t := range outbox.Sign(s.Payments.Tickets, b) {
 		if t.N == n {
 			png, err := ticket.QR(t.Payload, 320)

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/onsale/onsale/core"
@@ -40,16 +41,29 @@ type Worker struct {
 	Metrics   *metrics.Metrics
 }
 
+// jobTimeout bounds one job, well inside the lease.
+const jobTimeout = 20 * time.Second
+
 // Run works off due jobs until ctx ends, polling every interval when idle.
+// Claimed jobs run side by side, each bounded by jobTimeout, so none waits
+// out its lease behind the others.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) {
 	for {
 		jobs, err := w.DB.ClaimJobs(ctx, 16, w.lease())
 		if err != nil && ctx.Err() == nil {
 			w.Log.Warn("outbox claim failed", "err", err)
 		}
+		var wg sync.WaitGroup
 		for _, j := range jobs {
-			w.run(ctx, j)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				jctx, cancel := context.WithTimeout(ctx, jobTimeout)
+				defer cancel()
+				w.run(jctx, j)
+			}()
 		}
+		wg.Wait()
 		if len(jobs) > 0 {
 			continue
 		}
@@ -70,10 +84,25 @@ func (w *Worker) RunNow(ctx context.Context, kind string, booking int64) bool {
 		return false
 	}
 	j, err := w.DB.ClaimJob(ctx, id, w.lease())
-	if err != nil || j == nil {
+	if err != nil {
 		return false
 	}
-	return w.run(ctx, *j)
+	if j != nil {
+		return w.run(ctx, *j)
+	}
+	// A worker has it: wait a little for its result rather than answer
+	// the fan "pending" for what is about to be done.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if st, err := w.DB.JobStatus(ctx, id); err != nil || st != "PENDING" {
+			return st == "DONE"
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return false
 }
 
 func (w *Worker) lease() time.Duration {
@@ -83,12 +112,20 @@ func (w *Worker) lease() time.Duration {
 	return DefaultLease
 }
 
+// errRefused marks a capture the provider refused for good; the booking
+// has been compensated and the job is closed without its effect.
+var errRefused = errors.New("capture refused")
+
 func (w *Worker) run(ctx context.Context, j postgres.Job) bool {
 	err := w.do(ctx, j)
 	result := "done"
-	if err == nil {
+	switch {
+	case errors.Is(err, errRefused):
+		result = "refused"
+		err = w.DB.AbandonJob(ctx, j, "capture refused by the provider; booking failed, authorization voided")
+	case err == nil:
 		err = w.DB.FinishJob(ctx, j)
-	} else {
+	default:
 		result = "retry"
 		if j.Attempts >= postgres.MaxAttempts {
 			result = "dead"
@@ -97,6 +134,9 @@ func (w *Worker) run(ctx context.Context, j postgres.Job) bool {
 		if ferr := w.DB.FailJob(ctx, j, err); ferr != nil {
 			w.Log.Error("outbox: recording a failure failed", "job", j.ID, "err", ferr)
 		}
+	}
+	if err != nil && result != "retry" && result != "dead" {
+		result = "error"
 	}
 	w.Metrics.OutboxJobs.WithLabelValues(j.Kind, result).Inc()
 	return err == nil
@@ -122,13 +162,32 @@ func (w *Worker) do(ctx context.Context, j postgres.Job) error {
 	case "void":
 		var p *provider.Payment
 		p, err = w.Provider.Cancel(ctx, key("void", b.ID), b.PaymentID)
-		if err == nil && p.Status != provider.StatusCanceled {
+		switch {
+		case conflict(err, "already_canceled"):
+			err = nil
+		case conflict(err, "already_captured"):
+			// Captured after all: give the money back instead.
+			_, err = w.Provider.Refund(ctx, key("refund", b.ID), b.PaymentID)
+			if conflict(err, "refund_exceeds_capture") {
+				err = w.verifyRefunded(ctx, b)
+			}
+		case err == nil && p.Status != provider.StatusCanceled:
 			err = fmt.Errorf("void left payment %s %s", p.ID, p.Status)
 		}
 	case "capture":
 		_, err = w.Provider.Capture(ctx, key("capture", b.ID), b.PaymentID)
-		if conflict(err, "already_captured") {
+		var ae *provider.APIError
+		switch {
+		case conflict(err, "already_captured"):
 			err = nil
+		case errors.As(err, &ae) && !provider.Temporary(err):
+			// Refused for good (the authorization expired or was
+			// cancelled): no money will come; undo the booking.
+			w.Log.Warn("capture refused; failing the booking", "booking", b.ID, "err", err)
+			if ferr := w.DB.FailCapture(ctx, b.ID); ferr != nil {
+				return ferr
+			}
+			return errRefused
 		}
 	case "email":
 		if b.Email == "" || w.Mailer == nil {
@@ -239,7 +298,8 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	for _, b := range pending {
 		payments, err := r.Provider.PaymentsByReference(ctx, b.Reference())
 		if err != nil {
-			return settled, err
+			r.Log.Warn("reconcile: provider lookup failed", "booking", b.ID, "err", err)
+			continue // its turn comes again; the others are not held up
 		}
 		var s *core.Settlement
 		failed := 0
@@ -261,7 +321,8 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		}
 		outcome, err := r.DB.Settle(ctx, *s)
 		if err != nil {
-			return settled, err
+			r.Log.Warn("reconcile: settle failed", "booking", b.ID, "err", err)
+			continue
 		}
 		settled++
 		r.Metrics.Reconciled.WithLabelValues(outcome).Inc()

@@ -25,16 +25,17 @@ SELECT h.id, h.event_id, h.account, h.seat_ids, h.quantity,
        $2, nullif($3, ''), nullif($4, '')
   FROM holds h
  WHERE h.id = $1 AND h.status = 'ACTIVE' AND h.expires_at > now()
-ON CONFLICT (hold_id) DO NOTHING
+ON CONFLICT (hold_id) WHERE status <> 'FAILED' DO NOTHING
 RETURNING id`
 
 const bookingColumns = `SELECT id, hold_id::text, event_id, account, seat_ids, quantity, amount_paise, currency, flow, status,
-       coalesce(payment_id, ''), coalesce(email, ''), coalesce(phone, ''), created_at FROM bookings`
+       coalesce(payment_id, ''), coalesce(email, ''), coalesce(phone, ''), created_at, captured_at IS NOT NULL,
+       (SELECT count(*) FROM bookings x WHERE x.hold_id = bookings.hold_id AND x.id <= bookings.id)::int FROM bookings`
 
 func scanBooking(row pgx.Row) (*core.Booking, error) {
 	var b core.Booking
 	err := row.Scan(&b.ID, &b.HoldID, &b.EventID, &b.Account, &b.Seats, &b.Quantity, &b.AmountPaise, &b.Currency, &b.Flow,
-		&b.Status, &b.PaymentID, &b.Email, &b.Phone, &b.CreatedAt)
+		&b.Status, &b.PaymentID, &b.Email, &b.Phone, &b.CreatedAt, &b.Captured, &b.Attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, core.Errorf(core.ENotFound, "no such booking")
 	}
@@ -44,11 +45,13 @@ func scanBooking(row pgx.Row) (*core.Booking, error) {
 	return &b, nil
 }
 
-// StartPayment creates the booking of a valid hold, or returns the one it
-// already has while that is still PAYMENT_PENDING, and extends the hold once
-// (the Pay step) in the same transaction. The hold row is locked first, so a
-// sweep or release cannot slip in between. Fails with EHoldExpired,
-// EHoldNotActive, EBookingClosed, EForbidden, EWrongEvent or ENotFound.
+// StartPayment creates the booking of a valid hold, or returns the live
+// booking it has in whatever status, so a retry is answered from what
+// happened; it extends the hold once (the Pay step) in the same
+// transaction. The hold row is locked first, so a sweep or release cannot
+// slip in between. Fails with EHoldExpired, EHoldNotActive,
+// EPaymentInProgress (a payment of the other flow is under way),
+// EForbidden, EWrongEvent or ENotFound.
 func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow string, c core.Contact) (*core.Booking, error) {
 	if _, err := db.ownedHold(ctx, ref); err != nil && core.ErrorCode(err) != core.EHoldNotActive {
 		return nil, err
@@ -63,14 +66,16 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow string, c
 		if err != nil {
 			return err
 		}
-		if existing, err := scanBooking(tx.QueryRow(ctx, bookingColumns+` WHERE hold_id = $1`, ref.ID)); err == nil {
-			if existing.Status == core.BookingPending && existing.Flow != flow {
+		live := status == core.HoldActive && valid
+		if existing, err := scanBooking(tx.QueryRow(ctx, bookingColumns+` WHERE hold_id = $1 AND status <> 'FAILED'`, ref.ID)); err == nil {
+			switch {
+			case existing.Status == core.BookingPending && existing.Flow != flow:
 				return core.Errorf(core.EPaymentInProgress, "a %s payment is already in progress for this hold", existing.Flow).
 					With("booking_id", existing.ID)
-			}
-			if existing.Status != core.BookingPending {
-				return core.Errorf(core.EBookingClosed, "booking %d for this hold is %s", existing.ID, existing.Status).
-					With("booking_id", existing.ID).With("status", existing.Status)
+			case existing.Status == core.BookingPending && existing.PaymentID == "" && !live:
+				// No payment reached the provider and the hold is gone:
+				// starting one now could only end in a refund.
+				return core.Errorf(core.EHoldExpired, "hold %s is no longer valid", ref.ID)
 			}
 			b = existing // a retried Pay: the same booking, no second extension
 			return nil
@@ -154,6 +159,20 @@ SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM s), coalesce((SELECT card
 // longer the hold's; the refund (or the void of an authorization) is queued
 // in the outbox in the same transaction, and carried out after commit.
 func (db *DB) Settle(ctx context.Context, s core.Settlement) (string, error) {
+	outcome, err := db.settle(ctx, s)
+	if st := sqlState(err); st == "40P01" || st == "40001" {
+		outcome, err = db.settle(ctx, s) // the seats' locks met a new fan's hold: once more
+	}
+	if st := sqlState(err); st == "40P01" || st == "40001" {
+		return "", core.Errorf(core.EUnavailable, "could not settle booking %d now: retry", s.BookingID)
+	}
+	if err != nil {
+		return "", translate(err)
+	}
+	return outcome, nil
+}
+
+func (db *DB) settle(ctx context.Context, s core.Settlement) (string, error) {
 	var outcome string
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		outcome = ""
@@ -198,10 +217,7 @@ ON CONFLICT (id) DO NOTHING`, s.EventID, s.Type, s.PaymentID, s.BookingID)
 		}
 		return err
 	})
-	if err != nil {
-		return "", translate(err)
-	}
-	return outcome, nil
+	return outcome, err
 }
 
 // book runs the conditional book of a pending booking's hold in a savepoint
@@ -240,14 +256,14 @@ SELECT $1, $2, nullif(u.seat, ''), u.n
 }
 
 // closeBooking records a booking's settled status and queues what must
-// follow: for CONFIRMED the ticket email and SMS (and the capture, in the
-// card flow); for REFUND_DUE the refund (or, in the card flow where nothing
-// was captured, the void of the authorization).
+// follow: for CONFIRMED the ticket email and SMS (in the card flow, the
+// capture, which queues them when it succeeds); for REFUND_DUE the refund
+// (or, in the card flow where nothing was captured, the void).
 func (db *DB) closeBooking(ctx context.Context, tx pgx.Tx, b *core.Booking, status, paymentID string) error {
 	var jobs []string
 	switch {
 	case status == core.BookingConfirmed && b.Flow == core.FlowSync:
-		jobs = []string{"email", "sms", "capture"}
+		jobs = []string{"capture"} // the tickets go out once the money is taken
 	case status == core.BookingConfirmed:
 		jobs = []string{"email", "sms"}
 	case b.Flow == core.FlowSync:
@@ -256,7 +272,9 @@ func (db *DB) closeBooking(ctx context.Context, tx pgx.Tx, b *core.Booking, stat
 		jobs = []string{"refund"}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE bookings SET status = $2, payment_id = coalesce(payment_id, nullif($3, '')), updated_at = now(),
-       confirmed_at = CASE WHEN $2 = 'CONFIRMED' THEN now() END WHERE id = $1`, b.ID, status, paymentID); err != nil {
+       confirmed_at = CASE WHEN $2 = 'CONFIRMED' THEN now() END,
+       captured_at = CASE WHEN $2 = 'CONFIRMED' AND flow = 'async' THEN now() END
+ WHERE id = $1`, b.ID, status, paymentID); err != nil {
 		return err
 	}
 	for _, kind := range jobs {
@@ -265,4 +283,43 @@ func (db *DB) closeBooking(ctx context.Context, tx pgx.Tx, b *core.Booking, stat
 		}
 	}
 	return nil
+}
+
+// FailCapture undoes a card booking whose capture the provider refused for
+// good: no money was taken, so the seats go back on sale, the account gets
+// its quota back, the tickets are withdrawn, the booking is FAILED and the
+// authorization is voided (outbox). Only a CONFIRMED, uncaptured card
+// booking is changed.
+func (db *DB) FailCapture(ctx context.Context, booking int64) error {
+	return translate(db.inTx(ctx, func(tx pgx.Tx) error {
+		var b core.Booking
+		err := tx.QueryRow(ctx, `SELECT id, hold_id::text, event_id, account, seat_ids, quantity FROM bookings
+ WHERE id = $1 AND status = 'CONFIRMED' AND flow = 'sync' AND captured_at IS NULL FOR UPDATE`, booking).
+			Scan(&b.ID, &b.HoldID, &b.EventID, &b.Account, &b.Seats, &b.Quantity)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		steps := []struct {
+			sql  string
+			args []any
+		}{
+			{`UPDATE seats SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL, booking_id = NULL, version = version + 1
+  WHERE event_id = $1 AND booking_id = $2 AND status = 'BOOKED'`, []any{b.EventID, b.ID}},
+			{`UPDATE holds SET status = 'RELEASED', version = version + 1, ended_at = now() WHERE id = $1 AND status = 'BOOKED'`, []any{b.HoldID}},
+			{`UPDATE account_tickets SET tickets = tickets - $3 WHERE event_id = $1 AND account = $2`, []any{b.EventID, b.Account, b.Quantity}},
+			{`UPDATE ga_inventory SET remaining = remaining + $2 WHERE event_id = $1 AND $3`, []any{b.EventID, b.Quantity, len(b.Seats) == 0}},
+			{`DELETE FROM tickets WHERE booking_id = $1`, []any{b.ID}},
+			{`UPDATE bookings SET status = 'FAILED', confirmed_at = NULL, updated_at = now() WHERE id = $1`, []any{b.ID}},
+			{`INSERT INTO outbox (kind, booking_id) VALUES ('void', $1) ON CONFLICT (kind, booking_id) DO NOTHING`, []any{b.ID}},
+		}
+		for _, st := range steps {
+			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
 }

@@ -26,6 +26,18 @@ type StoredResponse struct {
 // completed; or EIdemReused (another request under this key) or
 // EIdemInFlight (the first is still running; its lease has not run out).
 func (db *DB) ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*StoredResponse, error) {
+	for try := 0; ; try++ {
+		resp, err := db.claimKey(ctx, account, key, fingerprint, lease)
+		if errors.Is(err, errKeyVanished) && try < 3 {
+			continue // released or purged between our insert and our read: claim again
+		}
+		return resp, err
+	}
+}
+
+var errKeyVanished = errors.New("idempotency key vanished")
+
+func (db *DB) claimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*StoredResponse, error) {
 	var resp *StoredResponse
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (account, key, fingerprint, state, locked_until, expires_at)
@@ -40,6 +52,9 @@ ON CONFLICT (account, key) DO NOTHING`, account, key, fingerprint, lease.Seconds
 		var leaseOver, expired bool
 		err = tx.QueryRow(ctx, `SELECT fingerprint, state, status, body, coalesce(locked_until < now(), true), expires_at < now()
   FROM idempotency_keys WHERE account = $1 AND key = $2 FOR UPDATE`, account, key).Scan(&fp, &state, &status, &body, &leaseOver, &expired)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errKeyVanished
+		}
 		if err != nil {
 			return err
 		}
@@ -59,6 +74,9 @@ ON CONFLICT (account, key) DO NOTHING`, account, key, fingerprint, lease.Seconds
 		resp = &StoredResponse{Status: *status, Body: body}
 		return nil
 	})
+	if errors.Is(err, errKeyVanished) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -81,6 +81,13 @@ func (db *DB) JobFor(ctx context.Context, kind string, booking int64) (int64, er
 	return id, translate(err)
 }
 
+// JobStatus returns a job's status: PENDING, DONE or DEAD.
+func (db *DB) JobStatus(ctx context.Context, id int64) (string, error) {
+	var st string
+	err := db.pool.QueryRow(ctx, `SELECT status FROM outbox WHERE id = $1`, id).Scan(&st)
+	return st, translate(err)
+}
+
 // FinishJob marks a job done; a refund or void also moves its booking from
 // REFUND_DUE to REFUNDED, in the same transaction.
 func (db *DB) FinishJob(ctx context.Context, j Job) error {
@@ -90,22 +97,38 @@ func (db *DB) FinishJob(ctx context.Context, j Job) error {
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
-		if j.Kind == "refund" || j.Kind == "void" {
+		switch j.Kind {
+		case "refund", "void":
 			_, err = tx.Exec(ctx, `UPDATE bookings SET status = 'REFUNDED', updated_at = now() WHERE id = $1 AND status = 'REFUND_DUE'`, j.BookingID)
+		case "capture":
+			// The money is taken: now the tickets go out.
+			_, err = tx.Exec(ctx, `
+WITH b AS (UPDATE bookings SET captured_at = now(), updated_at = now() WHERE id = $1 AND captured_at IS NULL RETURNING id)
+INSERT INTO outbox (kind, booking_id) SELECT k, b.id FROM b, unnest(ARRAY['email', 'sms']) k ON CONFLICT (kind, booking_id) DO NOTHING`, j.BookingID)
 		}
 		return err
 	}))
 }
 
+// AbandonJob closes a job that has nothing left to do, without its usual
+// effect (a capture the provider refused for good, compensated elsewhere).
+func (db *DB) AbandonJob(ctx context.Context, j Job, reason string) error {
+	_, err := db.pool.Exec(ctx, `UPDATE outbox SET status = 'DONE', done_at = now(), locked_until = NULL, last_error = $2
+ WHERE id = $1 AND status = 'PENDING'`, j.ID, reason)
+	return translate(err)
+}
+
 // FailJob records a failed attempt and schedules the next one with
-// exponential backoff (1 s doubling, capped at one hour), or leaves the job
-// DEAD after MaxAttempts.
+// exponential backoff (1 s doubling, capped at one hour). A ticket email or
+// SMS is left DEAD after MaxAttempts; a job that moves money (refund, void,
+// capture) is never given up: it keeps retrying hourly, and the metrics
+// show it.
 func (db *DB) FailJob(ctx context.Context, j Job, cause error) error {
 	backoff := time.Second << min(j.Attempts-1, 12)
 	backoff = min(backoff, time.Hour)
 	_, err := db.pool.Exec(ctx, `UPDATE outbox
    SET last_error = $2, locked_until = NULL, next_attempt_at = now() + make_interval(secs => $3),
-       status = CASE WHEN attempts >= $4 THEN 'DEAD' ELSE status END
+       status = CASE WHEN attempts >= $4 AND kind IN ('email', 'sms') THEN 'DEAD' ELSE status END
  WHERE id = $1 AND status = 'PENDING'`, j.ID, cause.Error(), backoff.Seconds(), MaxAttempts)
 	return translate(err)
 }
@@ -129,11 +152,17 @@ func (db *DB) OutboxCounts(ctx context.Context) (map[[2]string]int, error) {
 	return out, translate(rows.Err())
 }
 
-// PendingBookings lists bookings still PAYMENT_PENDING that were created
-// more than age ago, oldest first: the reconciler asks the provider about them.
+// PendingBookings takes up to limit bookings still PAYMENT_PENDING that were
+// created more than age ago and are due for a look, and pushes their next
+// look back by a quarter of age, so bookings the provider still calls
+// pending rotate instead of starving the rest.
 func (db *DB) PendingBookings(ctx context.Context, age time.Duration, limit int) ([]core.Booking, error) {
-	rows, err := db.pool.Query(ctx, bookingColumns+` WHERE status = 'PAYMENT_PENDING' AND created_at < now() - make_interval(secs => $1)
- ORDER BY created_at LIMIT $2`, age.Seconds(), limit)
+	rows, err := db.pool.Query(ctx, `WITH due AS (
+    UPDATE bookings SET reconcile_at = now() + make_interval(secs => greatest($1 / 4, 1))
+     WHERE id IN (SELECT id FROM bookings WHERE status = 'PAYMENT_PENDING' AND created_at < now() - make_interval(secs => $1)
+                    AND reconcile_at <= now() ORDER BY reconcile_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+    RETURNING id)
+`+bookingColumns+` WHERE id IN (SELECT id FROM due) ORDER BY created_at`, age.Seconds(), limit)
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -273,7 +273,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, idStr string) {
 	if d := v.dials.PowDifficulty; d > 0 && !powOK(ev, identity, string(ctx.Request.Header.Peek("X-Pow")), d) {
 		s.metrics.joins.WithLabelValues("pow").Inc()
 		writeJSON(ctx, 428, map[string]any{"error": "proof_of_work_required",
-			"message": fmt.Sprintf("send X-Pow: a nonce with SHA-256(\"%d:%s:<nonce>\") starting with %d zero bits", ev, identity, d),
+			"message":   fmt.Sprintf("send X-Pow: a nonce with SHA-256(\"%d:%s:<nonce>\") starting with %d zero bits", ev, identity, d),
 			"challenge": fmt.Sprintf("%d:%s:", ev, identity), "difficulty": d})
 		return
 	}

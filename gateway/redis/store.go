@@ -289,7 +289,6 @@ func parseDials(m map[string]string) gateway.Dials {
 	}
 }
 
-
 // Forget deletes every key of an event (tests, and events long over).
 func (s *Store) Forget(ctx context.Context, event int64) error {
 	k := keysOf(event)

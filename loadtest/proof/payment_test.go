@@ -16,6 +16,7 @@ import (
 	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/provider"
 	"github.com/onsale/onsale/core/ticket"
+	"github.com/onsale/onsale/loadtest/paysim"
 	"github.com/onsale/onsale/shared/paysig"
 )
 
@@ -421,9 +422,9 @@ func TestReconcilerSettlesLostWebhook(t *testing.T) {
 	}
 }
 
-// A declined card: 402, the booking FAILED, nothing charged; the fan may
-// not reuse the failed booking, and money that arrives for it anyway (a
-// late success) is refunded.
+// A declined card: 402, the booking FAILED, nothing charged. The fan tries
+// another card while the hold lasts: a new booking (attempt 2, a new
+// provider key), confirmed and captured, with its tickets.
 func TestDeclinedCard(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	hold := s.hold(t, "declined", "NU2-F-3")
@@ -431,19 +432,22 @@ func TestDeclinedCard(t *testing.T) {
 	if r.status != 402 || r.body["error"] != core.EPaymentDeclined {
 		t.Fatalf("declined card = %d %s; want 402 payment_declined", r.status, r.raw)
 	}
-	var booking int64
+	var first int64
 	var status string
-	s.db.Pool().QueryRow(ctx, `SELECT id, status FROM bookings WHERE hold_id = $1`, hold).Scan(&booking, &status)
+	s.db.Pool().QueryRow(ctx, `SELECT id, status FROM bookings WHERE hold_id = $1 ORDER BY id LIMIT 1`, hold).Scan(&first, &status)
 	if status != core.BookingFailed {
 		t.Fatalf("booking after decline = %s; want FAILED", status)
 	}
-	if r := s.call(t, "POST", "/v1/holds/"+hold+"/confirm", "declined", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "d2"); r.status != 409 {
-		t.Errorf("confirm again on the failed booking = %d %s; want 409", r.status, r.raw)
+	r = s.call(t, "POST", "/v1/holds/"+hold+"/confirm", "declined", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "d2")
+	if r.status != 200 || r.body["status"] != core.BookingConfirmed || r.body["attempt"] != 2.0 || len(r.body["tickets"].([]any)) != 1 {
+		t.Fatalf("second card = %d %s; want 200 CONFIRMED, attempt 2, one ticket", r.status, r.raw)
 	}
-	for ref, tot := range s.sim.Ledger().Totals {
-		if tot.Net() != 0 || tot.Held() != 0 {
-			t.Errorf("%s: %+v; want nothing taken", ref, tot)
-		}
+	second := int64(r.body["booking_id"].(float64))
+	if tot := s.totals(core.BookingReference(first)); tot.Net() != 0 || tot.Held() != 0 {
+		t.Errorf("declined booking: %+v; want nothing taken or held", tot)
+	}
+	if tot := s.totals(core.BookingReference(second)); tot.Captured != 450000 || tot.Refunded != 0 {
+		t.Errorf("second booking: %+v; want 4,500 rupees captured", tot)
 	}
 }
 
@@ -538,4 +542,64 @@ func TestMessyProvider(t *testing.T) {
 		}
 	}
 	t.Logf("%d payments through a messy provider: %v", n, counts)
+}
+
+// The card is authorized and the seats booked, but the capture is refused
+// for good (the authorization was cancelled by the issuer meanwhile): no
+// tickets were shown, the booking fails, the seats go back on sale and the
+// account gets its quota back.
+func TestCaptureRefused(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	hold := s.hold(t, "card-x", "WL2-C-1", "WL2-C-2")
+	beh := s.sim.Behaviour()
+	// The authorization is answered late, so the outage below surely starts
+	// before the core's capture.
+	beh.TimeoutRate, beh.TimeoutDelay = 1, 800*time.Millisecond
+	s.sim.SetBehaviour(beh)
+	var r reply
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r = s.call(t, "POST", "/v1/holds/"+hold+"/confirm", "card-x", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "x1")
+	}()
+	// The provider goes down right after the authorization: the capture fails for now.
+	eventually(t, "the authorization", func() bool {
+		for _, e := range s.sim.Ledger().Entries {
+			if e.Type == "authorization" {
+				return true
+			}
+		}
+		return false
+	})
+	beh.TimeoutRate = 0
+	beh.Outages = []paysim.Window{{Start: time.Now().Add(-time.Second), End: time.Now().Add(time.Hour)}}
+	s.sim.SetBehaviour(beh)
+	<-done
+	if r.status != 202 {
+		t.Fatalf("confirm with the capture failing = %d %s; want 202 (confirmed, capture pending)", r.status, r.raw)
+	}
+	if _, ok := r.body["booking"].(map[string]any)["tickets"]; ok {
+		t.Fatalf("tickets shown before the capture: %s", r.raw)
+	}
+	booking := int64(r.body["booking"].(map[string]any)["booking_id"].(float64))
+	pay := r.body["booking"].(map[string]any)["payment_id"].(string)
+	// The issuer cancels the authorization; the provider comes back.
+	beh.Outages = nil
+	s.sim.SetBehaviour(beh)
+	if _, err := provider.New(s.simURL, apiKey).Cancel(ctx, "issuer-cancel", pay); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the booking failed", func() bool { return s.bookingStatus(t, booking) == core.BookingFailed })
+	var free, counted int
+	s.db.Pool().QueryRow(ctx, `SELECT count(*) FROM seats WHERE seat_id IN ('WL2-C-1', 'WL2-C-2') AND status = 'AVAILABLE'`).Scan(&free)
+	s.db.Pool().QueryRow(ctx, `SELECT tickets FROM account_tickets WHERE account = 'card-x'`).Scan(&counted)
+	if free != 2 || counted != 0 {
+		t.Fatalf("after the refused capture: %d of 2 seats free, account counts %d; want 2 and 0", free, counted)
+	}
+	if tot := s.totals(core.BookingReference(booking)); tot.Net() != 0 || tot.Held() != 0 {
+		t.Fatalf("ledger %+v; want nothing taken or held", tot)
+	}
+	if g := s.call(t, "GET", fmt.Sprintf("/v1/bookings/%d", booking), "card-x", nil); g.status != 200 || g.body["tickets"] != nil {
+		t.Fatalf("GET the failed booking = %d %s; want no tickets", g.status, g.raw)
+	}
 }

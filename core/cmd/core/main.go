@@ -94,7 +94,7 @@ func NewMain() *Main {
 		AdmitJWKSURL:    os.Getenv("ONSALE_ADMIT_JWKS_URL"),
 		JWKSRefresh:     envDuration("ONSALE_JWKS_REFRESH", time.Minute),
 		SweepInterval:   envDuration("ONSALE_SWEEP_INTERVAL", 30*time.Second),
-		ShutdownTimeout: 10 * time.Second,
+		ShutdownTimeout: 30 * time.Second, // a card confirm may take 25 s end to end
 		ProviderURL:     os.Getenv("ONSALE_PROVIDER_URL"),
 		ProviderKey:     os.Getenv("ONSALE_PROVIDER_KEY"),
 		WebhookSecret:   os.Getenv("ONSALE_WEBHOOK_SECRET"),
@@ -152,6 +152,10 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("core: payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
 	case c.LatePolicy != string(core.PolicyRefund) && c.LatePolicy != string(core.PolicyHonour):
 		return errors.New("core: ONSALE_LATE_POLICY must be refund or honour")
+	case c.OutboxPoll <= 0 || c.OutboxLease < 30*time.Second && c.OutboxLease != 0 && c.OutboxLease < time.Second:
+		return errors.New("core: the outbox poll must be positive and the lease at least 1s")
+	case c.ReconcileAfter < time.Second:
+		return errors.New("core: ONSALE_RECONCILE_AFTER must be at least 1s (and in production longer than a hold plus its extension)")
 	}
 	return nil
 }

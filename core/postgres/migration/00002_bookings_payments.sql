@@ -1,13 +1,12 @@
 -- +goose Up
 
--- One booking per hold: the order that money and seats must meet in exactly
--- once. PAYMENT_PENDING until the payment settles; then CONFIRMED (the
+-- A booking is the order that money and seats must meet in exactly once. PAYMENT_PENDING until the payment settles; then CONFIRMED (the
 -- hold's seats are BOOKED under this booking) or REFUND_DUE (the hold was
 -- gone when the money came: an outbox job refunds it) and finally REFUNDED;
 -- FAILED when the payment failed.
 CREATE TABLE bookings (
     id            bigserial PRIMARY KEY,
-    hold_id       uuid NOT NULL UNIQUE,
+    hold_id       uuid NOT NULL,
     event_id      bigint NOT NULL,
     account       text NOT NULL,
     seat_ids      text[] NOT NULL,
@@ -22,9 +21,16 @@ CREATE TABLE bookings (
     phone         text,
     created_at    timestamptz NOT NULL DEFAULT now(),
     updated_at    timestamptz NOT NULL DEFAULT now(),
-    confirmed_at  timestamptz
+    confirmed_at  timestamptz,
+    -- card flow: when the authorization was captured (UPI is captured at once)
+    captured_at   timestamptz,
+    -- when the reconciler next asks the provider about a pending booking
+    reconcile_at  timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX bookings_pending ON bookings (created_at) WHERE status = 'PAYMENT_PENDING';
+-- One live booking per hold; after a FAILED payment the fan may try again
+-- with a new booking (and a new provider key) while the hold lasts.
+CREATE UNIQUE INDEX bookings_live_hold ON bookings (hold_id) WHERE status <> 'FAILED';
+CREATE INDEX bookings_pending ON bookings (reconcile_at) WHERE status = 'PAYMENT_PENDING';
 CREATE INDEX bookings_payment ON bookings (payment_id);
 
 -- Provider webhook events, one row per event id: inserting the row is the
