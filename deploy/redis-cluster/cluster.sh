@@ -20,6 +20,7 @@ die() { echo "cluster.sh: $*" >&2; exit 1; }
 up() {
 	command -v redis-server >/dev/null || die "redis-server is not installed (make up installs it)"
 	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd -P) # redis-server resolves paths after changing to --dir
 	local p addrs=()
 	for p in "${ports[@]}"; do
 		if redis-cli -p "$p" ping >/dev/null 2>&1; then

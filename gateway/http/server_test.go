@@ -1,0 +1,383 @@
+package http_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/onsale/onsale/gateway"
+	gwhttp "github.com/onsale/onsale/gateway/http"
+	"github.com/onsale/onsale/gateway/redis"
+	"github.com/onsale/onsale/gateway/redis/redistest"
+	"github.com/onsale/onsale/gateway/token"
+	"github.com/onsale/onsale/shared/admission"
+)
+
+var ctx = context.Background()
+
+const adminToken = "admin-secret"
+
+type gw struct {
+	store  *redis.Store
+	client *http.Client
+	base   string
+	event  int64
+	cancel context.CancelFunc
+}
+
+// newGateway runs the real handler on an in-memory listener against the
+// given Redis address, with a stand-in for the core's event endpoint.
+func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Server)) *gw {
+	t.Helper()
+	store, err := redis.Open(ctx, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/404") {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"onsale_at": time.Now().Add(-time.Minute), "starts_at": time.Now().Add(24 * time.Hour)})
+	}))
+	t.Cleanup(coreSrv.Close)
+	key, _ := admission.GenerateKey()
+	ring, _ := token.NewRing(key)
+	queue, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
+	room := gwhttp.NewRoom(store, coreSrv.URL, slog.New(slog.DiscardHandler))
+	s := &gwhttp.Server{Room: room, Queue: queue, Admit: ring, AdminToken: adminToken, Log: slog.New(slog.DiscardHandler)}
+	if edit != nil {
+		edit(s)
+	}
+	ln := fasthttputil.NewInmemoryListener()
+	go fasthttp.Serve(ln, s.Handler())
+	rctx, cancel := context.WithCancel(ctx)
+	go room.Run(rctx, 50*time.Millisecond)
+	t.Cleanup(func() { cancel(); ln.Close() })
+	jar := &cookieJar{}
+	g := &gw{store: store, base: "http://gateway", cancel: cancel,
+		client: &http.Client{Jar: jar, Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }}}}
+	g.event = redistest.Event(t, store)
+	return g
+}
+
+// cookieJar is a minimal per-client jar (net/http/cookiejar wants a host).
+type cookieJar struct {
+	mu sync.Mutex
+	c  map[string]*http.Cookie
+}
+
+func (j *cookieJar) SetCookies(_ *url.URL, cs []*http.Cookie) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.c == nil {
+		j.c = map[string]*http.Cookie{}
+	}
+	for _, c := range cs {
+		j.c[c.Name] = c
+	}
+}
+
+func (j *cookieJar) Cookies(*url.URL) []*http.Cookie {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []*http.Cookie
+	for _, c := range j.c {
+		out = append(out, c)
+	}
+	return out
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (g *gw) do(t *testing.T, c *http.Client, method, path, body string, hdr ...string) resp {
+	t.Helper()
+	req, _ := http.NewRequest(method, g.base+path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	if c == nil {
+		c = g.client
+	}
+	r, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	out := resp{status: r.StatusCode, header: r.Header, raw: string(b)}
+	json.Unmarshal(b, &out.body)
+	return out
+}
+
+// fan returns a client with its own cookies, on the same gateway.
+func (g *gw) fan() *http.Client {
+	return &http.Client{Jar: &cookieJar{}, Transport: g.client.Transport}
+}
+
+func (g *gw) dials(t *testing.T, edit func(*gateway.Dials)) {
+	t.Helper()
+	d, err := g.store.Dials(ctx, g.event)
+	if err == gateway.ErrNoEvent {
+		d = gateway.DefaultDials(time.Now().Add(-time.Minute), time.Now().Add(24*time.Hour))
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	edit(&d)
+	if _, err := g.store.SetDials(ctx, g.event, d); err != nil {
+		t.Fatal(err)
+	}
+	g.store.InitDials(ctx, g.event, d) // registers the event
+	time.Sleep(150 * time.Millisecond) // one tick of the room
+}
+
+func (g *gw) path(suffix string) string { return fmt.Sprintf("/v1/events/%d%s", g.event, suffix) }
+
+func TestFanJourney(t *testing.T) {
+	g := newGateway(t, redistest.Addrs(t, false), nil)
+	g.dials(t, func(d *gateway.Dials) {
+		d.PrequeueAt, d.OnsaleAt = time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+		d.NewUsersPerMinute, d.TotalActiveUsers = 60000, 100
+	})
+	fan := g.fan()
+	r := g.do(t, fan, "POST", g.path("/queue"), "")
+	if r.status != 200 || r.body["state"] != gateway.StatePrequeue || r.body["queue_token"] == nil || r.body["onsale_at"] == nil {
+		t.Fatalf("pre-queue join = %d %s", r.status, r.raw)
+	}
+	// A second tab (same visitor cookie) keeps the one place.
+	if again := g.do(t, fan, "POST", g.path("/queue"), ""); again.body["state"] != gateway.StatePrequeue {
+		t.Fatalf("second join = %s", again.raw)
+	}
+	st := g.do(t, fan, "GET", g.path("/queue/status"), "")
+	if st.status != 200 || st.body["state"] != gateway.StatePrequeue || st.body["poll_after_ms"].(float64) < 1000 {
+		t.Fatalf("pre-queue status = %d %s", st.status, st.raw)
+	}
+	// Onsale: the place is drawn; the fan is admitted and gets an admit token.
+	g.dials(t, func(d *gateway.Dials) { d.OnsaleAt = time.Now().Add(-time.Millisecond) })
+	var admit string
+	for range 50 {
+		st = g.do(t, fan, "GET", g.path("/queue/status"), "")
+		if st.body["state"] == gateway.StateAdmitted {
+			admit = st.body["admit_token"].(string)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if admit == "" {
+		t.Fatalf("never admitted: %s", st.raw)
+	}
+	jwks := g.do(t, nil, "GET", "/.well-known/jwks.json", "")
+	b, _ := json.Marshal(jwks.body)
+	keys, err := admission.ParseJWKS(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := admission.NewVerifier(keys).Verify(admit)
+	if err != nil || c.Event != fmt.Sprint(g.event) || !strings.HasPrefix(c.Account(), "vis:") {
+		t.Fatalf("admit token as the core sees it: %+v, %v", c, err)
+	}
+	// Later polls answer from the token: admitted, no Redis.
+	if st = g.do(t, fan, "GET", g.path("/queue/status"), ""); st.body["state"] != gateway.StateAdmitted {
+		t.Fatalf("poll after admission = %s", st.raw)
+	}
+	m := g.do(t, nil, "GET", "/metrics", "")
+	if !strings.Contains(m.raw, `onsale_gateway_polls_total{redis="no",state="admitted"} 1`) {
+		t.Errorf("metrics do not show an admitted poll answered without Redis")
+	}
+}
+
+func TestStatusNeedsNoRedis(t *testing.T) {
+	g := newGateway(t, redistest.Addrs(t, false), nil)
+	g.dials(t, func(d *gateway.Dials) { d.NewUsersPerMinute = 0 }) // nobody is admitted
+	fan := g.fan()
+	if r := g.do(t, fan, "POST", g.path("/queue"), ""); r.status != 200 || r.body["position"] != 1.0 {
+		t.Fatalf("join = %d %s", r.status, r.raw)
+	}
+	for range 8 { // within the per-token burst of 10
+		if st := g.do(t, fan, "GET", g.path("/queue/status"), ""); st.body["state"] != gateway.StateWaiting || st.body["ahead"] != 0.0 {
+			t.Fatalf("status = %s", st.raw)
+		}
+	}
+	m := g.do(t, nil, "GET", "/metrics", "")
+	if !strings.Contains(m.raw, `onsale_gateway_polls_total{redis="no",state="waiting"} 8`) {
+		t.Errorf("the waiting polls touched Redis:\n%s", grep(m.raw, "polls_total"))
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Tokens that must not pass: each refused with 401 and a JSON error.
+func TestBadTokens(t *testing.T) {
+	g := newGateway(t, redistest.Addrs(t, false), nil)
+	g.dials(t, func(d *gateway.Dials) {})
+	fan := g.fan()
+	r := g.do(t, fan, "POST", g.path("/queue"), "")
+	good := r.body["queue_token"].(string)
+	other, _ := token.NewQueueSigner([]byte(strings.Repeat("z", 32)))
+	forged, _ := other.Sign(g.event, "vis:x", 1, 0)
+	real, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
+	wrongEvent, _ := real.Sign(g.event+1, "vis:x", 1, 0)
+	expired, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, token.Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",
+		Subject: "vis:x", ExpiresAt: jwt.NewNumericDate(time.Now().Add(-time.Minute))}, Event: g.event, Position: 1}).SignedString([]byte(strings.Repeat("q", 32)))
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, token.Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",
+		Subject: "vis:x", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}, Event: g.event, Position: 1}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	parts := strings.Split(good, ".")
+	tampered := parts[0] + "." + parts[1][:len(parts[1])-2] + "AA." + parts[2]
+	for name, tok := range map[string]string{"forged": forged, "tampered": tampered, "wrong event": wrongEvent,
+		"expired": expired, "alg none": none, "garbage": "x.y.z", "missing": ""} {
+		hdr := []string{}
+		if tok != "" {
+			hdr = []string{"Authorization", "Bearer " + tok}
+		}
+		if st := g.do(t, &http.Client{Transport: g.client.Transport}, "GET", g.path("/queue/status"), "", hdr...); st.status != 401 || st.body["error"] != "invalid_queue_token" {
+			t.Errorf("%s queue token: %d %s; want 401", name, st.status, st.raw)
+		}
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", g.path("/queue"), 405}, {"POST", g.path("/queue/status"), 405}, {"POST", "/v1/events/abc/queue", 404},
+		{"POST", "/v1/events/404/queue", 404}, {"GET", "/nowhere", 404},
+	} {
+		if r := g.do(t, g.fan(), tc.method, tc.path, ""); r.status != tc.status || r.body["error"] == nil {
+			t.Errorf("%s %s = %d %s; want %d with a JSON error", tc.method, tc.path, r.status, r.raw, tc.status)
+		}
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	g := newGateway(t, redistest.Addrs(t, false), nil)
+	g.dials(t, func(d *gateway.Dials) { d.NewUsersPerMinute = 0 })
+	path := fmt.Sprintf("/admin/v1/events/%d", g.event)
+	if r := g.do(t, nil, "GET", path, ""); r.status != 401 {
+		t.Fatalf("admin without a token = %d", r.status)
+	}
+	if r := g.do(t, nil, "GET", path, "", "Authorization", "Bearer wrong"); r.status != 401 {
+		t.Fatalf("admin with a wrong token = %d", r.status)
+	}
+	auth := []string{"Authorization", "Bearer " + adminToken}
+	for _, bad := range []string{`{"new_users_per_minute":-1}`, `{"queueing":"lottery"}`, `{"session_seconds":5}`, `{"nope":1}`, `{`, `{"closes_at":"2000-01-01T00:00:00Z"}`} {
+		if r := g.do(t, nil, "PATCH", path, bad, auth...); r.status != 400 {
+			t.Errorf("PATCH %s = %d %s; want 400", bad, r.status, r.raw)
+		}
+	}
+	fan := g.fan()
+	g.do(t, fan, "POST", g.path("/queue"), "")
+	r := g.do(t, nil, "PATCH", path, `{"paused":true,"new_users_per_minute":6000}`, auth...)
+	if r.status != 200 || r.body["dials"].(map[string]any)["paused"] != true {
+		t.Fatalf("PATCH paused = %d %s", r.status, r.raw)
+	}
+	if st := g.do(t, fan, "GET", g.path("/queue/status"), ""); st.body["state"] != gateway.StatePaused {
+		t.Fatalf("fan status while paused = %s", st.raw)
+	}
+	g.do(t, nil, "PATCH", path, `{"paused":false}`, auth...)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		st := g.do(t, fan, "GET", g.path("/queue/status"), "")
+		if st.body["state"] == gateway.StateAdmitted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not admitted after resuming: %s", st.raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var stats map[string]any
+	for range 20 { // the stats are as of the last tick
+		time.Sleep(60 * time.Millisecond)
+		stats = g.do(t, nil, "GET", path, "", auth...).body["stats"].(map[string]any)
+		if stats["active"] == 1.0 {
+			break
+		}
+	}
+	if stats["active"] != 1.0 || stats["queue_length"] != 1.0 || stats["queued"] != 0.0 {
+		t.Fatalf("stats = %v; want 1 active, 1 in line, none waiting", stats)
+	}
+}
+
+func TestIdentityAndProofOfWork(t *testing.T) {
+	secret := []byte("account-secret")
+	g := newGateway(t, redistest.Addrs(t, false), func(s *gwhttp.Server) { s.AccountSecret, s.RequireIdentity = secret, true })
+	g.dials(t, func(d *gateway.Dials) {})
+	acct := func(sub string, verified bool) string {
+		tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "phone_verified": verified,
+			"exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+		return "Bearer " + tok
+	}
+	if r := g.do(t, g.fan(), "POST", g.path("/queue"), ""); r.status != 401 {
+		t.Fatalf("join without identity = %d %s", r.status, r.raw)
+	}
+	if r := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u1", false)); r.status != 403 {
+		t.Fatalf("join with an unverified phone = %d %s", r.status, r.raw)
+	}
+	a := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u1", true))
+	b := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u1", true)) // another device
+	if a.status != 200 || b.body["position"] != a.body["position"] {
+		t.Fatalf("one account on two devices: %s / %s; want one place", a.raw, b.raw)
+	}
+	// Proof of work.
+	g.dials(t, func(d *gateway.Dials) { d.PowDifficulty = 8 })
+	r := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u2", true))
+	if r.status != 428 || r.body["challenge"] == nil {
+		t.Fatalf("join without proof of work = %d %s", r.status, r.raw)
+	}
+	challenge := r.body["challenge"].(string)
+	nonce := 0
+	for ; ; nonce++ {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s%d", challenge, nonce)))
+		if sum[0] == 0 {
+			break
+		}
+	}
+	if r := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u2", true), "X-Pow", fmt.Sprint(nonce)); r.status != 200 {
+		t.Fatalf("join with proof of work = %d %s", r.status, r.raw)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	g := newGateway(t, redistest.Addrs(t, false), nil)
+	g.dials(t, func(d *gateway.Dials) {})
+	limited := 0
+	for range 40 {
+		r := g.do(t, g.fan(), "POST", g.path("/queue"), "")
+		if r.status == 429 {
+			limited++
+			if r.header.Get("Retry-After") == "" || r.body["error"] != "rate_limited" {
+				t.Fatalf("429 without Retry-After or JSON: %v %s", r.header, r.raw)
+			}
+		}
+	}
+	if limited == 0 {
+		t.Fatal("40 joins from one address at once were never limited")
+	}
+}
