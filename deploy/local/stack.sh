@@ -214,8 +214,9 @@ start_bg() { # NAME CMD...
 # Called at the end of `up` with DATABASE_URL / REDIS_URL exported. Only `make up`
 # (MODE=up) starts the services, so a person can use them: builds the binaries, makes
 # the development admit and ticket keys, seeds the demo catalog, starts the payment
-# simulator on ONSALE_PAYSIM_ADDR (127.0.0.1:18090) and the core on ONSALE_CORE_ADDR
-# (127.0.0.1:8081). `run` (make test / bench / demo) starts its own.
+# simulator on ONSALE_PAYSIM_ADDR (127.0.0.1:18090), the core on ONSALE_CORE_ADDR
+# (127.0.0.1:8081) and the gateway on ONSALE_GATEWAY_ADDR (127.0.0.1:8080).
+# `run` (make test / bench / demo) starts its own.
 start_apps() {
 	[[ $MODE == up ]] || return 0
 	local addr=${ONSALE_CORE_ADDR:-127.0.0.1:8081} i
@@ -234,10 +235,22 @@ start_apps() {
 		ONSALE_TICKET_KEY="$RUN_DIR/keys/ticket.key" ONSALE_SMS_URL="http://$paysim/sms" ONSALE_PUBLIC_URL="http://$addr" \
 		"$ROOT/bin/core"
 	for ((i = 0; i < 100; i++)); do
-		curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && { log "core: ready at http://$addr"; return 0; }
+		curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break
 		sleep 0.1
 	done
-	die "core did not become ready; see .run/core.log"
+	curl -fsS "http://$addr/readyz" >/dev/null 2>&1 || die "core did not become ready; see .run/core.log"
+	log "core: ready at http://$addr"
+	local gw=${ONSALE_GATEWAY_ADDR:-127.0.0.1:8080}
+	[[ -f $RUN_DIR/keys/queue.secret ]] || head -c 48 /dev/urandom | base64 | tr -d '\n' >"$RUN_DIR/keys/queue.secret"
+	[[ -f $RUN_DIR/keys/admin.token ]] || head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$RUN_DIR/keys/admin.token"
+	start_bg gateway env ONSALE_GATEWAY_ADDR="$gw" ONSALE_REDIS="$REDIS_URL" ONSALE_CORE_URL="http://$addr" \
+		ONSALE_ADMIT_KEYS="$RUN_DIR/keys/admit.key" ONSALE_QUEUE_SECRET="$(cat "$RUN_DIR/keys/queue.secret")" \
+		ONSALE_ADMIN_TOKEN="$(cat "$RUN_DIR/keys/admin.token")" "$ROOT/bin/gateway"
+	for ((i = 0; i < 100; i++)); do
+		curl -fsS "http://$gw/readyz" >/dev/null 2>&1 && { log "gateway: ready at http://$gw (admin token in .run/keys/admin.token)"; return 0; }
+		sleep 0.1
+	done
+	die "gateway did not become ready; see .run/gateway.log"
 }
 
 stop_process() { # NAME

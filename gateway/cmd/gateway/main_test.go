@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,4 +241,127 @@ func TestDialChangeReachesEveryGateway(t *testing.T) {
 			}
 		}
 	}
+}
+
+// relay is a TCP proxy to Redis that the test cuts and restores.
+type relay struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	up    bool
+	conns []net.Conn
+}
+
+func newRelay(t *testing.T, target string) *relay {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{ln: ln, up: true}
+	t.Cleanup(func() { ln.Close(); r.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			if !r.up {
+				r.mu.Unlock()
+				c.Close()
+				continue
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				r.mu.Unlock()
+				c.Close()
+				continue
+			}
+			r.conns = append(r.conns, c, s)
+			r.mu.Unlock()
+			go func() { io.Copy(s, c); s.Close() }()
+			go func() { io.Copy(c, s); c.Close() }()
+		}
+	}()
+	return r
+}
+
+func (r *relay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.up = false
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.conns = nil
+}
+
+func (r *relay) restore() { r.mu.Lock(); r.up = true; r.mu.Unlock() }
+
+// Redis down: polls still answer from the token and the cache, admission
+// pauses, joins get 503 with Retry-After; when Redis returns, admission
+// resumes by itself.
+func TestFailsClosedWithoutRedis(t *testing.T) {
+	s := redistest.NewStore(t, false)
+	ev := newEvent(t, s, func(d *gateway.Dials) { d.NewUsersPerMinute = 0 })
+	u, err := url.Parse(redistest.Addrs(t, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := newRelay(t, u.Host)
+	u.Host = rl.ln.Addr().String()
+	f := startFleet(t, 1, u.String())
+	base := "http://" + f.addrs[0]
+	join := func() (int, string, map[string]any) {
+		r, err := http.Post(fmt.Sprintf("%s/v1/events/%d/queue", base, ev), "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		return r.StatusCode, r.Header.Get("Retry-After"), body
+	}
+	status := func(tok string) map[string]any {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/v1/events/%d/queue/status", base, ev), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		if r.StatusCode != 200 {
+			t.Fatalf("status = %d %v", r.StatusCode, body)
+		}
+		return body
+	}
+	code, _, body := join()
+	if code != 200 {
+		t.Fatalf("join = %d %v", code, body)
+	}
+	tok := body["queue_token"].(string)
+	waitFor(t, "the room to know the event", 3*time.Second, func() bool { return status(tok)["state"] == gateway.StateWaiting })
+
+	rl.cut()
+	time.Sleep(300 * time.Millisecond)
+	if st := status(tok); st["state"] != gateway.StateWaiting || st["position"] != 1.0 {
+		t.Fatalf("poll with Redis down = %v; want an answer from the token and cache", st)
+	}
+	if code, retry, _ := join(); code != 503 || retry == "" {
+		t.Fatalf("join with Redis down = %d (Retry-After %q); want 503 with Retry-After", code, retry)
+	}
+	if r, _ := http.Get(base + "/readyz"); r == nil || r.StatusCode != 503 {
+		t.Fatalf("/readyz with Redis down = %v; want 503", r)
+	}
+	// Admission is opened while Redis is down: nobody is admitted from a guess.
+	d, _ := s.Dials(ctx, ev)
+	d.NewUsersPerMinute = 60000
+	s.SetDials(ctx, ev, d)
+	time.Sleep(300 * time.Millisecond)
+	if st := status(tok); st["state"] == gateway.StateAdmitted {
+		t.Fatalf("admitted while the gateway could not reach Redis: %v", st)
+	}
+	rl.restore()
+	waitFor(t, "admission after Redis returned", 10*time.Second, func() bool { return status(tok)["state"] == gateway.StateAdmitted })
 }
