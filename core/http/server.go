@@ -15,6 +15,7 @@ import (
 
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/metrics"
+	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/shared/admission"
 )
 
@@ -35,6 +36,10 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// Payments, when set, serves the payment routes.
 	Payments *Payments
+	// Layouts, when set, serves seat layouts (for the gateway's seat map).
+	Layouts interface {
+		Layout(ctx context.Context, event int64) (*postgres.SeatLayout, error)
+	}
 
 	mux *http.ServeMux
 }
@@ -51,6 +56,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/events", s.listEvents)
 	mux.HandleFunc("GET /v1/events/{event}", s.getEvent)
 	mux.HandleFunc("POST /v1/events/{event}/holds", s.createHold)
+	if s.Layouts != nil {
+		mux.HandleFunc("GET /v1/events/{event}/layout", s.getLayout)
+	}
 	mux.HandleFunc("GET /v1/holds/{hold}", s.getHold)
 	mux.HandleFunc("DELETE /v1/holds/{hold}", s.releaseHold)
 	mux.HandleFunc("POST /v1/holds/{hold}/extend", s.extendHold)
@@ -137,6 +145,25 @@ func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "public, max-age=5")
 	writeJSON(w, http.StatusOK, e)
+}
+
+// getLayout serves an event's seat layout; it never changes, so it may be
+// cached for long.
+func (s *Server) getLayout(w http.ResponseWriter, r *http.Request) {
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	l, err := s.Layouts.Layout(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
+	writeJSON(w, http.StatusOK, l)
 }
 
 // holdBody is the wire form of core.HoldRequest: pointers tell a missing

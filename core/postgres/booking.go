@@ -291,7 +291,8 @@ func (db *DB) closeBooking(ctx context.Context, tx pgx.Tx, b *core.Booking, stat
 // authorization is voided (outbox). Only a CONFIRMED, uncaptured card
 // booking is changed.
 func (db *DB) FailCapture(ctx context.Context, booking int64) error {
-	return translate(db.inTx(ctx, func(tx pgx.Tx) error {
+	var freed core.Booking
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var b core.Booking
 		err := tx.QueryRow(ctx, `SELECT id, hold_id::text, event_id, account, seat_ids, quantity FROM bookings
  WHERE id = $1 AND status = 'CONFIRMED' AND flow = 'sync' AND captured_at IS NULL FOR UPDATE`, booking).
@@ -320,6 +321,12 @@ func (db *DB) FailCapture(ctx context.Context, booking int64) error {
 				return err
 			}
 		}
+		freed = b
 		return nil
-	}))
+	})
+	if err != nil {
+		return translate(err)
+	}
+	db.seatsChanged(freed.EventID, freed.Seats, true)
+	return nil
 }

@@ -160,6 +160,7 @@ func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, li
 			return nil, terr
 		}
 	}
+	db.seatsChanged(p.EventID, seats, false)
 	return h, nil
 }
 
@@ -300,7 +301,7 @@ WITH h AS (
     UPDATE ga_inventory g SET remaining = g.remaining + h.quantity
       FROM h WHERE g.event_id = h.event_id AND cardinality(h.seat_ids) = 0
 )
-SELECT h.version, (SELECT count(*) FROM freed) FROM h`
+SELECT h.version, h.event_id, coalesce((SELECT array_agg(seat_id) FROM freed), '{}') FROM h`
 
 // ReleaseHold gives a hold's seats back to sale and the account its quota.
 // Releasing a hold that expired but was not yet swept is allowed (it only
@@ -311,8 +312,9 @@ func (db *DB) ReleaseHold(ctx context.Context, ref core.HoldRef) (*core.Hold, er
 	if err != nil {
 		return nil, err
 	}
-	var freed int
-	err = db.pool.QueryRow(ctx, endHoldSQL, ref.ID, ref.Version, core.HoldReleased).Scan(&h.Version, &freed)
+	var freed []string
+	var event int64
+	err = db.pool.QueryRow(ctx, endHoldSQL, ref.ID, ref.Version, core.HoldReleased).Scan(&h.Version, &event, &freed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Changed since we read it: report what it is now.
 		return nil, db.notActive(ctx, ref.ID, ref.Version)
@@ -320,6 +322,7 @@ func (db *DB) ReleaseHold(ctx context.Context, ref core.HoldRef) (*core.Hold, er
 	if err != nil {
 		return nil, translate(err)
 	}
+	db.seatsChanged(event, freed, true)
 	h.Status = core.HoldReleased
 	return h, nil
 }

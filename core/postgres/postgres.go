@@ -33,13 +33,18 @@ type Options struct {
 	Logger         *slog.Logger
 	// LatePolicy decides what a payment for an expired hold gets (default refund).
 	LatePolicy core.LatePolicy
+	// OnSeats, when set, hears after each commit which seats became
+	// unavailable (held) or available again (released, swept, undone), to
+	// keep the seat-map cache current. It must not block.
+	OnSeats func(event int64, seats []string, available bool)
 }
 
 // DB is the core's PostgreSQL store.
 type DB struct {
-	pool   *pgxpool.Pool
-	log    *slog.Logger
-	policy core.LatePolicy
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	policy  core.LatePolicy
+	onSeats func(event int64, seats []string, available bool)
 
 	mu     sync.Mutex
 	events map[int64]eventInfo // hold-path facts about events, cached briefly
@@ -81,7 +86,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("late payment policy %q: want refund or honour", o.LatePolicy)
 	}
-	db := &DB{pool: pool, log: o.Logger, policy: o.LatePolicy, events: make(map[int64]eventInfo)}
+	db := &DB{pool: pool, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, events: make(map[int64]eventInfo)}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -112,6 +117,12 @@ func (db *DB) migrate(ctx context.Context) error {
 		db.log.Info("migration applied", "version", r.Source.Version, "path", r.Source.Path, "took", r.Duration)
 	}
 	return nil
+}
+
+func (db *DB) seatsChanged(event int64, seats []string, available bool) {
+	if db.onSeats != nil && len(seats) > 0 {
+		db.onSeats(event, seats, available)
+	}
 }
 
 // Close closes the pool.

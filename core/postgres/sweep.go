@@ -41,7 +41,7 @@ const sweepTail = `, freed AS (
       FROM h
      WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id
        AND s.status = 'HELD' AND s.hold_until < now()
-    RETURNING s.seat_id
+    RETURNING s.event_id, s.seat_id
 ), account AS (
     UPDATE account_tickets a SET tickets = a.tickets - x.n
       FROM (SELECT event_id, account, sum(quantity)::int AS n FROM h GROUP BY 1, 2) x
@@ -51,7 +51,9 @@ const sweepTail = `, freed AS (
       FROM (SELECT event_id, sum(quantity)::int AS n FROM h WHERE cardinality(seat_ids) = 0 GROUP BY 1) x
      WHERE g.event_id = x.event_id
 )
-SELECT count(*), coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8, (SELECT count(*) FROM freed) FROM h`
+SELECT count(*), coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8, (SELECT count(*) FROM freed),
+       coalesce((SELECT array_agg(event_id) FROM freed), '{}'), coalesce((SELECT array_agg(seat_id) FROM freed), '{}')
+  FROM h`
 
 // sweepBatch bounds one sweep statement so a backlog is worked off in
 // short transactions.
@@ -78,8 +80,17 @@ func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 func (db *DB) sweep(ctx context.Context, sql string, args ...any) (core.SweepResult, error) {
 	var r core.SweepResult
 	var lag float64
-	if err := db.pool.QueryRow(ctx, sql, args...).Scan(&r.Holds, &lag, &r.Seats); err != nil {
+	var events []int64
+	var seats []string
+	if err := db.pool.QueryRow(ctx, sql, args...).Scan(&r.Holds, &lag, &r.Seats, &events, &seats); err != nil {
 		return r, translate(err)
+	}
+	byEvent := map[int64][]string{}
+	for i, e := range events {
+		byEvent[e] = append(byEvent[e], seats[i])
+	}
+	for e, ss := range byEvent {
+		db.seatsChanged(e, ss, true)
 	}
 	r.Lag = time.Duration(lag * float64(time.Second))
 	return r, nil

@@ -47,6 +47,7 @@ type Server struct {
 	ipLimit, tokenLimit *limiter
 	metrics             *metrics
 	jwks                []byte
+	maps                seatmaps
 }
 
 type metrics struct {
@@ -61,6 +62,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	s.ipLimit = newLimiter(5, 20, 200_000)
 	s.tokenLimit = newLimiter(2, 10, 1_000_000)
 	s.jwks, _ = json.Marshal(s.Admit.JWKS())
+	s.maps = seatmaps{layout: map[int64][]byte{}, bits: map[int64]bitsAt{}}
 	m := &metrics{reg: prometheus.NewRegistry(),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "onsale_gateway_http_request_duration_seconds",
 			Help: "Request latency by route and status.", Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, .5, 1}},
@@ -116,6 +118,12 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, prom fasthttp.RequestHandler) s
 		}
 		s.status(ctx, parts[2])
 		return "status"
+	case len(parts) == 4 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "layout" && method == "GET":
+		s.layout(ctx, parts[2])
+		return "layout"
+	case len(parts) == 4 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "seatmap" && method == "GET":
+		s.seatmap(ctx, parts[2])
+		return "seatmap"
 	case len(parts) == 4 && parts[0] == "admin" && parts[1] == "v1" && parts[2] == "events":
 		s.admin(ctx, parts[3])
 		return "admin"

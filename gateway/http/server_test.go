@@ -54,6 +54,10 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Server)) *gw {
 			http.NotFound(w, r)
 			return
 		}
+		if strings.HasSuffix(r.URL.Path, "/layout") {
+			w.Write([]byte(`{"capacity":12,"sections":[{"code":"A","rows":[{"label":"1","band":"GOLD","pos":0,"numbers":[1,2,3,4,5,6,7,8,9,10,11,12]}]}]}`))
+			return
+		}
 		json.NewEncoder(w).Encode(map[string]any{"onsale_at": time.Now().Add(-time.Minute), "starts_at": time.Now().Add(24 * time.Hour)})
 	}))
 	t.Cleanup(coreSrv.Close)
@@ -379,5 +383,33 @@ func TestRateLimit(t *testing.T) {
 	}
 	if limited == 0 {
 		t.Fatal("40 joins from one address at once were never limited")
+	}
+}
+
+func TestSeatmap(t *testing.T) {
+	g := newGateway(t, redistest.Addrs(t, false), nil)
+	key := fmt.Sprintf("{evt:%d}:seatmap", g.event)
+	if r := g.do(t, nil, "GET", g.path("/seatmap"), ""); r.status != 404 {
+		t.Fatalf("seat map before the core wrote one = %d %s", r.status, r.raw)
+	}
+	// The core's bitmap: seats 0-7 free but seat 2, seats 8-11 taken.
+	g.store.Client().Set(ctx, key, []byte{0b11011111, 0b00000000}, time.Minute)
+	t.Cleanup(func() { g.store.Client().Del(ctx, key) })
+	r := g.do(t, nil, "GET", g.path("/seatmap"), "")
+	if r.status != 200 || r.body["available_count"] != 7.0 || r.body["available"] != "3wA=" || r.header.Get("Cache-Control") != "public, max-age=1, stale-while-revalidate=1" {
+		t.Fatalf("seat map = %d %v %s", r.status, r.header.Get("Cache-Control"), r.raw)
+	}
+	// Cached for a second: a change shows after at most that.
+	g.store.Client().SetBit(ctx, key, 2, 1)
+	if r := g.do(t, nil, "GET", g.path("/seatmap"), ""); r.body["available_count"] != 7.0 {
+		t.Fatalf("seat map read Redis again within a second: %s", r.raw)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if r := g.do(t, nil, "GET", g.path("/seatmap"), ""); r.body["available_count"] != 8.0 {
+		t.Fatalf("seat map after a second = %s; want the change", r.raw)
+	}
+	l := g.do(t, nil, "GET", g.path("/layout"), "")
+	if l.status != 200 || l.body["capacity"] != 12.0 || !strings.Contains(l.header.Get("Cache-Control"), "immutable") {
+		t.Fatalf("layout = %d %v %s", l.status, l.header, l.raw)
 	}
 }

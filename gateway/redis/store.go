@@ -298,3 +298,13 @@ func (s *Store) Forget(ctx context.Context, event int64) error {
 	}
 	return unavailable(err)
 }
+
+// Seatmap returns an event's availability bitmap as the core keeps it (nil
+// when there is none).
+func (s *Store) Seatmap(ctx context.Context, event int64) ([]byte, error) {
+	b, err := s.rdb.Get(ctx, "{evt:"+strconv.FormatInt(event, 10)+"}:seatmap").Bytes()
+	if err == goredis.Nil {
+		return nil, nil
+	}
+	return b, unavailable(err)
+}

@@ -15,9 +15,12 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/http"
@@ -26,6 +29,7 @@ import (
 	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/provider"
+	"github.com/onsale/onsale/core/seatmap"
 	"github.com/onsale/onsale/core/sweeper"
 	"github.com/onsale/onsale/core/ticket"
 	"github.com/onsale/onsale/shared/admission"
@@ -57,6 +61,7 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
 	DebugAddr       string // pprof listener; empty: none
+	Redis           string // for the seat-map cache: redis://... or host:port,... (cluster); empty: none
 
 	// Payments: on when ProviderURL is set.
 	ProviderURL    string
@@ -95,6 +100,7 @@ func NewMain() *Main {
 		JWKSRefresh:     envDuration("ONSALE_JWKS_REFRESH", time.Minute),
 		SweepInterval:   envDuration("ONSALE_SWEEP_INTERVAL", 30*time.Second),
 		ShutdownTimeout: 30 * time.Second, // a card confirm may take 25 s end to end
+		Redis:           envOr("ONSALE_REDIS", os.Getenv("REDIS_URL")),
 		ProviderURL:     os.Getenv("ONSALE_PROVIDER_URL"),
 		ProviderKey:     os.Getenv("ONSALE_PROVIDER_KEY"),
 		WebhookSecret:   os.Getenv("ONSALE_WEBHOOK_SECRET"),
@@ -127,6 +133,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "time between sweeps of expired holds, e.g. 30s (env ONSALE_SWEEP_INTERVAL)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "grace period for in-flight requests on SIGTERM")
 	fs.StringVar(&c.DebugAddr, "debug-addr", os.Getenv("ONSALE_DEBUG_ADDR"), "serve /debug/pprof on this address, e.g. 127.0.0.1:6061 (env ONSALE_DEBUG_ADDR; off when empty)")
+	fs.StringVar(&c.Redis, "redis", c.Redis, "Redis for the seat-map cache: redis://host:port/db or host:port,... for a cluster; none when empty (env ONSALE_REDIS or REDIS_URL)")
 	fs.StringVar(&c.ProviderURL, "provider-url", c.ProviderURL, "payment provider base URL; payments are off without it (env ONSALE_PROVIDER_URL)")
 	fs.StringVar(&c.ProviderKey, "provider-key", c.ProviderKey, "payment provider API key (env ONSALE_PROVIDER_KEY)")
 	fs.StringVar(&c.WebhookSecret, "webhook-secret", c.WebhookSecret, "secret of the provider's webhook signatures (env ONSALE_WEBHOOK_SECRET)")
@@ -183,15 +190,28 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := postgres.Open(ctx, c.DatabaseURL, postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log,
-		LatePolicy: core.LatePolicy(c.LatePolicy)})
+	var keeper *seatmap.Keeper
+	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy)}
+	if c.Redis != "" {
+		rdb, err := openRedis(ctx, c.Redis)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		keeper = &seatmap.Keeper{Redis: rdb, Log: log}
+		opts.OnSeats = keeper.Changed
+	}
+	db, err := postgres.Open(ctx, c.DatabaseURL, opts)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if keeper != nil {
+		keeper.DB = db
+	}
 
 	met := metrics.New()
-	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met}
+	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db}
 	var worker *outbox.Worker
 	var reconciler *outbox.Reconciler
 	if c.ProviderURL != "" {
@@ -241,6 +261,10 @@ func (m *Main) Run(ctx context.Context) error {
 		defer workers.Done()
 		sweeper.Run(bg, db, c.SweepInterval, log, met)
 	}()
+	if keeper != nil {
+		workers.Add(1)
+		go func() { defer workers.Done(); keeper.Run(bg, 2*time.Second) }()
+	}
 	if worker != nil {
 		workers.Add(3)
 		go func() { defer workers.Done(); worker.Run(bg, c.OutboxPoll) }()
@@ -278,6 +302,22 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// openRedis connects to one server (redis://...) or a cluster (a
+// comma-separated host:port list).
+func openRedis(ctx context.Context, addrs string) (goredis.UniversalClient, error) {
+	opts := goredis.UniversalOptions{Addrs: strings.Split(addrs, ","), IsClusterMode: true}
+	if u, err := goredis.ParseURL(addrs); err == nil {
+		opts = goredis.UniversalOptions{Addrs: []string{u.Addr}, DB: u.DB, Username: u.Username, Password: u.Password}
+	}
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	rdb := goredis.NewUniversalClient(&opts)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return rdb, nil
 }
 
 // purgeKeys deletes idempotency keys past their 24-hour retention, hourly.
