@@ -42,7 +42,12 @@ type Server struct {
 	RequireIdentity bool
 	// MaxTickets is the ticket limit put in admit tokens (0: the event's).
 	MaxTickets int
-	Log        *slog.Logger
+	// Per client IP (joins, bad polls) and per queue token (polls): requests
+	// per second and burst. Zero takes the defaults: 5/s burst 20 per IP,
+	// 2/s burst 10 per token.
+	IPRate, TokenRate   float64
+	IPBurst, TokenBurst int
+	Log                 *slog.Logger
 
 	ipLimit, tokenLimit *limiter
 	metrics             *metrics
@@ -59,8 +64,14 @@ type metrics struct {
 
 // Handler returns the fasthttp handler.
 func (s *Server) Handler() fasthttp.RequestHandler {
-	s.ipLimit = newLimiter(5, 20, 200_000)
-	s.tokenLimit = newLimiter(2, 10, 1_000_000)
+	def := func(v, d float64) float64 {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
+	s.ipLimit = newLimiter(def(s.IPRate, 5), int(def(float64(s.IPBurst), 20)), 200_000)
+	s.tokenLimit = newLimiter(def(s.TokenRate, 2), int(def(float64(s.TokenBurst), 10)), 1_000_000)
 	s.jwks, _ = json.Marshal(s.Admit.JWKS())
 	s.maps = seatmaps{layout: map[int64][]byte{}, bits: map[int64]bitsAt{}}
 	m := &metrics{reg: prometheus.NewRegistry(),

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,8 @@ type Config struct {
 	AccountSecret   string
 	RequireIdentity bool
 	Tick            time.Duration
+	IPRate          float64 // requests per second per client IP
+	TokenRate       float64 // polls per second per queue token
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
 }
@@ -81,6 +84,12 @@ func NewMain() *Main {
 		Tick:            100 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second,
 	}
+	if f, err := strconv.ParseFloat(os.Getenv("ONSALE_IP_RATE"), 64); err == nil {
+		c.IPRate = f
+	}
+	if f, err := strconv.ParseFloat(os.Getenv("ONSALE_TOKEN_RATE"), 64); err == nil {
+		c.TokenRate = f
+	}
 	if d, err := time.ParseDuration(os.Getenv("ONSALE_TICK")); err == nil {
 		c.Tick = d
 	}
@@ -101,6 +110,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.AccountSecret, "account-secret", c.AccountSecret, "HS256 secret of account JWTs (env ONSALE_ACCOUNT_SECRET)")
 	fs.BoolVar(&c.RequireIdentity, "require-identity", c.RequireIdentity, "joins need an account JWT with phone_verified (env ONSALE_REQUIRE_IDENTITY=true)")
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "admission tick and cache refresh interval (env ONSALE_TICK)")
+	fs.Float64Var(&c.IPRate, "ip-rate", c.IPRate, "requests per second per client IP, burst 4x (0: 5/s; env ONSALE_IP_RATE)")
+	fs.Float64Var(&c.TokenRate, "token-rate", c.TokenRate, "status polls per second per queue token, burst 5x (0: 2/s; env ONSALE_TOKEN_RATE)")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env ONSALE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -160,7 +171,8 @@ func (m *Main) Run(ctx context.Context) error {
 	defer store.Close()
 	room := gwhttp.NewRoom(store, c.CoreURL, log)
 	srv := &gwhttp.Server{Room: room, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
-		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log}
+		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log,
+		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)}
 	hs := &fasthttp.Server{Handler: srv.Handler(), Name: "onsale", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log}}
 	ln, err := net.Listen("tcp", c.Addr)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -51,7 +52,8 @@ func startFleet(t *testing.T, n int, redisAddr string) *fleet {
 		addr := ln.Addr().String()
 		ln.Close()
 		logf, _ := os.Create(filepath.Join(dir, fmt.Sprintf("gateway-%d.log", i)))
-		cmd := exec.Command(bin, "-addr", addr, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms")
+		cmd := exec.Command(bin, "-addr", addr, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
+			"-ip-rate", "100000", "-token-rate", "1000") // the test's crowd comes from one address
 		cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+admin, "ONSALE_LOG_LEVEL=warn")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
@@ -364,4 +366,96 @@ func TestFailsClosedWithoutRedis(t *testing.T) {
 	}
 	rl.restore()
 	waitFor(t, "admission after Redis returned", 10*time.Second, func() bool { return status(tok)["state"] == gateway.StateAdmitted })
+}
+
+// Three gateway processes race at onsale: 300 pre-queue fans poll for their
+// drawn places through all three while 300 more fans join through them, and
+// every place 1..600 is given to exactly one fan.
+func TestOnsaleAcrossGateways(t *testing.T) {
+	s := redistest.NewStore(t, false)
+	ev := newEvent(t, s, func(d *gateway.Dials) {
+		d.PrequeueAt, d.OnsaleAt, d.NewUsersPerMinute = time.Now().Add(-time.Minute), time.Now().Add(time.Hour), 0
+	})
+	f := startFleet(t, 3, redistest.Addrs(t, false))
+	onsale := time.Now().Add(2 * time.Second)
+	d, _ := s.Dials(ctx, ev)
+	d.OnsaleAt = onsale
+	s.SetDials(ctx, ev, d)
+	time.Sleep(200 * time.Millisecond) // every gateway has the new onsale time
+	const pre, late = 300, 300
+	type fan struct {
+		client *http.Client
+		pos    float64
+	}
+	fans := make([]*fan, pre+late)
+	call := func(fn *fan, gw int, method, path string) map[string]any {
+		req, _ := http.NewRequest(method, fmt.Sprintf("http://%s/v1/events/%d%s", f.addrs[gw%3], ev, path), nil)
+		r, err := fn.client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		defer r.Body.Close()
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		return body
+	}
+	for i := range pre {
+		jar, _ := cookiejar.New(nil)
+		fans[i] = &fan{client: &http.Client{Jar: jar}}
+		if b := call(fans[i], i, "POST", "/queue"); b["state"] != gateway.StatePrequeue {
+			t.Fatalf("pre-queue join = %v", b)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(onsale) - 20*time.Millisecond)
+			for i := g; i < pre+late; i += 3 {
+				if i >= pre {
+					jar, _ := cookiejar.New(nil)
+					fans[i] = &fan{client: &http.Client{Jar: jar}}
+					for fans[i].pos == 0 {
+						if b := call(fans[i], i, "POST", "/queue"); b != nil && b["position"] != nil {
+							fans[i].pos = b["position"].(float64)
+						} else {
+							time.Sleep(5 * time.Millisecond)
+						}
+					}
+					continue
+				}
+				for fans[i].pos == 0 {
+					if b := call(fans[i], i+g, "GET", "/queue/status"); b != nil && b["position"] != nil && b["position"].(float64) > 0 {
+						fans[i].pos = b["position"].(float64)
+					} else {
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[float64]int{}
+	for i, fn := range fans {
+		if other, dup := seen[fn.pos]; dup {
+			t.Fatalf("place %v given to fans %d and %d", fn.pos, other, i)
+		}
+		seen[fn.pos] = i
+	}
+	for p := 1; p <= pre+late; p++ {
+		if _, ok := seen[float64(p)]; !ok {
+			t.Fatalf("place %d given to nobody", p)
+		}
+	}
+	pres := 0
+	for i := range pre {
+		if fans[i].pos <= pre {
+			pres++
+		}
+	}
+	if pres != pre {
+		t.Fatalf("%d of %d pre-queue fans are ahead of every later arrival; want all", pres, pre)
+	}
 }
