@@ -18,6 +18,7 @@ const (
 	StateClosed   = "closed"
 	StateSoldOut  = "sold_out"
 	StateNotOpen  = "not_open" // before prequeue_at
+	StateEnded    = "ended"    // this fan's session is over: one per identity
 )
 
 // Dials are an event's admission settings, changed live by operators.
@@ -35,6 +36,9 @@ type Dials struct {
 	PowDifficulty     int       `json:"pow_difficulty"`
 	SoldOut           bool      `json:"sold_out"`
 	Version           int64     `json:"version"`
+	// Epoch names this incarnation of the event's room: set once, kept in
+	// queue tokens; a token of another epoch (Redis lost the room) rejoins.
+	Epoch string `json:"epoch"`
 }
 
 // DefaultDials are the dials of an event the gateway sees for the first

@@ -19,6 +19,15 @@ type view struct {
 	dials   gateway.Dials
 	tick    gateway.Tick
 	fetched time.Time // of the last successful tick
+	// offerRate is how fast the serving counter moved over the last
+	// minute, per minute: the ETA's measure (claims lag behind offers).
+	offerRate float64
+	history   []servingAt
+}
+
+type servingAt struct {
+	at      time.Time
+	serving int64
 }
 
 // Room caches every known event's view, refreshed by one ticker: each tick
@@ -114,8 +123,19 @@ func (r *Room) refresh(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
+	if tk.DialsVersion < 0 {
+		// The event's room is gone from Redis (removed, or Redis lost
+		// it): forget it; the next join sets it up again.
+		r.Forget(id)
+		return nil
+	}
 	r.mu.RLock()
-	cur := *r.events[id]
+	prev, ok := r.events[id]
+	if !ok {
+		r.mu.RUnlock()
+		return nil
+	}
+	cur := *prev
 	r.mu.RUnlock()
 	if cur.fetched.IsZero() || tk.DialsVersion != cur.dials.Version {
 		d, err := r.Store.Dials(ctx, id)
@@ -124,11 +144,26 @@ func (r *Room) refresh(ctx context.Context, id int64) error {
 		}
 		cur.dials = d
 	}
-	cur.tick, cur.fetched = tk, time.Now()
+	now := time.Now()
+	cur.tick, cur.fetched = tk, now
+	cur.history = append(cur.history, servingAt{now, tk.Serving})
+	for len(cur.history) > 1 && now.Sub(cur.history[0].at) > time.Minute {
+		cur.history = cur.history[1:]
+	}
+	if h := cur.history[0]; now.Sub(h.at) > 5*time.Second {
+		cur.offerRate = float64(tk.Serving-h.serving) / now.Sub(h.at).Minutes()
+	}
 	r.mu.Lock()
 	r.events[id] = &cur
 	r.mu.Unlock()
 	return nil
+}
+
+// Forget drops an event's view.
+func (r *Room) Forget(id int64) {
+	r.mu.Lock()
+	delete(r.events, id)
+	r.mu.Unlock()
 }
 
 // Ensure makes an event known: its dials are initialised (only where unset)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -297,6 +298,13 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, idStr string) {
 		return
 	}
 	r, err := s.Room.Store.Join(c, ev, identity)
+	if errors.Is(err, gateway.ErrNoEvent) {
+		// Redis lost the room (restarted empty): set it up again, once.
+		s.Room.Forget(ev)
+		if v, err = s.Room.Ensure(c, ev); err == nil {
+			r, err = s.Room.Store.Join(c, ev, identity)
+		}
+	}
 	if err != nil {
 		s.metrics.joins.WithLabelValues("unavailable").Inc()
 		fail(ctx, 503, "unavailable", "the waiting room cannot take new arrivals right now; try again")
@@ -310,8 +318,11 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, idStr string) {
 	case gateway.StateClosed:
 		writeJSON(ctx, 410, map[string]any{"error": "closed", "message": "the sale is closed"})
 		return
+	case gateway.StateEnded:
+		writeJSON(ctx, 410, map[string]any{"error": "session_ended", "message": "you have had your turn in this sale"})
+		return
 	}
-	tok, err := s.Queue.Sign(ev, identity, r.Position, 0)
+	tok, err := s.Queue.Sign(ev, identity, r.Position, 0, v.dials.Epoch)
 	if err != nil {
 		fail(ctx, 500, "internal", "could not sign the queue token")
 		return
@@ -319,6 +330,7 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, idStr string) {
 	setCookie(ctx, cookieName(ev), tok, 24*time.Hour)
 	reply := s.describe(v, &token.Queue{Event: ev, Position: r.Position}, time.Now())
 	reply.QueueToken = tok
+	ctx.Response.Header.Set("Cache-Control", "private, no-store")
 	writeJSON(ctx, 200, reply)
 }
 
@@ -337,23 +349,34 @@ func (s *Server) describe(v view, q *token.Queue, now time.Time) queueReply {
 		r.State = gateway.StatePrequeue
 		on := d.OnsaleAt
 		r.OnsaleAt = &on
-		r.PollAfterMs = clamp(on.Sub(now).Milliseconds()/2, 1000, 30000)
+		r.PollAfterMs = jitter(clamp(on.Sub(now).Milliseconds()/2, 1000, 30000))
 		return r
 	}
 	r.Ahead = max(0, q.Position-tk.Serving-1)
-	rate := float64(tk.ClaimsPerMinute)
-	if rate < 1 {
+	rate := v.offerRate
+	if rate <= 0 && !d.Paused {
 		rate = float64(d.NewUsersPerMinute)
 	}
+	// Poll often enough never to miss a turn: a third of the claim window at most.
+	longest := clamp(int64(d.ClaimSeconds)*1000/3, 1000, 30000)
 	if rate > 0 {
 		r.EtaSeconds = int64(math.Ceil(float64(r.Ahead) / rate * 60))
+		r.PollAfterMs = clamp(r.EtaSeconds*1000/10, 1000, longest)
+	} else {
+		r.EtaSeconds = -1 // unknown: nobody is being let in
+		r.PollAfterMs = longest
 	}
 	if d.Paused {
 		r.State = gateway.StatePaused
 	}
-	// Far from the front, poll rarely; near it, often.
-	r.PollAfterMs = clamp(r.EtaSeconds*1000/10, 1000, 30000)
+	r.PollAfterMs = jitter(r.PollAfterMs)
 	return r
+}
+
+// jitter spreads polls by +-25% so a crowd told the same interval (at
+// onsale, say) does not come back in one wave.
+func jitter(ms int64) int64 {
+	return ms*3/4 + rand.Int64N(ms/2+1)
 }
 
 func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
@@ -390,6 +413,13 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, idStr string) {
 	}
 	now := time.Now()
 	touched := "no"
+	ctx.Response.Header.Set("Cache-Control", "private, no-store")
+	if q.Epoch != v.dials.Epoch {
+		// Redis lost the room this place belonged to: its places are gone.
+		setCookie(ctx, cookieName(ev), "", -time.Hour)
+		writeJSON(ctx, 409, map[string]any{"error": "rejoin", "message": "the waiting room was reset: join the queue again"})
+		return
+	}
 	// Admitted already: the session is in the token.
 	if q.Admitted > now.UnixMilli() {
 		s.admitted(ctx, ev, q, time.UnixMilli(q.Admitted), raw, &touched)
@@ -404,31 +434,36 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, idStr string) {
 		pos, err := s.Room.Store.Position(c, ev, q.Subject)
 		if err == nil && pos > 0 {
 			q.Position = pos
-			newTok, _ = s.Queue.Sign(ev, q.Subject, pos, 0)
+			newTok, _ = s.Queue.Sign(ev, q.Subject, pos, 0, v.dials.Epoch)
 		}
 	}
 	r := s.describe(v, q, now)
 	if r.State == gateway.StateWaiting && q.Position > 0 && q.Position <= v.tick.Serving {
 		// This fan's place has been offered: claim it (one round trip per fan).
 		touched = "yes"
-		st, until, err := s.Room.Store.Claim(c, ev, q.Subject, q.Position)
+		st, n, err := s.Room.Store.Claim(c, ev, q.Subject, q.Position)
 		switch {
 		case err != nil:
 			// Redis is down: never admit from a guess; the fan keeps waiting.
 			r.PollAfterMs = 2000
 		case st == redis.ClaimAdmitted:
-			q.Admitted = until.UnixMilli()
-			tok, _ := s.Queue.Sign(ev, q.Subject, q.Position, q.Admitted)
-			s.admitted(ctx, ev, q, until, tok, &touched)
+			q.Admitted = n
+			tok, _ := s.Queue.Sign(ev, q.Subject, q.Position, q.Admitted, v.dials.Epoch)
+			s.admitted(ctx, ev, q, time.UnixMilli(n), tok, &touched)
 			return
-		case st == redis.ClaimLapsed:
-			pos, err := s.Room.Store.Requeue(c, ev, q.Subject)
-			if err == nil {
-				q.Position = pos
-				newTok, _ = s.Queue.Sign(ev, q.Subject, pos, 0)
-				r = s.describe(v, q, now)
+		case st == redis.ClaimMoved || st == redis.ClaimRequeued:
+			// A stale token (another tab moved on), or the turn lapsed
+			// unclaimed and the fan went to the back: the current place.
+			q.Position = n
+			newTok, _ = s.Queue.Sign(ev, q.Subject, n, 0, v.dials.Epoch)
+			r = s.describe(v, q, now)
+			if st == redis.ClaimRequeued {
 				r.Message = "your turn came and went unclaimed: you are back in line"
 			}
+		case st == redis.ClaimEnded:
+			setCookie(ctx, cookieName(ev), "", -time.Hour)
+			writeJSON(ctx, 410, map[string]any{"error": "session_ended", "message": "you have had your turn in this sale"})
+			return
 		case st == redis.ClaimPaused:
 			r.State = gateway.StatePaused
 		}
@@ -466,6 +501,35 @@ type dialsPatch struct {
 	Queueing          *string    `json:"queueing"`
 	PowDifficulty     *int       `json:"pow_difficulty"`
 	SoldOut           *bool      `json:"sold_out"`
+}
+
+// changed reports whether the patch sets a dial (by its field name).
+func (p dialsPatch) changed(field string) bool {
+	switch field {
+	case "new_users_per_minute":
+		return p.NewUsersPerMinute != nil
+	case "total_active_users":
+		return p.TotalActiveUsers != nil
+	case "session_seconds":
+		return p.SessionSeconds != nil
+	case "claim_seconds":
+		return p.ClaimSeconds != nil
+	case "prequeue_at":
+		return p.PrequeueAt != nil
+	case "onsale_at":
+		return p.OnsaleAt != nil
+	case "closes_at":
+		return p.ClosesAt != nil
+	case "paused":
+		return p.Paused != nil
+	case "queueing":
+		return p.Queueing != nil
+	case "pow_difficulty":
+		return p.PowDifficulty != nil
+	case "sold_out":
+		return p.SoldOut != nil
+	}
+	return false
 }
 
 func (p dialsPatch) apply(d *gateway.Dials) {
@@ -541,12 +605,18 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx, idStr string) {
 			fail(ctx, 503, "unavailable", "redis is not answering")
 			return
 		}
+		if p.OnsaleAt != nil || p.PrequeueAt != nil || p.Queueing != nil {
+			if frozen, err := s.Room.Store.Frozen(c, ev); err != nil || frozen {
+				fail(ctx, 409, "onsale_passed", "the pre-queue is fixed: onsale_at, prequeue_at and queueing can no longer change")
+				return
+			}
+		}
 		p.apply(&cur)
 		if err := cur.Validate(); err != nil {
 			fail(ctx, 400, "invalid_request", err.Error())
 			return
 		}
-		if _, err := s.Room.Store.SetDials(c, ev, cur); err != nil {
+		if _, err := s.Room.Store.PatchDials(c, ev, cur, p.changed); err != nil {
 			fail(ctx, 503, "unavailable", "redis is not answering")
 			return
 		}

@@ -247,9 +247,9 @@ func TestBadTokens(t *testing.T) {
 	r := g.do(t, fan, "POST", g.path("/queue"), "")
 	good := r.body["queue_token"].(string)
 	other, _ := token.NewQueueSigner([]byte(strings.Repeat("z", 32)))
-	forged, _ := other.Sign(g.event, "vis:x", 1, 0)
+	forged, _ := other.Sign(g.event, "vis:x", 1, 0, "")
 	real, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	wrongEvent, _ := real.Sign(g.event+1, "vis:x", 1, 0)
+	wrongEvent, _ := real.Sign(g.event+1, "vis:x", 1, 0, "")
 	expired, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, token.Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",
 		Subject: "vis:x", ExpiresAt: jwt.NewNumericDate(time.Now().Add(-time.Minute))}, Event: g.event, Position: 1}).SignedString([]byte(strings.Repeat("q", 32)))
 	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, token.Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",
@@ -290,10 +290,13 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("admin with a wrong token = %d", r.status)
 	}
 	auth := []string{"Authorization", "Bearer " + adminToken}
-	for _, bad := range []string{`{"new_users_per_minute":-1}`, `{"queueing":"lottery"}`, `{"session_seconds":5}`, `{"nope":1}`, `{`, `{"closes_at":"2000-01-01T00:00:00Z"}`} {
+	for _, bad := range []string{`{"new_users_per_minute":-1}`, `{"claim_seconds":1}`, `{"session_seconds":5}`, `{"nope":1}`, `{`, `{"closes_at":"2000-01-01T00:00:00Z"}`} {
 		if r := g.do(t, nil, "PATCH", path, bad, auth...); r.status != 400 {
 			t.Errorf("PATCH %s = %d %s; want 400", bad, r.status, r.raw)
 		}
+	}
+	if r := g.do(t, nil, "PATCH", path, `{"onsale_at":"2030-01-01T00:00:00Z"}`, auth...); r.status != 409 {
+		t.Errorf("moving onsale after the pre-queue froze = %d %s; want 409", r.status, r.raw)
 	}
 	fan := g.fan()
 	g.do(t, fan, "POST", g.path("/queue"), "")

@@ -23,8 +23,6 @@ var (
 	prelude string
 	//go:embed join.lua
 	joinLua string
-	//go:embed requeue.lua
-	requeueLua string
 	//go:embed tick.lua
 	tickLua string
 	//go:embed claim.lua
@@ -33,7 +31,6 @@ var (
 	positionLua string
 
 	joinScript     = goredis.NewScript(prelude + joinLua)
-	requeueScript  = goredis.NewScript(prelude + requeueLua)
 	tickScript     = goredis.NewScript(prelude + tickLua)
 	claimScript    = goredis.NewScript(prelude + claimLua)
 	positionScript = goredis.NewScript(prelude + positionLua)
@@ -132,6 +129,8 @@ func (s *Store) Join(ctx context.Context, event int64, identity string) (JoinRes
 		r.State = gateway.StateNotOpen
 	case "closed":
 		r.State = gateway.StateClosed
+	case "ended":
+		r.State = gateway.StateEnded
 	}
 	return r, nil
 }
@@ -150,13 +149,6 @@ func (s *Store) Position(ctx context.Context, event int64, identity string) (int
 	return v[1].(int64), nil
 }
 
-// Requeue sends identity to the back of the line.
-func (s *Store) Requeue(ctx context.Context, event int64, identity string) (int64, error) {
-	k := keysOf(event)
-	pos, err := requeueScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.ids, k.frozen, k.seq}, identity).Int64()
-	return pos, unavailable(err)
-}
-
 // Tick advances the admission bucket and reports the event's state.
 func (s *Store) Tick(ctx context.Context, event int64) (gateway.Tick, error) {
 	k := keysOf(event)
@@ -170,21 +162,31 @@ func (s *Store) Tick(ctx context.Context, event int64) (gateway.Tick, error) {
 
 // Claim outcomes.
 const (
-	ClaimAdmitted = "admitted"
+	ClaimAdmitted = "admitted" // N: the session's end (unix ms)
 	ClaimWaiting  = "waiting"
-	ClaimLapsed   = "lapsed"
 	ClaimPaused   = "paused"
+	ClaimMoved    = "moved"    // N: the fan's current place (the token was stale)
+	ClaimRequeued = "requeued" // N: the new place (the offer lapsed unclaimed)
+	ClaimEnded    = "ended"    // the identity's session is over
+	ClaimUnknown  = "unknown"
 )
 
-// Claim takes an offered place: it starts identity's session and returns
-// when the session ends.
-func (s *Store) Claim(ctx context.Context, event int64, identity string, position int64) (string, time.Time, error) {
+// Claim takes an offered place: it starts identity's session (N is when
+// it ends, unix ms); see the Claim outcomes. Safe to retry.
+func (s *Store) Claim(ctx context.Context, event int64, identity string, position int64) (string, int64, error) {
 	k := keysOf(event)
-	v, err := claimScript.Run(ctx, s.rdb, []string{k.dials, k.bucket, k.offers, k.active, k.claims}, identity, position).Slice()
+	v, err := claimScript.Run(ctx, s.rdb, []string{k.dials, k.bucket, k.offers, k.active, k.claims, k.ids, k.pre, k.frozen, k.seq},
+		identity, position).Slice()
 	if err != nil {
-		return "", time.Time{}, unavailable(err)
+		return "", 0, unavailable(err)
 	}
-	return v[0].(string), time.UnixMilli(v[1].(int64)), nil
+	return v[0].(string), v[1].(int64), nil
+}
+
+// Frozen reports whether the event's pre-queue has been fixed (onsale passed).
+func (s *Store) Frozen(ctx context.Context, event int64) (bool, error) {
+	n, err := s.rdb.Exists(ctx, keysOf(event).frozen).Result()
+	return n == 1, unavailable(err)
 }
 
 const eventsKey = "onsale:events"
@@ -198,6 +200,9 @@ func (s *Store) InitDials(ctx context.Context, event int64, d gateway.Dials) err
 		for f, v := range dialFields(d) {
 			p.HSetNX(ctx, k.dials, f, v)
 		}
+		// The epoch tells places handed out by this room from places of a
+		// room Redis has since lost: tokens of another epoch must rejoin.
+		p.HSetNX(ctx, k.dials, "epoch", strconv.FormatInt(time.Now().UnixNano(), 36))
 		return nil
 	})
 	if err == nil {
@@ -235,12 +240,25 @@ func (s *Store) Dials(ctx context.Context, event int64) (gateway.Dials, error) {
 
 // SetDials writes every dial and bumps the version, atomically.
 func (s *Store) SetDials(ctx context.Context, event int64, d gateway.Dials) (int64, error) {
+	return s.PatchDials(ctx, event, d, func(string) bool { return true })
+}
+
+// PatchDials writes only the named dials of d (so two operators changing
+// different dials at once do not undo each other) and bumps the version.
+func (s *Store) PatchDials(ctx context.Context, event int64, d gateway.Dials, changed func(field string) bool) (int64, error) {
 	k := keysOf(event)
 	var ver *goredis.IntCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		f := dialFields(d)
 		delete(f, "version")
-		p.HSet(ctx, k.dials, f)
+		for name := range f {
+			if !changed(name) {
+				delete(f, name)
+			}
+		}
+		if len(f) > 0 {
+			p.HSet(ctx, k.dials, f)
+		}
 		ver = p.HIncrBy(ctx, k.dials, "version", 1)
 		return nil
 	})
@@ -285,7 +303,7 @@ func parseDials(m map[string]string) gateway.Dials {
 		SessionSeconds: int(i("session_seconds")), ClaimSeconds: int(i("claim_seconds")),
 		PrequeueAt: t("prequeue_at"), OnsaleAt: t("onsale_at"), ClosesAt: t("closes_at"),
 		Paused: i("paused") == 1, Queueing: m["queueing"], PowDifficulty: int(i("pow_difficulty")),
-		SoldOut: i("sold_out") == 1, Version: i("version"),
+		SoldOut: i("sold_out") == 1, Version: i("version"), Epoch: m["epoch"],
 	}
 }
 

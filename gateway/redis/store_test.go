@@ -204,7 +204,7 @@ func TestAdmission(t *testing.T) {
 		}
 		for f := range 5 {
 			st, exp, err := s.Claim(ctx, ev, fmt.Sprint(f), int64(f+1))
-			if err != nil || st != redis.ClaimAdmitted || time.Until(exp) < 9*time.Minute {
+			if err != nil || st != redis.ClaimAdmitted || time.Until(time.UnixMilli(exp)) < 9*time.Minute {
 				t.Fatalf("claim %d = %s %v %v", f, st, exp, err)
 			}
 		}
@@ -218,9 +218,68 @@ func TestAdmission(t *testing.T) {
 		if st, _, _ := s.Claim(ctx, ev, "0", 1); st != redis.ClaimAdmitted {
 			t.Fatalf("second claim by a fan with a session = %s; want admitted", st)
 		}
+		// A replayed claim with a stale place makes no new place.
+		if st, n, _ := s.Claim(ctx, ev, "6", 3); st != redis.ClaimMoved || n != 7 {
+			t.Fatalf("claim with another fan's place = %s %d; want moved to its own place 7", st, n)
+		}
 		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = true })
 		if st, _, _ := s.Claim(ctx, ev, "9", 10); st != redis.ClaimPaused {
 			t.Fatalf("claim while paused = %s", st)
+		}
+	})
+}
+
+// A turn that lapses unclaimed sends the fan to the back exactly once: a
+// replay of the old place (a second tab, a retry) finds the fan moved and
+// makes no new place. A pause keeps open offers open. After its session an
+// identity cannot queue again.
+func TestLapseRequeueAndEnd(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		ev := redistest.Event(t, s)
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+			d.NewUsersPerMinute, d.TotalActiveUsers, d.ClaimSeconds, d.SessionSeconds = 60000, 10, 1, 1
+		})
+		for f := range 3 {
+			s.Join(ctx, ev, fmt.Sprint(f))
+		}
+		s.Tick(ctx, ev)
+		time.Sleep(100 * time.Millisecond)
+		if tk, _ := s.Tick(ctx, ev); tk.Serving != 3 {
+			t.Fatalf("serving %d; want 3", tk.Serving)
+		}
+		// Fan 2 waits through a pause longer than the claim window: the offer survives.
+		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = true })
+		for range 12 {
+			s.Tick(ctx, ev)
+			time.Sleep(100 * time.Millisecond)
+		}
+		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = false })
+		if st, _, _ := s.Claim(ctx, ev, "2", 3); st != redis.ClaimAdmitted {
+			t.Fatalf("claim after a long pause = %s; want admitted (the pause stops the claim clock)", st)
+		}
+		// Fan 0 lets its offer lapse.
+		time.Sleep(1100 * time.Millisecond)
+		s.Tick(ctx, ev)
+		st, n, _ := s.Claim(ctx, ev, "0", 1)
+		if st != redis.ClaimRequeued || n != 4 {
+			t.Fatalf("claim after the offer lapsed = %s %d; want requeued to 4", st, n)
+		}
+		for range 3 {
+			if st, n, _ := s.Claim(ctx, ev, "0", 1); st != redis.ClaimMoved || n != 4 {
+				t.Fatalf("replayed stale claim = %s %d; want moved to 4 (no new place)", st, n)
+			}
+		}
+		if tk, _ := s.Tick(ctx, ev); tk.Queue != 4 {
+			t.Fatalf("line has %d places; want 4 (3 fans, one sent back once)", tk.Queue)
+		}
+		// Fan 2's one-second session ends: it cannot claim or join again.
+		time.Sleep(1100 * time.Millisecond)
+		if st, _, _ := s.Claim(ctx, ev, "2", 3); st != redis.ClaimEnded {
+			t.Fatalf("claim after the session = %s; want ended", st)
+		}
+		if r, _ := s.Join(ctx, ev, "2"); r.State != gateway.StateEnded {
+			t.Fatalf("join after the session = %+v; want ended", r)
 		}
 	})
 }

@@ -5,7 +5,7 @@
 -- an offer lapses after claim_seconds, a session after session_seconds.
 -- KEYS: dials, pre, frozen, seq, bucket, offers, active, claims
 -- Returns {serving, queue_length, active, offers, claims_last_minute,
---          dials_version, now}.
+--          dials_version (-1: no dials), now}.
 local now = now_ms()
 local npm = dial(KEYS[1], 'new_users_per_minute', 0)
 local tau = dial(KEYS[1], 'total_active_users', 0)
@@ -14,6 +14,12 @@ local onsale_at = dial(KEYS[1], 'onsale_at', 0)
 local claim_ms = dial(KEYS[1], 'claim_seconds', 120) * 1000
 local version = dial(KEYS[1], 'version', 0)
 
+if paused == 1 then
+  -- A pause stops the clock of open offers: nobody at the front loses a
+  -- turn for waiting out the operators.
+  local open = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now + claim_ms)
+  for _, m in ipairs(open) do redis.call('ZADD', KEYS[6], now + claim_ms, m) end
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now - 300000)
@@ -21,7 +27,10 @@ local active = redis.call('ZCARD', KEYS[7])
 local claims = redis.call('ZCOUNT', KEYS[8], now - 60000, '+inf')
 
 local serving = tonumber(redis.call('HGET', KEYS[5], 'serving') or 0)
-if redis.call('EXISTS', KEYS[1]) == 0 or now < onsale_at then
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {serving, 0, active, 0, claims, -1, now} -- no dials: the event is gone (or Redis lost it)
+end
+if now < onsale_at and redis.call('EXISTS', KEYS[3]) == 0 then
   return {serving, 0, active, redis.call('ZCARD', KEYS[6]), claims, version, now}
 end
 local queue = freeze(KEYS[2], KEYS[3]) + tonumber(redis.call('GET', KEYS[4]) or 0)
@@ -33,7 +42,7 @@ if paused == 1 or npm <= 0 then
 else
   -- At most one second's worth accumulates: no burst after a pause or an idle spell.
   local burst = math.max(1, npm / 60)
-  tokens = math.min(burst, tokens + (now - last) * npm / 60000)
+  tokens = math.min(burst, tokens + math.max(0, now - last) * npm / 60000)
   local k = math.floor(math.min(tokens, tau - active - offers, queue - serving))
   if k > 0 then
     for i = 1, k do

@@ -27,6 +27,8 @@ type Queue struct {
 	Position int64 `json:"pos,omitempty"` // 0: pre-queue, place drawn at onsale
 	// Admitted is the end of the fan's session once admitted (unix ms).
 	Admitted int64 `json:"adm,omitempty"`
+	// Epoch is the room incarnation the place belongs to (see gateway.Dials).
+	Epoch string `json:"ep,omitempty"`
 }
 
 // Identity is the fan the token is for (account or visitor).
@@ -58,11 +60,11 @@ func NewQueueSigner(secret []byte) (*QueueSigner, error) {
 }
 
 // Sign mints a queue token.
-func (s *QueueSigner) Sign(event int64, identity string, position, admittedUntil int64) (string, error) {
+func (s *QueueSigner) Sign(event int64, identity string, position, admittedUntil int64, epoch string) (string, error) {
 	now := time.Now()
-	q := Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway", Subject: identity,
+	q := Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway", Subject: identity, ID: NewVisitorID(),
 		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(queueTTL))},
-		Event: event, Position: position, Admitted: admittedUntil}
+		Event: event, Position: position, Admitted: admittedUntil, Epoch: epoch}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, q).SignedString(s.secret)
 }
 

@@ -17,12 +17,12 @@ func TestQueueToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := NewQueueSigner([]byte(strings.Repeat("x", 32)))
-	tok, _ := s.Sign(7, "vis:abc", 42, 0)
+	tok, _ := s.Sign(7, "vis:abc", 42, 0, "e1")
 	q, err := s.Verify(tok, 7)
 	if err != nil || q.Position != 42 || q.Identity() != "vis:abc" {
 		t.Fatalf("Verify = %+v, %v", q, err)
 	}
-	forged, _ := other.Sign(7, "vis:abc", 1, 0)
+	forged, _ := other.Sign(7, "vis:abc", 1, 0, "e1")
 	parts := strings.Split(tok, ".")
 	tampered := parts[0] + "." + strings.ReplaceAll(parts[1], "A", "B") + "." + parts[2]
 	expired, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",

@@ -174,7 +174,17 @@ func (m *Main) Run(ctx context.Context) error {
 		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log,
 		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)}
 	hs := &fasthttp.Server{Handler: srv.Handler(), Name: "onsale", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log}}
+		IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log},
+		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			// Requests fasthttp refuses before any handler (too large, malformed) still get JSON.
+			code := fasthttp.StatusBadRequest
+			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+				code = fasthttp.StatusRequestEntityTooLarge
+			}
+			ctx.SetStatusCode(code)
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"error":"invalid_request","message":"the request could not be read"}` + "\n")
+		}}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
