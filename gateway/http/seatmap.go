@@ -104,7 +104,7 @@ func (s *Server) seatmap(ctx *fasthttp.RequestCtx, idStr string) {
 	}
 	ctx.Response.Header.Set("Cache-Control", "public, max-age=1, stale-while-revalidate=1")
 	writeJSON(ctx, 200, map[string]any{"event_id": ev, "layout": fmt.Sprintf("/v1/events/%d/layout", ev),
-		"available": base64.StdEncoding.EncodeToString(cur.b),
+		"available":       base64.StdEncoding.EncodeToString(cur.b),
 		"available_count": free, "bits": len(cur.b) * 8, "as_of": cur.at,
 		"encoding": "bit i (most significant first) of the base64 bytes is seat position i of the layout; 1 = can be held"})
 }
