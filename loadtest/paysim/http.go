@@ -62,6 +62,10 @@ func (s *Sim) routes() http.Handler {
 		return s.ledgerOf(r.URL.Query().Get("reference")), nil
 	})))
 
+	mux.HandleFunc("GET /checkout/{id}", s.checkoutPage)
+	mux.HandleFunc("POST /checkout/{id}/approve", s.checkoutSettle(true))
+	mux.HandleFunc("POST /checkout/{id}/decline", s.checkoutSettle(false))
+
 	mux.HandleFunc("POST /sms", s.postSMS)
 	mux.HandleFunc("GET /sms", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"messages": s.messages(r.URL.Query().Get("to"))})

@@ -40,6 +40,18 @@
 //	POST    /_sim/webhooks/flush         attempt every queued webhook now; answers when done
 //	GET     /_sim/webhooks               every delivery with its attempts and last status
 //
+// The hosted checkout page stands in for the fan's UPI app, always served,
+// without auth and regardless of outages (HTML, for browser tests):
+//
+//	GET  /checkout/{id}[?return=url]  the payment: reference, amount, status; Approve and Decline while pending
+//	POST /checkout/{id}/approve       the payer approves now, as Settle; 303 to the return URL, or to the page
+//	POST /checkout/{id}/decline       the payer declines now, likewise
+//
+// The return URL (a form field "return" in the POSTs) is followed and linked
+// ("Back to the shop") only if it is an absolute http or https URL. A POST
+// that finds the payment no longer pending settles nothing and sends the
+// payer back to the page, which shows its status.
+//
 // POST /sms {"to": "+91...", "body": "..."} and GET /sms[?to=] are an SMS
 // sink, without auth; GET /healthz answers 200.
 package paysim
