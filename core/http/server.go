@@ -39,6 +39,7 @@ type Server struct {
 	// Layouts, when set, serves seat layouts (for the gateway's seat map).
 	Layouts interface {
 		Layout(ctx context.Context, event int64) (*postgres.SeatLayout, error)
+		Counts(ctx context.Context, event int64) (*postgres.Counts, error)
 	}
 
 	mux *http.ServeMux
@@ -58,6 +59,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/events/{event}/holds", s.createHold)
 	if s.Layouts != nil {
 		mux.HandleFunc("GET /v1/events/{event}/layout", s.getLayout)
+		mux.HandleFunc("GET /v1/events/{event}/stats", s.getCounts)
 	}
 	mux.HandleFunc("GET /v1/holds/{hold}", s.getHold)
 	mux.HandleFunc("DELETE /v1/holds/{hold}", s.releaseHold)
@@ -164,6 +166,24 @@ func (s *Server) getLayout(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
 	writeJSON(w, http.StatusOK, l)
+}
+
+// getCounts serves an event's tickets by state (available, held, sold).
+func (s *Server) getCounts(w http.ResponseWriter, r *http.Request) {
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	c, err := s.Layouts.Counts(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=1")
+	writeJSON(w, http.StatusOK, c)
 }
 
 // holdBody is the wire form of core.HoldRequest: pointers tell a missing

@@ -127,3 +127,33 @@ func (db *DB) LiveSeatedEvents(ctx context.Context) (map[int64]int, error) {
 	}
 	return out, translate(rows.Err())
 }
+
+// Counts are an event's tickets by state, for the operators' console.
+type Counts struct {
+	Capacity  int `json:"capacity"`
+	Available int `json:"available"`
+	Held      int `json:"held"`
+	Sold      int `json:"sold"`
+}
+
+// Counts counts an event's seats (or GA tickets) available, held and sold.
+func (db *DB) Counts(ctx context.Context, event int64) (*Counts, error) {
+	e, err := db.Event(ctx, event)
+	if err != nil {
+		return nil, err
+	}
+	c := &Counts{Capacity: e.Capacity}
+	if e.Seated {
+		err = db.pool.QueryRow(ctx, `SELECT
+  count(*) FILTER (WHERE status = 'AVAILABLE' OR (status = 'HELD' AND hold_until < now())),
+  count(*) FILTER (WHERE status = 'HELD' AND hold_until >= now()),
+  count(*) FILTER (WHERE status = 'BOOKED')
+  FROM seats WHERE event_id = $1`, event).Scan(&c.Available, &c.Held, &c.Sold)
+	} else {
+		err = db.pool.QueryRow(ctx, `SELECT g.remaining,
+  coalesce((SELECT sum(quantity) FROM holds WHERE event_id = $1 AND status = 'ACTIVE'), 0),
+  coalesce((SELECT sum(quantity) FROM holds WHERE event_id = $1 AND status = 'BOOKED'), 0)
+  FROM ga_inventory g WHERE g.event_id = $1`, event).Scan(&c.Available, &c.Held, &c.Sold)
+	}
+	return c, translate(err)
+}

@@ -22,6 +22,17 @@ echo "test.sh: PostgreSQL and Redis answer"
 # tests that need the services must fail (not skip) when they are missing
 export ONSALE_REQUIRE_SERVICES=1
 
+# The browser tests drive Debian's Chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+	echo "test.sh: installing chromium for the browser tests (about 35 s)"
+	sudo=""
+	((EUID == 0)) || sudo=sudo
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >.run/apt-chromium.log 2>&1 ||
+		{ $sudo apt-get update >>.run/apt-chromium.log 2>&1 && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >>.run/apt-chromium.log 2>&1; } ||
+		fail "could not install chromium (see .run/apt-chromium.log)"
+fi
+export ONSALE_SCREENSHOTS=${ONSALE_SCREENSHOTS:-$PWD/.run/screenshots}
+
 # The gateway's Redis tests run against a single server and a 3-master cluster.
 cluster_dir=.run/redis-cluster-test
 export ONSALE_CLUSTER_PORT=${ONSALE_CLUSTER_PORT:-17101}

@@ -43,6 +43,8 @@ type Server struct {
 	RequireIdentity bool
 	// MaxTickets is the ticket limit put in admit tokens (0: the event's).
 	MaxTickets int
+	// CheckoutURL is the payment provider's hosted checkout, for the pages.
+	CheckoutURL string
 	// Per client IP (joins, bad polls) and per queue token (polls): requests
 	// per second and burst. Zero takes the defaults: 5/s burst 20 per IP,
 	// 2/s burst 10 per token.
@@ -54,6 +56,7 @@ type Server struct {
 	metrics             *metrics
 	jwks                []byte
 	maps                seatmaps
+	core                *fasthttp.HostClient
 }
 
 type metrics struct {
@@ -139,6 +142,25 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, prom fasthttp.RequestHandler) s
 	case len(parts) == 4 && parts[0] == "admin" && parts[1] == "v1" && parts[2] == "events":
 		s.admin(ctx, parts[3])
 		return "admin"
+	case method == "GET" && len(parts) == 2 && parts[0] == "events":
+		s.page(ctx, "waiting.html")
+		return "page"
+	case method == "GET" && len(parts) == 3 && parts[0] == "events" && parts[2] == "book":
+		s.page(ctx, "book.html")
+		return "page"
+	case method == "GET" && (path == "/admin" || path == "/admin/"):
+		s.page(ctx, "admin.html")
+		return "page"
+	case method == "GET" && len(parts) == 2 && parts[0] == "static":
+		s.page(ctx, parts[1])
+		return "static"
+	case method == "GET" && path == "/web-config.json":
+		s.webConfig(ctx)
+		return "page"
+	case len(parts) >= 2 && parts[0] == "v1" && (parts[1] == "events" || parts[1] == "holds" || parts[1] == "bookings"):
+		// The rest of the booking API belongs to the core.
+		s.proxy(ctx)
+		return "proxy"
 	}
 	fail(ctx, 404, "not_found", "no such route")
 	return "unmatched"

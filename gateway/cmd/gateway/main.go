@@ -44,6 +44,7 @@ type Config struct {
 	Addr            string
 	Redis           string // redis://host:port/db, or host:port,host:port,... for a cluster
 	CoreURL         string
+	CheckoutURL     string // the payment provider's hosted checkout (for the pages)
 	AdmitKeys       string // comma-separated PEM files; the first signs, all are published
 	QueueSecret     string
 	AdminToken      string
@@ -76,6 +77,7 @@ func NewMain() *Main {
 		Addr:            env("ONSALE_GATEWAY_ADDR", "127.0.0.1:8080"),
 		Redis:           env("ONSALE_REDIS", env("REDIS_URL", "")),
 		CoreURL:         env("ONSALE_CORE_URL", "http://127.0.0.1:8081"),
+		CheckoutURL:     env("ONSALE_CHECKOUT_URL", "http://127.0.0.1:18090/checkout"),
 		AdmitKeys:       os.Getenv("ONSALE_ADMIT_KEYS"),
 		QueueSecret:     os.Getenv("ONSALE_QUEUE_SECRET"),
 		AdminToken:      os.Getenv("ONSALE_ADMIN_TOKEN"),
@@ -104,6 +106,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address (env ONSALE_GATEWAY_ADDR)")
 	fs.StringVar(&c.Redis, "redis", c.Redis, "redis://host:port/db, or a cluster as host:port,host:port,... (env ONSALE_REDIS or REDIS_URL)")
 	fs.StringVar(&c.CoreURL, "core-url", c.CoreURL, "the core's base URL, for event times (env ONSALE_CORE_URL)")
+	fs.StringVar(&c.CheckoutURL, "checkout-url", c.CheckoutURL, "the payment provider's hosted checkout, linked from the booking page (env ONSALE_CHECKOUT_URL)")
 	fs.StringVar(&c.AdmitKeys, "admit-keys", c.AdmitKeys, "comma-separated Ed25519 PEM key files: the first signs admit tokens, all are published (env ONSALE_ADMIT_KEYS)")
 	fs.StringVar(&c.QueueSecret, "queue-secret", c.QueueSecret, "HMAC secret of queue tokens, 32+ bytes, shared by all gateways (env ONSALE_QUEUE_SECRET)")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer token of the operators' API (env ONSALE_ADMIN_TOKEN)")
@@ -171,7 +174,7 @@ func (m *Main) Run(ctx context.Context) error {
 	defer store.Close()
 	room := gwhttp.NewRoom(store, c.CoreURL, log)
 	srv := &gwhttp.Server{Room: room, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
-		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log,
+		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log, CheckoutURL: c.CheckoutURL,
 		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)}
 	hs := &fasthttp.Server{Handler: srv.Handler(), Name: "onsale", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log},

@@ -1,0 +1,127 @@
+package browser
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Scenario 2: two fans in two browser contexts race for the same seat: one
+// gets it, the other sees a clear message and a fresh map.
+func TestTwoFansOneSeat(t *testing.T) {
+	s := newStack(t)
+	ev := s.event(t, -time.Minute)
+	b := browser(t)
+	fans := []context.Context{tab(t, b), tab(t, b)}
+	for i, f := range fans {
+		if err := chromedp.Do(f, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.gateway, ev))); err != nil {
+			t.Fatal(err)
+		}
+		until(t, f, fmt.Sprintf("fan %d admitted", i), `document.body.dataset.state === "admitted"`, 30*time.Second)
+		if err := chromedp.Do(f, chromedp.Click(chromedp.ID("go-book"))); err != nil {
+			t.Fatal(err)
+		}
+		until(t, f, "the seat map", `!!document.getElementById("seat-AUD-H-7") && !document.getElementById("seat-AUD-H-7").disabled`, 15*time.Second)
+		if err := chromedp.Do(f, chromedp.Click(chromedp.ID("seat-AUD-H-7"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both picked H-7 from a map that showed it free; both press Hold.
+	done := make(chan error, 2)
+	for _, f := range fans {
+		go func() { done <- chromedp.Do(f, chromedp.Click(chromedp.ID("hold-picked"))) }()
+	}
+	for range fans {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, refused := -1, -1
+	for i, f := range fans {
+		until(t, f, "an answer to the hold", `!document.getElementById("held").hidden || document.getElementById("message").textContent.length > 0`, 10*time.Second)
+		ok, _ := chromedp.Run(f, chromedp.Evaluate[bool](`!document.getElementById("held").hidden`))
+		if ok {
+			held = i
+		} else {
+			refused = i
+		}
+	}
+	if held < 0 || refused < 0 {
+		t.Fatalf("held by fan %d, refused to fan %d: want exactly one of each", held, refused)
+	}
+	loser := fans[refused]
+	msg, _ := chromedp.Run(loser, chromedp.Evaluate[string](`document.getElementById("message").textContent`))
+	if !strings.Contains(msg, "AUD-H-7") || !strings.Contains(msg, "just taken") {
+		t.Fatalf("the loser reads %q; want a clear message naming the seat", msg)
+	}
+	until(t, loser, "a fresh map with H-7 taken", `document.getElementById("seat-AUD-H-7").disabled`, 10*time.Second)
+	shot(t, fans[held], "winner")
+	shot(t, loser, "loser")
+}
+
+// Scenario 4: an operator pauses admission in the console; the fan's page
+// says paused; resuming admits the fan.
+func TestOperatorPause(t *testing.T) {
+	s := newStack(t)
+	ev := s.event(t, -time.Minute)
+	b := browser(t)
+	op, fan := tab(t, b), tab(t, b)
+	if err := chromedp.Do(op,
+		chromedp.Navigate(fmt.Sprintf("%s/admin/?event=%d", s.gateway, ev)),
+		chromedp.SendKeys(chromedp.ID("admin-token"), s.admin),
+		chromedp.Click(chromedp.ID("signin")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	until(t, op, "the console's stats", `document.body.dataset.ready === "1"`, 15*time.Second)
+	until(t, op, "the pause button", `/Pause/.test(document.getElementById("pause").textContent)`, 10*time.Second)
+	if err := chromedp.Do(op, chromedp.Click(chromedp.ID("pause"))); err != nil {
+		t.Fatal(err)
+	}
+	until(t, op, "admission paused", `/Resume/.test(document.getElementById("pause").textContent)`, 10*time.Second)
+	shot(t, op, "console-paused")
+
+	if err := chromedp.Do(fan, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.gateway, ev))); err != nil {
+		t.Fatal(err)
+	}
+	until(t, fan, "the fan's page saying paused", `document.body.dataset.state === "paused" && /paused/i.test(document.getElementById("state").textContent)`, 20*time.Second)
+	shot(t, fan, "fan-paused")
+	if err := chromedp.Do(op, chromedp.Click(chromedp.ID("pause"))); err != nil {
+		t.Fatal(err)
+	}
+	until(t, fan, "admission after resuming", `document.body.dataset.state === "admitted"`, 30*time.Second)
+	shot(t, fan, "fan-admitted")
+	shot(t, op, "console-resumed")
+}
+
+// Scenario 5: a phone-sized viewport renders the waiting room, the booking
+// page and the console without horizontal scroll.
+func TestPhoneViewport(t *testing.T) {
+	s := newStack(t)
+	ev := s.event(t, -time.Minute)
+	b := browser(t)
+	fan := tab(t, b)
+	noScroll := `document.documentElement.scrollWidth <= document.documentElement.clientWidth`
+	if err := chromedp.Do(fan, chromedp.EmulateViewport(375, 812, chromedp.EmulateScale(2)),
+		chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.gateway, ev))); err != nil {
+		t.Fatal(err)
+	}
+	until(t, fan, "admitted", `document.body.dataset.state === "admitted"`, 30*time.Second)
+	until(t, fan, "no horizontal scroll in the waiting room", noScroll, 2*time.Second)
+	shot(t, fan, "phone-waiting")
+	if err := chromedp.Do(fan, chromedp.Click(chromedp.ID("go-book"))); err != nil {
+		t.Fatal(err)
+	}
+	until(t, fan, "the seat map", `document.querySelectorAll(".seat").length > 10`, 15*time.Second)
+	until(t, fan, "no horizontal scroll on the booking page", noScroll, 2*time.Second)
+	shot(t, fan, "phone-book")
+	if err := chromedp.Do(fan, chromedp.Navigate(s.gateway+"/admin/")); err != nil {
+		t.Fatal(err)
+	}
+	until(t, fan, "no horizontal scroll in the console", noScroll, 5*time.Second)
+	shot(t, fan, "phone-admin")
+}
