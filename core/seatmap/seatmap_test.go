@@ -3,6 +3,7 @@ package seatmap_test
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -51,6 +52,10 @@ func TestKeeper(t *testing.T) {
 	k := &seatmap.Keeper{Redis: rdb, Log: slog.New(slog.DiscardHandler)}
 	db := postgrestest.NewDB(t, postgres.Options{OnSeats: k.Changed})
 	k.DB = db
+	// Redis keys are per event id; other tests' databases also start at 1.
+	if _, err := db.Pool().Exec(ctx, `SELECT setval('events_id_seq', $1)`, 1_000_000+rand.Int64N(1<<40)); err != nil {
+		t.Fatal(err)
+	}
 	ev, err := db.CreateEvent(ctx, seed.EventSpec{Name: "map", Kind: core.KindMovie, Layout: seed.MustLayout("cinema"),
 		StartsAt: time.Now().Add(time.Hour), OnsaleAt: time.Now().Add(-time.Minute)})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -97,6 +98,11 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
+	// Redis keys are per event id: start this database's ids somewhere no
+	// other test's will be, since every test database starts at 1.
+	if _, err := db.Pool().Exec(ctx, `SELECT setval('events_id_seq', $1)`, 1_000_000+rand.Int64N(1<<40)); err != nil {
+		t.Fatal(err)
+	}
 	akey, _ := admission.GenerateKey()
 	tkey, _ := admission.GenerateKey()
 	admission.WritePrivateKeyFile(filepath.Join(dir, "admit.key"), akey)

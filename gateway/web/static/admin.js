@@ -125,7 +125,7 @@ function zoneNote() {
   const sign = off >= 0 ? "+" : "\u2212";
   const utc = `UTC${sign}${pad(Math.floor(Math.abs(off) / 60))}:${pad(Math.abs(off) % 60)}`;
   const name = Intl.DateTimeFormat().resolvedOptions().timeZone;
-  return name ? `${name}, ${utc}` : utc;
+  return name && name !== "UTC" ? `${name}, ${utc}` : utc;
 }
 
 /* ---------- token ---------- */
@@ -538,7 +538,7 @@ function plot(canvas, list, t0, t1) {
   const top = niceTop(max);
   const labels = [0, 1, 2, 3, 4].map((i) => compactFmt.format((top * i) / 4));
   const left = 12 + Math.max(...labels.map((l) => ctx.measureText(l).width));
-  const box = { x: left, y: 8, w: Math.max(1, w - left - 8), h: Math.max(1, h - 30) };
+  const box = { x: left, y: 8, w: Math.max(1, w - left - 16), h: Math.max(1, h - 30) };
   const X = (t) => box.x + ((t - t0) / (t1 - t0)) * box.w;
   const Y = (v) => box.y + box.h - (v / top) * box.h;
 
@@ -557,9 +557,9 @@ function plot(canvas, list, t0, t1) {
     ctx.fillText(label, box.x - 6, y);
   });
   ctx.textBaseline = "top";
-  const minutes = Math.round((t1 - t0) / 60000), every = box.w < 260 ? 2 : 1;
+  ctx.textAlign = "center";
+  const minutes = Math.round((t1 - t0) / 60000), every = box.w / minutes < 56 ? 2 : 1;
   for (let m = 0; m <= minutes; m += every) {
-    ctx.textAlign = m === 0 ? "right" : m === minutes ? "left" : "center";
     ctx.fillText(m === 0 ? "now" : `\u2212${m} min`, X(t1 - m * 60000), box.y + box.h + 8);
   }
 
