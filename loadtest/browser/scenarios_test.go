@@ -3,6 +3,7 @@ package browser
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -124,4 +125,52 @@ func TestPhoneViewport(t *testing.T) {
 	}
 	until(t, fan, "no horizontal scroll in the console", noScroll, 5*time.Second)
 	shot(t, fan, "phone-admin")
+}
+
+// Scenario 3: a fan refreshes while waiting, and opens a second tab: the
+// same place in line every time.
+func TestRefreshKeepsPlace(t *testing.T) {
+	s := newStack(t)
+	ev := s.event(t, -time.Minute)
+	// Nobody is let in, so the fans stay in line.
+	req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s/admin/v1/events/%d", s.gateway, ev), strings.NewReader(`{"new_users_per_minute":0}`))
+	req.Header.Set("Authorization", "Bearer "+s.admin)
+	// The room learns the event on the first join: make one first.
+	if r, err := http.Post(fmt.Sprintf("%s/v1/events/%d/queue", s.gateway, ev), "", nil); err == nil {
+		r.Body.Close()
+	}
+	r, err := http.DefaultClient.Do(req)
+	if err != nil || r.StatusCode != 200 {
+		t.Fatalf("PATCH the dial: %v %v", r, err)
+	}
+	r.Body.Close()
+	b := browser(t)
+	fan := tab(t, b)
+	page := fmt.Sprintf("%s/events/%d", s.gateway, ev)
+	if err := chromedp.Do(fan, chromedp.Navigate(page)); err != nil {
+		t.Fatal(err)
+	}
+	until(t, fan, "a place in line", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("position").textContent)`, 20*time.Second)
+	place, _ := chromedp.Run(fan, chromedp.Evaluate[string](`document.getElementById("position").textContent`))
+	shot(t, fan, "waiting")
+	for i := range 2 {
+		if err := chromedp.Do(fan, chromedp.Reload()); err != nil {
+			t.Fatal(err)
+		}
+		until(t, fan, "the place after a refresh", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("position").textContent)`, 20*time.Second)
+		if got, _ := chromedp.Run(fan, chromedp.Evaluate[string](`document.getElementById("position").textContent`)); got != place {
+			t.Fatalf("refresh %d: place %s; want %s", i+1, got, place)
+		}
+	}
+	// A second tab of the same browser shares the cookie: the same place.
+	second, cancel := chromedp.NewContext(fan)
+	defer cancel()
+	if err := chromedp.Do(second, chromedp.Navigate(page)); err != nil {
+		t.Fatal(err)
+	}
+	until(t, second, "the place in a second tab", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("position").textContent)`, 20*time.Second)
+	if got, _ := chromedp.Run(second, chromedp.Evaluate[string](`document.getElementById("position").textContent`)); got != place {
+		t.Fatalf("second tab: place %s; want %s", got, place)
+	}
+	shot(t, second, "second-tab")
 }

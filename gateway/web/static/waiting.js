@@ -29,11 +29,16 @@ function setState(state) {
   document.body.dataset.state = state;
 }
 
-function duration(seconds) {
-  if (seconds < 0) return "an unknown time";
-  if (seconds < 60) return "less than a minute";
+function wait(seconds) {
+  if (seconds < 0) return "waiting for the organisers to let people in";
+  if (seconds < 60) return "about a minute to go";
   const m = Math.round(seconds / 60);
-  return m < 60 ? `${m} min` : `${Math.floor(m / 60)} h ${m % 60} min`;
+  return "about " + (m < 60 ? `${m} min` : `${Math.floor(m / 60)} h ${m % 60} min`) + " to go";
+}
+
+function ahead(n) {
+  if (n === 0) return "you are next";
+  return n === 1 ? "1 person ahead of you" : `${n.toLocaleString("en-IN")} people ahead of you`;
 }
 
 function tickCountdown() {
@@ -56,8 +61,8 @@ function render(r) {
   }
   if (r.state === "waiting" || r.state === "paused") {
     $("position").textContent = r.position.toLocaleString("en-IN");
-    $("ahead").textContent = r.ahead.toLocaleString("en-IN");
-    $("eta").textContent = duration(r.eta_seconds);
+    $("ahead").textContent = ahead(r.ahead);
+    $("eta").textContent = wait(r.eta_seconds);
     const key = "onsale.firstAhead." + eventId;
     firstAhead = firstAhead ?? Number(sessionStorage.getItem(key) ?? r.ahead);
     sessionStorage.setItem(key, firstAhead);
