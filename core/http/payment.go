@@ -212,6 +212,35 @@ func (s *Server) providerError(ctx context.Context, b *core.Booking, err error) 
 	}
 }
 
+// payInput reads what Pay and Confirm share: the hold the admit token may
+// act on and the body (raw, for the idempotency fingerprint). A card token
+// is required for Confirm (card) and refused on Pay (UPI). It answers the
+// error itself and reports ok=false.
+func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (core.HoldRef, payBody, core.Contact, []byte, bool) {
+	var in payBody
+	ref, err := s.holdRef(r)
+	var raw []byte
+	if err == nil {
+		raw, err = readBody(w, r, &in)
+	}
+	switch {
+	case err != nil:
+	case card && in.PaymentToken == "":
+		err = core.Errorf(core.EInvalid, "payment_token is required")
+	case !card && in.PaymentToken != "":
+		err = core.Errorf(core.EInvalid, "payment_token belongs to /confirm, the card flow")
+	}
+	var contact core.Contact
+	if err == nil {
+		contact, err = in.contact()
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return ref, in, contact, nil, false
+	}
+	return ref, in, contact, raw, true
+}
+
 // workContext outlives the client: once money may move, the request's work
 // is finished and recorded even if the fan hangs up.
 func workContext(r *http.Request) (context.Context, context.CancelFunc) {
@@ -222,22 +251,8 @@ func workContext(r *http.Request) (context.Context, context.CancelFunc) {
 // the hold, and the payment at the provider under the booking's key
 // (charge:<hold>). The outcome arrives later by webhook.
 func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
-	ref, err := s.holdRef(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var in payBody
-	raw, err := readBody(w, r, &in)
-	if err == nil && in.PaymentToken != "" {
-		err = core.Errorf(core.EInvalid, "payment_token belongs to /confirm, the card flow")
-	}
-	contact, cerr := in.contact()
-	if err == nil {
-		err = cerr
-	}
-	if err != nil {
-		s.fail(w, r, err)
+	ref, _, contact, raw, ok := s.payInput(w, r, false)
+	if !ok {
 		return
 	}
 	s.idempotent(w, r, ref.Account, raw, func() result {
@@ -271,22 +286,8 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 // booking, conditional book), capture, and only then show the tickets. When
 // the hold is gone the authorization is voided and the fan gets 410.
 func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
-	ref, err := s.holdRef(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var in payBody
-	raw, err := readBody(w, r, &in)
-	if err == nil && in.PaymentToken == "" {
-		err = core.Errorf(core.EInvalid, "payment_token is required")
-	}
-	contact, cerr := in.contact()
-	if err == nil {
-		err = cerr
-	}
-	if err != nil {
-		s.fail(w, r, err)
+	ref, in, contact, raw, ok := s.payInput(w, r, true)
+	if !ok {
 		return
 	}
 	s.idempotent(w, r, ref.Account, raw, func() result {

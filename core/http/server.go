@@ -55,11 +55,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.Metrics.Handler())
 	mux.HandleFunc("GET /v1/events", s.listEvents)
-	mux.HandleFunc("GET /v1/events/{event}", s.getEvent)
+	mux.HandleFunc("GET /v1/events/{event}", s.eventGetter("public, max-age=5",
+		func(ctx context.Context, id int64) (any, error) { return s.Catalog.Event(ctx, id) }))
 	mux.HandleFunc("POST /v1/events/{event}/holds", s.createHold)
 	if s.Layouts != nil {
-		mux.HandleFunc("GET /v1/events/{event}/layout", s.getLayout)
-		mux.HandleFunc("GET /v1/events/{event}/stats", s.getCounts)
+		// The layout never changes: cached for long. The counts move.
+		mux.HandleFunc("GET /v1/events/{event}/layout", s.eventGetter("public, max-age=86400, immutable",
+			func(ctx context.Context, id int64) (any, error) { return s.Layouts.Layout(ctx, id) }))
+		mux.HandleFunc("GET /v1/events/{event}/stats", s.eventGetter("public, max-age=1",
+			func(ctx context.Context, id int64) (any, error) { return s.Layouts.Counts(ctx, id) }))
 	}
 	mux.HandleFunc("GET /v1/holds/{hold}", s.getHold)
 	mux.HandleFunc("DELETE /v1/holds/{hold}", s.releaseHold)
@@ -132,58 +136,24 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"events": events})
 }
 
-func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(r)
-	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
-		return
+// eventGetter serves a read of one event's data with the given caching.
+func (s *Server) eventGetter(cache string, read func(ctx context.Context, id int64) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := eventID(r)
+		if !ok {
+			s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		v, err := read(ctx, id)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.Header().Set("Cache-Control", cache)
+		writeJSON(w, http.StatusOK, v)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	e, err := s.Catalog.Event(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.Header().Set("Cache-Control", "public, max-age=5")
-	writeJSON(w, http.StatusOK, e)
-}
-
-// getLayout serves an event's seat layout; it never changes, so it may be
-// cached for long.
-func (s *Server) getLayout(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(r)
-	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	l, err := s.Layouts.Layout(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
-	writeJSON(w, http.StatusOK, l)
-}
-
-// getCounts serves an event's tickets by state (available, held, sold).
-func (s *Server) getCounts(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(r)
-	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	c, err := s.Layouts.Counts(ctx, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.Header().Set("Cache-Control", "public, max-age=1")
-	writeJSON(w, http.StatusOK, c)
 }
 
 // holdBody is the wire form of core.HoldRequest: pointers tell a missing
