@@ -3,7 +3,6 @@ package browser
 import (
 	"context"
 	"crypto/ed25519"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -200,9 +199,7 @@ func shot(t *testing.T, c context.Context, name string) {
 		dir = filepath.Join(os.TempDir(), "onsale-screenshots")
 	}
 	os.MkdirAll(dir, 0o755)
-	f := filepath.Join(dir, fmt.Sprintf("%s-%s.png", t.Name(), name))
-	f = strings.ReplaceAll(f, "/", "_")
-	f = filepath.Join(dir, filepath.Base(f))
+	f := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".png")
 	os.WriteFile(f, png, 0o644)
 	t.Logf("screenshot %s", f)
 }
