@@ -74,3 +74,17 @@ func Demo(now time.Time) []EventSpec {
 	}
 	return specs
 }
+
+// ScaledStadium is the stadium with rows cut so it holds about seats seats
+// (every block and band kept, rows of 100): the demo's smaller sale.
+func ScaledStadium(seats int) *layout.Layout {
+	l := MustLayout("stadium")
+	perBlock := max(1, (seats+len(l.Sections)-1)/len(l.Sections))
+	rows := max(1, (perBlock+99)/100)
+	for i := range l.Sections {
+		if rows < len(l.Sections[i].Rows) {
+			l.Sections[i].Rows = l.Sections[i].Rows[:rows]
+		}
+	}
+	return l
+}

@@ -44,3 +44,41 @@ stop_core() {
 	wait "$CORE_PID" 2>/dev/null || true
 	CORE_PID=''
 }
+
+PAYSIM_ADDR=127.0.0.1:18090
+GATEWAY_ADDR=127.0.0.1:18080
+PIDS=()
+
+# start_stack URL ADMIN_TOKEN: the payment simulator, the core (payments, seat map)
+# and the gateway, on their demo ports, each waited for.
+start_stack() {
+	local url=$1 admin=$2 core=127.0.0.1:18081
+	mkdir -p .run/keys
+	bin/admitkey gen -key .run/keys/ticket.key >/dev/null
+	ONSALE_PAYSIM_ADDR=$PAYSIM_ADDR ONSALE_PAYSIM_CONTROL=true ONSALE_PAYSIM_WEBHOOK_URL="http://$core/v1/webhooks/payments" \
+		ONSALE_PAYSIM_BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}' \
+		bin/paysim >>.run/demo-paysim.log 2>&1 &
+	PIDS+=($!)
+	start_core "$url" "$core" -sweep-interval 5s -provider-url "http://$PAYSIM_ADDR" -provider-key sk_test_paysim \
+		-webhook-secret whsec_test_paysim -ticket-key .run/keys/ticket.key -sms-url "http://$PAYSIM_ADDR/sms" -redis "$REDIS_URL"
+	ONSALE_GATEWAY_ADDR=$GATEWAY_ADDR ONSALE_REDIS=$REDIS_URL ONSALE_CORE_URL="http://$core" ONSALE_ADMIT_KEYS=.run/keys/admit.key \
+		ONSALE_QUEUE_SECRET="$(head -c 48 /dev/urandom | base64 | tr -d '\n')" ONSALE_ADMIN_TOKEN="$admin" \
+		ONSALE_CHECKOUT_URL="http://$PAYSIM_ADDR/checkout" ONSALE_IP_RATE=100000 ONSALE_TOKEN_RATE=100 ONSALE_LOG_LEVEL=warn \
+		bin/gateway >>.run/demo-gateway.log 2>&1 &
+	PIDS+=($!)
+	local i
+	for ((i = 0; i < 100; i++)); do
+		curl -fsS "http://$GATEWAY_ADDR/healthz" >/dev/null 2>&1 && curl -fsS "http://$PAYSIM_ADDR/healthz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "the gateway or the payment simulator did not start; see .run/demo-*.log" >&2
+	return 1
+}
+
+stop_all() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	PIDS=()
+	stop_core
+}

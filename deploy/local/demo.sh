@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# deploy/local/demo.sh - `make demo`: start the core on a fresh database, seed the
-# demo catalog, storm the stadium concert's hold API with a crowd of fans, check
-# that no seat is held twice, stop. Bounded: FANS fans (default 3000).
+# deploy/local/demo.sh - `make demo`: the noon concert sale, end to end. Starts the
+# payment simulator, the core and the gateway on a fresh database, seeds the stadium
+# concert (SEATS seats, default 4000: every block, fewer rows), runs the crowd
+# (FANS fans, default 6000, with bots), waits for every payment to settle, runs the
+# invariant checker (non-zero exit on any failure), prints a summary, stops.
+# Full size: make demo FANS=600000 SEATS=40000.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
-trap stop_core EXIT
+trap stop_all EXIT
 
+SEATS=${SEATS:-4000}
+FANS=${FANS:-6000}
 build
 url=$(fresh_db onsale_demo)
-# A short sweep interval so expired holds visibly return during the demo.
-start_core "$url" 127.0.0.1:18081 -sweep-interval 5s
-echo "+ seed: the demo catalog"
-DATABASE_URL=$url bin/seed -onsale-in 0s
-echo "+ holdstorm: ${FANS:-3000} fans with admit tokens storm the stadium concert"
-DATABASE_URL=$url bin/holdstorm -core http://127.0.0.1:18081 -admit-key .run/keys/admit.key -fans "${FANS:-3000}"
-echo "+ core metrics (holds by outcome)"
-curl -fsS http://127.0.0.1:18081/metrics | grep -E '^onsale_core_holds_total' || true
+ADMIN=demo-admin-$RANDOM
+start_stack "$url" "$ADMIN"
+echo "+ seed: the demo catalog (stadium at $SEATS seats)"
+# Time is compressed: holds last a minute (not eight), sessions two.
+DATABASE_URL=$url bin/seed -onsale-in 1m -stadium-seats "$SEATS" -concert-hold-seconds "${HOLD_SECONDS:-60}"
+echo "+ flashsale: $FANS fans"
+DATABASE_URL=$url bin/flashsale -gateway "http://$GATEWAY_ADDR" -paysim "http://$PAYSIM_ADDR" -admin-token "$ADMIN" \
+	-event 1 -fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}" \
+	-onsale-in "${ONSALE_IN:-10s}" -deadline "${DEADLINE:-4m}" -sweep 5s

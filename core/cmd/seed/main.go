@@ -20,9 +20,11 @@ func main() {
 	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
 	reset := flag.Bool("reset", false, "delete every venue, event, seat and hold first")
 	asJSON := flag.Bool("json", false, "print the events as JSON lines instead of a table")
+	holdSeconds := flag.Int("concert-hold-seconds", 0, "hold time of the concerts' holds (0: the default 480 s; the demo compresses time)")
+	stadiumSeats := flag.Int("stadium-seats", 40000, "seats of the stadium concert: fewer cuts rows from every block (the demo's smaller scale)")
 	onsaleIn := flag.Duration("onsale-in", 0, "put the concerts on sale this long from now instead of at the next noon IST (e.g. 0s for now, 30s)")
 	flag.Parse()
-	if err := run(context.Background(), *dbURL, *reset, *asJSON, *onsaleIn, isSet("onsale-in")); err != nil {
+	if err := run(context.Background(), *dbURL, *reset, *asJSON, *onsaleIn, isSet("onsale-in"), *stadiumSeats, *holdSeconds); err != nil {
 		fmt.Fprintln(os.Stderr, "seed:", err)
 		os.Exit(1)
 	}
@@ -34,7 +36,7 @@ func isSet(name string) bool {
 	return set
 }
 
-func run(ctx context.Context, dbURL string, reset, asJSON bool, onsaleIn time.Duration, moveOnsale bool) error {
+func run(ctx context.Context, dbURL string, reset, asJSON bool, onsaleIn time.Duration, moveOnsale bool, stadiumSeats, holdSeconds int) error {
 	if dbURL == "" {
 		return fmt.Errorf("DATABASE_URL is required")
 	}
@@ -51,6 +53,12 @@ func run(ctx context.Context, dbURL string, reset, asJSON bool, onsaleIn time.Du
 	now := time.Now()
 	out := json.NewEncoder(os.Stdout)
 	for _, s := range seed.Demo(now) {
+		if s.Layout.Capacity() == 40000 && stadiumSeats < 40000 {
+			s.Layout = seed.ScaledStadium(stadiumSeats)
+		}
+		if holdSeconds > 0 && s.Kind == "concert" {
+			s.HoldSeconds = holdSeconds
+		}
 		if moveOnsale && s.Kind == "concert" {
 			s.OnsaleAt = now.Add(onsaleIn).Truncate(time.Second)
 		}
