@@ -3,13 +3,15 @@
 # payment simulator, the core and the gateway on a fresh database, seeds the stadium
 # concert (SEATS seats, default 4000: every block, fewer rows), runs the crowd
 # (FANS fans, default 6000, with bots), waits for every payment to settle, runs the
-# invariant checker (non-zero exit on any failure), prints a summary, stops.
+# invariant checker (non-zero exit on any failure), prints a summary, writes the HTML
+# report (.run/report/index.html, and a screenshot of it when chromium is there), stops.
 # Full size: make demo FANS=600000 SEATS=40000.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
 trap stop_all EXIT
 
 SEATS=${SEATS:-4000}
+mkdir -p .run/report
 FANS=${FANS:-6000}
 build
 url=$(fresh_db onsale_demo)
@@ -21,4 +23,10 @@ DATABASE_URL=$url bin/seed -onsale-in 1m -stadium-seats "$SEATS" -concert-hold-s
 echo "+ flashsale: $FANS fans"
 DATABASE_URL=$url bin/flashsale -gateway "http://$GATEWAY_ADDR" -paysim "http://$PAYSIM_ADDR" -admin-token "$ADMIN" \
 	-event 1 -fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}" \
-	-onsale-in "${ONSALE_IN:-10s}" -deadline "${DEADLINE:-4m}" -sweep 5s
+	-onsale-in "${ONSALE_IN:-10s}" -deadline "${DEADLINE:-4m}" -sweep 5s -report "$PWD/.run/report/index.html"
+if command -v chromium >/dev/null 2>&1; then
+	chromium --headless --no-sandbox --disable-gpu --no-first-run --disable-quic --disable-background-networking \
+		--disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --hide-scrollbars --window-size=1280,2600 \
+		--screenshot="$PWD/.run/report/report.png" "file://$PWD/.run/report/index.html" >/dev/null 2>&1 &&
+		echo "report screenshot: .run/report/report.png"
+fi

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/loadtest/check"
+	"github.com/onsale/onsale/loadtest/report"
 )
 
 type config struct {
@@ -38,6 +39,7 @@ type config struct {
 	onsaleIn, tail, deadline                        time.Duration
 	perMinute, maxActive                            int
 	sweep, session                                  time.Duration
+	report                                          string
 }
 
 func main() {
@@ -56,6 +58,7 @@ func main() {
 	flag.IntVar(&c.perMinute, "per-minute", 3000, "the new_users_per_minute dial")
 	flag.IntVar(&c.maxActive, "max-active", 600, "the total_active_users dial")
 	flag.DurationVar(&c.session, "session", 2*time.Minute, "the session_seconds dial: how long an admitted fan may shop")
+	flag.StringVar(&c.report, "report", "", "write the HTML report here")
 	flag.DurationVar(&c.sweep, "sweep", 5*time.Second, "the core's sweep interval (for the checker's margin)")
 	flag.Parse()
 	if err := run(context.Background(), c); err != nil {
@@ -159,6 +162,7 @@ func run(ctx context.Context, c config) error {
 	sale, stop := context.WithTimeout(ctx, c.deadline)
 	defer stop()
 	var samples []check.Sample
+	var series []point
 	var smu sync.Mutex
 	var soldOutAt atomic.Int64
 	start := time.Now()
@@ -181,6 +185,9 @@ func run(ctx context.Context, c config) error {
 			d := a.body["dials"].(map[string]any)
 			num := func(m map[string]any, k string) int64 { v, _ := m[k].(float64); return int64(v) }
 			smu.Lock()
+			series = append(series, point{t: time.Since(onsale).Seconds(), queued: num(s, "queued"), admitted: num(s, "admitted_per_minute"),
+				dial: num(d, "new_users_per_minute"), active: num(s, "active"), held: num(cs.body, "held"), sold: num(cs.body, "sold"),
+				available: num(cs.body, "available"), holds: st.held.Load(), confirmed: st.confirmed.Load()})
 			samples = append(samples, check.Sample{At: time.Now(), Active: num(s, "active"), Offers: num(s, "offered_unclaimed"),
 				AdmittedPerMinute: num(s, "admitted_per_minute"), Queued: num(s, "queued"),
 				Dial: num(d, "new_users_per_minute"), Cap: num(d, "total_active_users")})
@@ -274,10 +281,71 @@ func run(ctx context.Context, c config) error {
 		}
 		fmt.Printf("  %s  %s (%s)\n", v, r.Name, r.Detail)
 	}
+	if c.report != "" {
+		smu.Lock()
+		err := writeReport(c, st, series, res, ev.Capacity, saleTook, time.Duration(soldOutAt.Load()))
+		smu.Unlock()
+		if err != nil {
+			return err
+		}
+		fmt.Println("\nreport:", c.report)
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d invariants broken", failed)
 	}
 	return nil
+}
+
+// point is one second of the sale as the operators' screens showed it.
+type point struct {
+	t                                                                       float64
+	queued, admitted, dial, active, held, sold, available, holds, confirmed int64
+}
+
+func writeReport(c config, st *stats, series []point, res []check.Result, capacity int, took, soldOut time.Duration) error {
+	line := func(name string, f func(p point) int64, dashed bool) report.Line {
+		l := report.Line{Name: name, Dashed: dashed}
+		for _, p := range series {
+			l.Points = append(l.Points, report.Point{T: p.t, V: float64(f(p))})
+		}
+		return l
+	}
+	predicted := float64(capacity) / 4 / 0.5 / float64(c.perMinute) * 60
+	outcome := fmt.Sprintf("not sold out when the %v deadline came (%.0f s after onsale)", c.deadline, took.Seconds())
+	if soldOut > 0 {
+		outcome = fmt.Sprintf("sold out %.0f s after onsale", soldOut.Seconds())
+	}
+	r := report.Report{
+		Title: fmt.Sprintf("onsale flash sale: %d fans, %d seats", c.fans, capacity),
+		Summary: []string{
+			fmt.Sprintf("Dials: %d admitted a minute, %d sessions at most, sessions of %v. %s; Little's-law prediction from the dials (about 4 tickets an order, half the admitted buy): %.0f s — with sessions capped the sale is bound by total_active_users / session length (%.0f a minute) instead.",
+				c.perMinute, c.maxActive, c.session, outcome, predicted, float64(c.maxActive)/c.session.Minutes()),
+			fmt.Sprintf("Joined %d, admitted %d, holds %d (lost a seat race %d, over the limit %d), paid %d, confirmed %d, payments failed %d, refunded %d, walked away %d; bot requests refused %d.",
+				st.joined.Load(), st.admitted.Load(), st.held.Load(), st.taken.Load(), st.limit.Load(), st.paid.Load(), st.confirmed.Load(),
+				st.failedPay.Load(), st.refunded.Load(), st.abandoned.Load(), st.botRefused.Load()),
+		},
+		Charts: []report.Chart{
+			{Title: "Queue length", Unit: "fans waiting", Lines: []report.Line{line("queued", func(p point) int64 { return p.queued }, false)}},
+			{Title: "Admitted per minute against the dial", Unit: "per minute", Lines: []report.Line{
+				line("measured", func(p point) int64 { return p.admitted }, false), line("dial", func(p point) int64 { return p.dial }, true)}},
+			{Title: "Active sessions", Lines: []report.Line{line("active", func(p point) int64 { return p.active }, false)}},
+			{Title: "Holds and bookings", Unit: "cumulative", Lines: []report.Line{
+				line("holds", func(p point) int64 { return p.holds }, false), line("confirmed bookings", func(p point) int64 { return p.confirmed }, false)}},
+			{Title: "Seats", Lines: []report.Line{line("remaining", func(p point) int64 { return p.available }, false),
+				line("held", func(p point) int64 { return p.held }, false), line("sold", func(p point) int64 { return p.sold }, false)}},
+		},
+		Errors: st.errorsByKind,
+	}
+	for _, x := range res {
+		r.Checks = append(r.Checks, report.Check{Name: x.Name, Detail: x.Detail, Pass: x.Pass})
+	}
+	for route, d := range st.latency {
+		slices.Sort(d)
+		ms := func(x time.Duration) float64 { return float64(x) / 1e6 }
+		r.Latencies = append(r.Latencies, report.Latency{Route: route, Count: len(d), P50: ms(d[len(d)/2]), P90: ms(d[len(d)*9/10]),
+			P99: ms(d[len(d)*99/100]), Max: ms(d[len(d)-1])})
+	}
+	return report.Write(c.report, r)
 }
 
 // fan is one member of the crowd.

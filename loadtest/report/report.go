@@ -1,0 +1,162 @@
+// Package report writes a sale's report as one self-contained HTML page:
+// the summary, the invariants, and line charts drawn as inline SVG (no
+// script, no external resource: the page opens offline and anywhere).
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Point is one value at T seconds after onsale.
+type Point struct{ T, V float64 }
+
+// Line is one named series.
+type Line struct {
+	Name   string
+	Points []Point
+	Dashed bool
+}
+
+// Chart is one chart of one or more lines.
+type Chart struct {
+	Title string
+	Unit  string
+	Lines []Line
+}
+
+// Latency is one endpoint's latency summary, in milliseconds.
+type Latency struct {
+	Route              string
+	Count              int
+	P50, P90, P99, Max float64
+}
+
+// Check is one invariant's verdict.
+type Check struct {
+	Name, Detail string
+	Pass         bool
+}
+
+// Report is everything the page shows.
+type Report struct {
+	Title     string
+	Summary   []string
+	Checks    []Check
+	Charts    []Chart
+	Latencies []Latency
+	Errors    map[string]int
+}
+
+var colours = []string{"#1a5276", "#c0392b", "#1e8449", "#b9770e", "#6c3483"}
+
+// svg draws a chart: 640x220, axes with a few labels, one polyline a line.
+func svg(c Chart) template.HTML {
+	const w, h, left, bottom, top, right = 640.0, 220.0, 56.0, 28.0, 10.0, 10.0
+	var tmin, tmax, vmax = math.Inf(1), math.Inf(-1), 0.0
+	for _, l := range c.Lines {
+		for _, p := range l.Points {
+			tmin, tmax, vmax = math.Min(tmin, p.T), math.Max(tmax, p.T), math.Max(vmax, p.V)
+		}
+	}
+	if math.IsInf(tmin, 0) {
+		return template.HTML(`<p class="muted">no data</p>`)
+	}
+	if tmax <= tmin {
+		tmax = tmin + 1
+	}
+	vmax = niceCeil(vmax)
+	x := func(t float64) float64 { return left + (t-tmin)/(tmax-tmin)*(w-left-right) }
+	y := func(v float64) float64 { return h - bottom - v/vmax*(h-bottom-top) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg viewBox="0 0 %.0f %.0f" role="img" aria-label="%s">`, w, h, template.HTMLEscapeString(c.Title))
+	for i := 0; i <= 4; i++ {
+		v := vmax * float64(i) / 4
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" class="grid"/><text x="%.1f" y="%.1f" class="axis" text-anchor="end">%s</text>`,
+			left, w-right, y(v), y(v), left-6, y(v)+4, short(v))
+	}
+	for i := 0; i <= 5; i++ {
+		t := tmin + (tmax-tmin)*float64(i)/5
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="axis" text-anchor="middle">%+.0fs</text>`, x(t), h-8, t)
+	}
+	for i, l := range c.Lines {
+		var pts []string
+		for _, p := range l.Points {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.T), y(p.V)))
+		}
+		dash := ""
+		if l.Dashed {
+			dash = ` stroke-dasharray="6 4"`
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`, colours[i%len(colours)], dash, strings.Join(pts, " "))
+	}
+	b.WriteString(`</svg><p class="legend">`)
+	for i, l := range c.Lines {
+		fmt.Fprintf(&b, `<span><i style="background:%s"></i>%s</span> `, colours[i%len(colours)], template.HTMLEscapeString(l.Name))
+	}
+	b.WriteString(`</p>`)
+	return template.HTML(b.String())
+}
+
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func short(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{"svg": svg}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body { font: 15px/1.45 system-ui, sans-serif; color: #17202a; margin: 0; background: #f7f9f9; }
+header { background: #1a5276; color: #fff; padding: .8rem 1.2rem; } h1 { margin: 0; font-size: 1.2rem; }
+main { max-width: 72rem; margin: 0 auto; padding: 1rem; }
+.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(30rem, 1fr)); gap: 1rem; }
+section { background: #fff; border: 1px solid #d5dbdb; border-radius: .5rem; padding: .8rem 1rem; margin-bottom: 1rem; }
+h2 { font-size: 1rem; margin: 0 0 .5rem; } svg { width: 100%; height: auto; }
+.grid { stroke: #e5e8e8; } .axis { font-size: 11px; fill: #5d6d7e; }
+.legend span { margin-right: 1rem; font-size: .85rem; } .legend i { display: inline-block; width: .8rem; height: .8rem; margin-right: .3rem; vertical-align: middle; }
+table { border-collapse: collapse; width: 100%; } td, th { padding: .25rem .5rem; border-bottom: 1px solid #e5e8e8; text-align: right; } td:first-child, th:first-child { text-align: left; }
+.pass { color: #1e8449; font-weight: 700; } .fail { color: #a93226; font-weight: 700; } .muted { color: #5d6d7e; }
+</style></head>
+<body><header><h1>{{.Title}}</h1></header><main>
+<section><h2>Summary</h2>{{range .Summary}}<p>{{.}}</p>{{end}}</section>
+<section><h2>Invariants</h2><table>{{range .Checks}}<tr><td>{{if .Pass}}<span class="pass">PASS</span>{{else}}<span class="fail">FAIL</span>{{end}} {{.Name}}</td><td class="muted">{{.Detail}}</td></tr>{{end}}</table></section>
+<div class="grid2">{{range .Charts}}<section><h2>{{.Title}}{{if .Unit}} <span class="muted">({{.Unit}})</span>{{end}}</h2>{{svg .}}</section>{{end}}</div>
+<section><h2>Latency per endpoint (ms, as the crowd saw it)</h2><table><tr><th>endpoint</th><th>requests</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>
+{{range .Latencies}}<tr><td>{{.Route}}</td><td>{{.Count}}</td><td>{{printf "%.1f" .P50}}</td><td>{{printf "%.1f" .P90}}</td><td>{{printf "%.1f" .P99}}</td><td>{{printf "%.1f" .Max}}</td></tr>{{end}}</table></section>
+<section><h2>Errors by kind</h2>{{if .Errors}}<table>{{range $k, $v := .Errors}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{else}}<p>none</p>{{end}}</section>
+</main></body></html>
+`))
+
+// Write writes the report to path.
+func Write(path string, r Report) error {
+	sort.Slice(r.Latencies, func(i, j int) bool { return r.Latencies[i].Route < r.Latencies[j].Route })
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return page.Execute(f, r)
+}
