@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,8 +146,11 @@ func (r *Room) refresh(ctx context.Context, id int64) error {
 		cur.dials = d
 	}
 	now := time.Now()
+	if tk.Now.Before(cur.tick.Now) {
+		return nil // a concurrent refresh stored a newer tick: never go back
+	}
 	cur.tick, cur.fetched = tk, now
-	cur.history = append(cur.history, servingAt{now, tk.Serving})
+	cur.history = append(slices.Clip(cur.history), servingAt{now, tk.Serving})
 	for len(cur.history) > 1 && now.Sub(cur.history[0].at) > time.Minute {
 		cur.history = cur.history[1:]
 	}

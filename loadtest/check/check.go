@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -29,6 +31,15 @@ type Sample struct {
 	AdmittedPerMinute int64
 	Queued            int64
 	Dial, Cap         int64
+	Serving           int64 // every place up to this one has been offered
+}
+
+// Admission is one fan's way through the line, as the crowd saw it.
+type Admission struct {
+	Prequeue   bool      // joined before onsale (its place drawn at onsale)
+	First      int64     // the first place it was given (a lapsed turn sends a fan back)
+	Position   int64     // its place in line when admitted
+	AdmittedAt time.Time // zero if never admitted
 }
 
 // Input names what the checker looks at.
@@ -39,6 +50,7 @@ type Input struct {
 	ProviderKey   string
 	SweepInterval time.Duration
 	Samples       []Sample
+	Admissions    []Admission
 }
 
 // totals mirrors the provider ledger's per-reference totals.
@@ -157,7 +169,37 @@ SELECT count(*) FROM bookings WHERE event_id = $1 AND status IN ('PAYMENT_PENDIN
 		fmt.Sprintf("%d samples, most active %d", len(in.Samples), worstActive)})
 	out = append(out, Result{"admitted per minute never beat the dial (+5%)", rateOver == 0,
 		fmt.Sprintf("%d samples, highest %d/min", len(in.Samples), worstRate)})
+	out = append(out, queueOrder(in))
 	return out, nil
+}
+
+// queueOrder checks that fans were let in in line order: nobody was
+// admitted before the serving counter reached its place (checked against
+// the first sample taken after the admission), and every pre-queue fan
+// (shuffled at onsale) stood ahead of every fan who came later.
+func queueOrder(in Input) Result {
+	early, admitted, maxPre, minLate := 0, 0, int64(0), int64(math.MaxInt64)
+	for _, a := range in.Admissions {
+		if a.First > 0 {
+			if a.Prequeue {
+				maxPre = max(maxPre, a.First)
+			} else {
+				minLate = min(minLate, a.First)
+			}
+		}
+		if a.AdmittedAt.IsZero() {
+			continue
+		}
+		admitted++
+		i := sort.Search(len(in.Samples), func(i int) bool { return !in.Samples[i].At.Before(a.AdmittedAt) })
+		if i < len(in.Samples) && a.Position > in.Samples[i].Serving {
+			early++
+		}
+	}
+	pass := early == 0 && (minLate == math.MaxInt64 || maxPre < minLate)
+	return Result{"every fan admitted in queue order (pre-queue shuffle excepted)", pass,
+		fmt.Sprintf("%d admissions, %d before their place was offered; pre-queue places up to %d, later arrivals from %d",
+			admitted, early, maxPre, minLate)}
 }
 
 func rupees(paise int64) string { return fmt.Sprintf("₹%d.%02d", paise/100, paise%100) }

@@ -176,6 +176,7 @@ func run(ctx context.Context, c config) error {
 				return
 			case <-t.C:
 			}
+			asOf := time.Now() // the reading is at least this recent
 			a := admin.do(sale, "admin", "GET", fmt.Sprintf("%s/admin/v1/events/%d", c.gateway, c.event), nil, adminHdr...)
 			cs := admin.do(sale, "stats", "GET", fmt.Sprintf("%s/v1/events/%d/stats", c.gateway, c.event), nil)
 			if a.status != 200 || cs.status != 200 {
@@ -188,9 +189,9 @@ func run(ctx context.Context, c config) error {
 			series = append(series, point{t: time.Since(onsale).Seconds(), queued: num(s, "queued"), admitted: num(s, "admitted_per_minute"),
 				dial: num(d, "new_users_per_minute"), active: num(s, "active"), held: num(cs.body, "held"), sold: num(cs.body, "sold"),
 				available: num(cs.body, "available"), holds: st.held.Load(), confirmed: st.confirmed.Load()})
-			samples = append(samples, check.Sample{At: time.Now(), Active: num(s, "active"), Offers: num(s, "offered_unclaimed"),
+			samples = append(samples, check.Sample{At: asOf, Active: num(s, "active"), Offers: num(s, "offered_unclaimed"),
 				AdmittedPerMinute: num(s, "admitted_per_minute"), Queued: num(s, "queued"),
-				Dial: num(d, "new_users_per_minute"), Cap: num(d, "total_active_users")})
+				Dial: num(d, "new_users_per_minute"), Cap: num(d, "total_active_users"), Serving: num(s, "serving")})
 			smu.Unlock()
 			if num(cs.body, "available") == 0 && num(cs.body, "held") == 0 && soldOutAt.Load() == 0 {
 				// Every seat sold, none held that could come back: the
@@ -235,6 +236,7 @@ func run(ctx context.Context, c config) error {
 
 	// The crowd: 30% before onsale, 50% in the first ten seconds, 20% over the tail.
 	var wgFans sync.WaitGroup
+	traces := make([]*check.Admission, c.fans)
 	for i := range c.fans {
 		var at time.Duration
 		switch p := rand.Float64(); {
@@ -256,6 +258,7 @@ func run(ctx context.Context, c config) error {
 			jar, _ := cookiejar.New(nil)
 			f := &fan{c: c, st: st, n: i, bands: ev.Bands, cl: &client{base: c.gateway, http: &http.Client{Transport: transport, Jar: jar, Timeout: 15 * time.Second}, st: st}}
 			f.shop(sale)
+			traces[i] = &f.trace
 		}()
 	}
 	wgFans.Wait()
@@ -266,8 +269,14 @@ func run(ctx context.Context, c config) error {
 	// Let payments and refunds settle, then check.
 	fmt.Println("  the crowd is done; waiting for payments and refunds to settle…")
 	settle(ctx, c)
+	var admissions []check.Admission
+	for _, tr := range traces {
+		if tr != nil {
+			admissions = append(admissions, *tr)
+		}
+	}
 	res, err := check.Run(ctx, check.Input{DatabaseURL: c.dbURL, Event: c.event, LedgerURL: c.paysim + "/v1/ledger",
-		ProviderKey: c.providerKey, SweepInterval: c.sweep, Samples: samples})
+		ProviderKey: c.providerKey, SweepInterval: c.sweep, Samples: samples, Admissions: admissions})
 	if err != nil {
 		return err
 	}
@@ -358,6 +367,7 @@ type fan struct {
 		Code string `json:"code"`
 	}
 	admit string
+	trace check.Admission
 }
 
 func (f *fan) url(format string, args ...any) string {
@@ -367,6 +377,8 @@ func (f *fan) url(format string, args ...any) string {
 func (f *fan) shop(ctx context.Context) {
 	ev := f.c.event
 	r := f.cl.do(ctx, "join", "POST", f.url("/v1/events/%d/queue", ev), nil)
+	f.trace.Prequeue = r.status == 200 && r.body["state"] == "prequeue"
+	f.trace.First = int64(float64Of(r.body["position"]))
 	if r.status != 200 {
 		f.st.fail(fmt.Sprintf("join %d", r.status))
 		return
@@ -392,8 +404,16 @@ func (f *fan) shop(ctx context.Context) {
 		if r.status == 410 {
 			return
 		}
+		if p := int64(float64Of(r.body["position"])); r.status == 200 && p > 0 {
+			f.trace.Position = p
+			if f.trace.First == 0 {
+				f.trace.First = p
+			}
+		}
 		if r.status == 200 && r.body["state"] == "admitted" {
 			f.admit = r.body["admit_token"].(string)
+			f.trace.Position = int64(float64Of(r.body["position"]))
+			f.trace.AdmittedAt = time.Now()
 			break
 		}
 		if r.status == 200 && (r.body["state"] == "sold_out" || r.body["state"] == "closed") {
