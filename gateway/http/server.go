@@ -389,7 +389,9 @@ func (s *Server) describe(v view, q *token.Queue, now time.Time) queueReply {
 		r.PollAfterMs = longest
 	}
 	if d.Paused {
+		// A pause is for a moment: come back soon, to be first in when it ends.
 		r.State = gateway.StatePaused
+		r.PollAfterMs = min(r.PollAfterMs, 5000)
 	}
 	r.PollAfterMs = jitter(r.PollAfterMs)
 	return r

@@ -304,8 +304,8 @@ func TestAdmin(t *testing.T) {
 	if r.status != 200 || r.body["dials"].(map[string]any)["paused"] != true {
 		t.Fatalf("PATCH paused = %d %s", r.status, r.raw)
 	}
-	if st := g.do(t, fan, "GET", g.path("/queue/status"), ""); st.body["state"] != gateway.StatePaused {
-		t.Fatalf("fan status while paused = %s", st.raw)
+	if st := g.do(t, fan, "GET", g.path("/queue/status"), ""); st.body["state"] != gateway.StatePaused || st.body["poll_after_ms"].(float64) > 6250 {
+		t.Fatalf("fan status while paused = %s; want paused, polling again within about 5 s", st.raw)
 	}
 	g.do(t, nil, "PATCH", path, `{"paused":false}`, auth...)
 	deadline := time.Now().Add(3 * time.Second)
