@@ -31,12 +31,33 @@ type Keeper struct {
 
 	mu  sync.Mutex
 	pos map[int64]map[string]int // seat positions, per event (static)
+
+	once    sync.Once
+	changes chan change
 }
 
-// Changed flips the bits of seats that became available or not. It is
-// the postgres.Options.OnSeats hook: it runs after commit, and a failure
-// only waits for the next rebuild.
+type change struct {
+	event     int64
+	seats     []string
+	available bool
+}
+
+// Changed queues a flip of the bits of seats that became available or
+// not. It is the postgres.Options.OnSeats hook: it runs after commit and
+// never blocks the hold path; Run applies the queue in pipelined batches.
+// A change dropped because the queue is full only waits for the next
+// rebuild, as does one Redis refused.
 func (k *Keeper) Changed(event int64, seats []string, available bool) {
+	k.once.Do(func() { k.changes = make(chan change, 16384) })
+	select {
+	case k.changes <- change{event, seats, available}:
+	default:
+	}
+}
+
+// apply flips the bits of one queued change.
+func (k *Keeper) apply(c change) {
+	event, seats, available := c.event, c.seats, c.available
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	pos, err := k.positions(ctx, event)
@@ -99,18 +120,25 @@ func (k *Keeper) Rebuild(ctx context.Context) error {
 	return nil
 }
 
-// Run rebuilds every interval until ctx ends.
+// Run applies queued changes as they come and rebuilds every interval,
+// until ctx ends.
 func (k *Keeper) Run(ctx context.Context, interval time.Duration) {
+	k.once.Do(func() { k.changes = make(chan change, 16384) })
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		if err := k.Rebuild(ctx); err != nil && ctx.Err() == nil {
 			k.Log.Warn("seat map rebuild failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-k.changes:
+				k.apply(c)
+			case <-t.C:
+				waiting = false
+			}
 		}
 	}
 }

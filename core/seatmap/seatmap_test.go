@@ -36,13 +36,21 @@ func redisClient(t *testing.T) goredis.UniversalClient {
 	return c
 }
 
-func bit(t *testing.T, rdb goredis.UniversalClient, ev int64, pos int) int64 {
+// bit reads a seat's bit once it settles at want (changes are applied
+// asynchronously), or after a second whatever it is.
+func bit(t *testing.T, rdb goredis.UniversalClient, ev int64, pos int, want ...int64) int64 {
 	t.Helper()
-	v, err := rdb.GetBit(ctx, seatmap.Key(ev), int64(pos)).Result()
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(time.Second)
+	for {
+		v, err := rdb.GetBit(ctx, seatmap.Key(ev), int64(pos)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 || v == want[0] || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return v
 }
 
 // The bitmap follows holds, releases and sweeps seat by seat, and a
@@ -52,6 +60,9 @@ func TestKeeper(t *testing.T) {
 	k := &seatmap.Keeper{Redis: rdb, Log: slog.New(slog.DiscardHandler)}
 	db := postgrestest.NewDB(t, postgres.Options{OnSeats: k.Changed})
 	k.DB = db
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go k.Run(rctx, time.Hour) // applies the queued per-seat changes; rebuilds only when asked below
 	// Redis keys are per event id; other tests' databases also start at 1.
 	if _, err := db.Pool().Exec(ctx, `SELECT setval('events_id_seq', $1)`, 1_000_000+rand.Int64N(1<<40)); err != nil {
 		t.Fatal(err)
@@ -67,20 +78,20 @@ func TestKeeper(t *testing.T) {
 	}
 	pos, _ := db.SeatPositions(ctx, ev)
 	a, b := pos["AUD-C-3"], pos["AUD-C-4"]
-	if bit(t, rdb, ev, a) != 1 {
+	if bit(t, rdb, ev, a, 1) != 1 {
 		t.Fatal("a free seat is not marked available")
 	}
 	h, err := db.CreateHold(ctx, core.HoldParams{EventID: ev, Account: "x", Request: core.HoldRequest{Seats: []string{"AUD-C-3", "AUD-C-4"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bit(t, rdb, ev, a) != 0 || bit(t, rdb, ev, b) != 0 {
+	if bit(t, rdb, ev, a, 0) != 0 || bit(t, rdb, ev, b, 0) != 0 {
 		t.Fatal("held seats still marked available")
 	}
 	if _, err := db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if bit(t, rdb, ev, a) != 1 || bit(t, rdb, ev, b) != 1 {
+	if bit(t, rdb, ev, a, 1) != 1 || bit(t, rdb, ev, b, 1) != 1 {
 		t.Fatal("released seats not marked available again")
 	}
 	h2, _ := db.CreateHold(ctx, core.HoldParams{EventID: ev, Account: "y", Request: core.HoldRequest{Seats: []string{"AUD-C-3"}}})
@@ -89,7 +100,7 @@ func TestKeeper(t *testing.T) {
 	if r, err := db.Sweep(ctx); err != nil || r.Seats != 1 {
 		t.Fatalf("sweep = %+v, %v", r, err)
 	}
-	if bit(t, rdb, ev, a) != 1 {
+	if bit(t, rdb, ev, a, 1) != 1 {
 		t.Fatal("a swept seat is not marked available again")
 	}
 	// A missed update (here: the bitmap wiped) heals at the next rebuild.
