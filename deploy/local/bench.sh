@@ -15,7 +15,7 @@ if ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 && ! command -v pgbenc
 	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql >/dev/null
 fi
 url=$(fresh_db onsale_bench)
-start_core "$url" 127.0.0.1:18181 -sweep-interval 1h
+start_core "$url" 127.0.0.1:18181 -sweep-interval 1h -redis "" # the hold path alone: no seat-map upkeep
 mkdir -p .run/bench
 DATABASE_URL=$url bin/holdbench -core http://127.0.0.1:18181 -admit-key .run/keys/admit.key \
 	-rounds "${BENCH_ROUNDS:-8}" -out .run/bench/holdbench.json | tee .run/bench/holdbench.txt
