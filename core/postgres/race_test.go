@@ -143,6 +143,61 @@ func TestRaceOneSeat(t *testing.T) {
 	})
 }
 
+// naiveGroupHold checks every seat of a group, then writes each one: the
+// group version of check-then-write.
+func naiveGroupHold(db *postgres.DB, event int64, group []string) (bool, error) {
+	var free int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM seats WHERE event_id = $1 AND seat_id = ANY ($2) AND status = 'AVAILABLE'`,
+		event, group).Scan(&free); err != nil {
+		return false, err
+	}
+	if free != len(group) {
+		return false, nil
+	}
+	time.Sleep(time.Millisecond)
+	for _, s := range group {
+		if _, err := db.Pool().Exec(ctx, `UPDATE seats SET status = 'HELD', hold_id = gen_random_uuid(), hold_until = now() + interval '8 minutes'
+WHERE event_id = $1 AND seat_id = $2`, event, s); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// Experiment 2, control: overlapping groups claimed by check-then-write end
+// up with a seat in two winning groups.
+func TestRaceOverlappingGroupsControl(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "stadium", 6)
+	seats := seed.MustLayout("stadium").Seats()
+	doubled := 0
+	for race := range 100 {
+		block := seats[race*6 : race*6+6]
+		groups := [][]string{{block[0].ID, block[1].ID, block[2].ID}, {block[2].ID, block[3].ID}, {block[1].ID, block[2].ID, block[3].ID, block[4].ID}}
+		won := make([]bool, len(groups))
+		together(len(groups), func(f int) {
+			ok, err := naiveGroupHold(db, ev, groups[f])
+			if err != nil {
+				t.Error(err)
+			}
+			won[f] = ok
+		})
+		n := 0
+		for _, w := range won {
+			if w {
+				n++
+			}
+		}
+		if n > 1 { // every pair of these groups overlaps on seat 2
+			doubled++
+		}
+	}
+	t.Logf("check-then-write groups: %d of 100 races gave an overlapping seat to two groups", doubled)
+	if doubled == 0 {
+		t.Fatal("the naive group hold never double-held a seat: the harness cannot see the bug")
+	}
+}
+
 // Experiment 2: 1,400 races between overlapping multi-seat groups.
 func TestRaceOverlappingGroups(t *testing.T) {
 	db := postgrestest.NewDB(t, postgres.Options{})
