@@ -82,3 +82,15 @@ stop_all() {
 	PIDS=()
 	stop_core
 }
+
+# watch_list DATABASE_URL: name=pid,... of every process of the sale (for
+# flashsale -watch): the stack started here, PostgreSQL's postmaster (its
+# backends count with it) and the Redis server.
+watch_list() {
+	local url=$1 out pg rd dir
+	out="paysim=${PIDS[0]},core=$CORE_PID,gateway=${PIDS[1]}"
+	dir=$(psql "$url" -X -Atqc 'SHOW data_directory' 2>/dev/null) &&
+		pg=$(head -1 "$dir/postmaster.pid" 2>/dev/null) && out+=",postgres=$pg"
+	rd=$(redis-cli -u "$REDIS_URL" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p') && [[ -n $rd ]] && out+=",redis=$rd"
+	printf '%s\n' "$out"
+}

@@ -64,6 +64,7 @@ type metrics struct {
 	requests *prometheus.HistogramVec
 	joins    *prometheus.CounterVec
 	polls    *prometheus.CounterVec
+	leaves   *prometheus.CounterVec
 }
 
 // Handler returns the fasthttp handler.
@@ -85,8 +86,10 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 		joins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_joins_total", Help: "Joins by outcome."}, []string{"outcome"}),
 		polls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_polls_total", Help: "Status polls by state and whether Redis was touched."},
 			[]string{"state", "redis"}),
+		leaves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_leaves_total",
+			Help: "Fans who said they were done, by outcome (ended: a session's room went back to the line)."}, []string{"outcome"}),
 	}
-	m.reg.MustRegister(m.requests, m.joins, m.polls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.requests, m.joins, m.polls, m.leaves, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = m
 	prom := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	return func(ctx *fasthttp.RequestCtx) {
@@ -120,11 +123,15 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, prom fasthttp.RequestHandler) s
 		ctx.SetBody(s.jwks)
 		return "jwks"
 	case len(parts) == 4 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "queue":
-		if method != "POST" {
-			fail(ctx, 405, "method_not_allowed", "POST to join the queue")
+		switch method {
+		case "POST":
+			s.join(ctx, parts[2])
 			return "join"
+		case "DELETE":
+			s.leave(ctx, parts[2])
+			return "leave"
 		}
-		s.join(ctx, parts[2])
+		fail(ctx, 405, "method_not_allowed", "POST to join the queue, DELETE to leave it")
 		return "join"
 	case len(parts) == 5 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "queue" && parts[4] == "status":
 		if method != "GET" {
@@ -498,6 +505,44 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, idStr string) {
 	}
 	s.metrics.polls.WithLabelValues(r.State, touched).Inc()
 	writeJSON(ctx, 200, r)
+}
+
+// leave: a fan who is done (tickets bought, or giving up) ends the session
+// now, so the next fan in line comes in at once instead of when the session
+// would have run out; a fan still in line gives the place up. The admit
+// token already issued stays valid until it expires: leaving gives nothing
+// back to the leaver, it only hands the room on.
+func (s *Server) leave(ctx *fasthttp.RequestCtx, idStr string) {
+	ev, ok := eventID(idStr)
+	if !ok {
+		fail(ctx, 404, "not_found", "no such event")
+		return
+	}
+	q, err := s.Queue.Verify(s.queueToken(ctx, ev), ev)
+	if err != nil {
+		if s.limited(ctx, s.ipLimit, clientIP(ctx)) {
+			return
+		}
+		fail(ctx, 401, "invalid_queue_token", "the queue token is missing, invalid or expired")
+		return
+	}
+	if s.limited(ctx, s.tokenLimit, q.ID+q.Subject) {
+		return
+	}
+	ctx.Response.Header.Set("Cache-Control", "private, no-store")
+	outcome := redis.LeaveNone
+	if v, ok := s.Room.View(ev); !ok || q.Epoch == v.dials.Epoch {
+		// (A token of a room Redis has lost has nothing left to leave.)
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if outcome, err = s.Room.Store.Leave(c, ev, q.Subject); err != nil {
+			fail(ctx, 503, "unavailable", "the waiting room cannot record that right now; try again")
+			return
+		}
+	}
+	s.metrics.leaves.WithLabelValues(outcome).Inc()
+	setCookie(ctx, cookieName(ev), "", -time.Hour)
+	writeJSON(ctx, 200, map[string]string{"outcome": outcome})
 }
 
 func (s *Server) admitted(ctx *fasthttp.RequestCtx, ev int64, q *token.Queue, until time.Time, queueTok string, touched *string) {

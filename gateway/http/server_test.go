@@ -416,3 +416,69 @@ func TestSeatmap(t *testing.T) {
 		t.Fatalf("layout = %d %v %s", l.status, l.header, l.raw)
 	}
 }
+
+// A fan who is done hands the room on: with one session allowed, the fan
+// behind waits while the first shops (the control: still waiting after
+// several ticks) and is admitted right after the first leaves. Bad leaves
+// (no token, a forged one, a non-numeric event, a wrong method) are refused
+// with JSON and change nothing.
+func TestLeaveHandsTheRoomOn(t *testing.T) {
+	g := newGateway(t, redistest.Addrs(t, false), nil)
+	g.dials(t, func(d *gateway.Dials) { d.NewUsersPerMinute, d.TotalActiveUsers = 60000, 1 })
+	first, second := g.fan(), g.fan()
+	g.do(t, first, "POST", g.path("/queue"), "")
+	g.do(t, second, "POST", g.path("/queue"), "")
+	waitState := func(c *http.Client, want string, within time.Duration) resp {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			st := g.do(t, c, "GET", g.path("/queue/status"), "")
+			if st.body["state"] == want || time.Now().After(deadline) {
+				return st
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if st := waitState(first, gateway.StateAdmitted, 3*time.Second); st.body["state"] != gateway.StateAdmitted {
+		t.Fatalf("first fan not admitted: %s", st.raw)
+	}
+	if st := waitState(second, gateway.StateAdmitted, 600*time.Millisecond); st.body["state"] != gateway.StateWaiting {
+		t.Fatalf("second fan while the only session is taken = %s; want waiting", st.raw)
+	}
+
+	other, _ := token.NewQueueSigner([]byte(strings.Repeat("z", 32)))
+	forged, _ := other.Sign(g.event, "vis:x", 1, 0, "")
+	bare := &http.Client{Transport: g.client.Transport}
+	for _, tc := range []struct {
+		name, method, path string
+		hdr                []string
+		status             int
+	}{
+		{"no token", "DELETE", g.path("/queue"), nil, 401},
+		{"forged token", "DELETE", g.path("/queue"), []string{"Authorization", "Bearer " + forged}, 401},
+		{"non-numeric event", "DELETE", "/v1/events/abc/queue", nil, 404},
+		{"wrong method", "PUT", g.path("/queue"), nil, 405},
+	} {
+		if r := g.do(t, bare, tc.method, tc.path, "", tc.hdr...); r.status != tc.status || r.body["error"] == nil {
+			t.Errorf("%s: %d %s; want %d with a JSON error", tc.name, r.status, r.raw, tc.status)
+		}
+	}
+	if st := waitState(second, gateway.StateAdmitted, 300*time.Millisecond); st.body["state"] != gateway.StateWaiting {
+		t.Fatalf("after refused leaves the second fan = %s; want still waiting", st.raw)
+	}
+
+	r := g.do(t, first, "DELETE", g.path("/queue"), "")
+	if r.status != 200 || r.body["outcome"] != redis.LeaveEnded || !strings.Contains(strings.ToLower(r.header.Get("Set-Cookie")), "max-age=0") {
+		t.Fatalf("leave = %d %v %s; want ended and the cookie cleared", r.status, r.header, r.raw)
+	}
+	if st := waitState(second, gateway.StateAdmitted, 3*time.Second); st.body["state"] != gateway.StateAdmitted {
+		t.Fatalf("second fan after the first left = %s; want admitted", st.raw)
+	}
+	if j := g.do(t, first, "POST", g.path("/queue"), ""); j.status != 410 || j.body["error"] != "session_ended" {
+		t.Fatalf("rejoin after leaving = %d %s; want 410 session_ended", j.status, j.raw)
+	}
+	m := g.do(t, nil, "GET", "/metrics", "")
+	if !strings.Contains(m.raw, `onsale_gateway_leaves_total{outcome="ended"} 1`) {
+		t.Errorf("metrics do not count the leave:\n%s", grep(m.raw, "leaves_total"))
+	}
+}

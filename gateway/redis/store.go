@@ -29,11 +29,14 @@ var (
 	claimLua string
 	//go:embed position.lua
 	positionLua string
+	//go:embed leave.lua
+	leaveLua string
 
 	joinScript     = goredis.NewScript(prelude + joinLua)
 	tickScript     = goredis.NewScript(prelude + tickLua)
 	claimScript    = goredis.NewScript(prelude + claimLua)
 	positionScript = goredis.NewScript(prelude + positionLua)
+	leaveScript    = goredis.NewScript(prelude + leaveLua)
 )
 
 // Store is the waiting room's Redis store.
@@ -181,6 +184,25 @@ func (s *Store) Claim(ctx context.Context, event int64, identity string, positio
 		return "", 0, unavailable(err)
 	}
 	return v[0].(string), v[1].(int64), nil
+}
+
+// Leave outcomes.
+const (
+	LeaveEnded = "ended" // a live session ended: its room goes to the line
+	LeaveLeft  = "left"  // a place in line was given up
+	LeaveNone  = "none"  // nothing to leave
+)
+
+// Leave ends identity's session early, or gives up its place in line, and
+// keeps it from queueing again for the event; see the Leave outcomes. Safe
+// to retry.
+func (s *Store) Leave(ctx context.Context, event int64, identity string) (string, error) {
+	k := keysOf(event)
+	v, err := leaveScript.Run(ctx, s.rdb, []string{k.active, k.ids, k.pre, k.frozen}, identity).Text()
+	if err != nil {
+		return "", unavailable(err)
+	}
+	return v, nil
 }
 
 // Frozen reports whether the event's pre-queue has been fixed (onsale passed).

@@ -283,3 +283,80 @@ func TestLapseRequeueAndEnd(t *testing.T) {
 		}
 	})
 }
+
+// A fan who is done gives the session's room back at once: the next tick
+// offers one more place (without the leave it offers none, see above). A
+// fan in line who leaves gives the place up; before the draw the pre-queue
+// shrinks. Either way the identity cannot queue again; leaving twice, or
+// as a stranger, changes nothing.
+func TestLeave(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		ev := redistest.Event(t, s)
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+			d.NewUsersPerMinute, d.TotalActiveUsers, d.ClaimSeconds = 60000, 3, 30
+		})
+		for f := range 6 {
+			s.Join(ctx, ev, fmt.Sprint(f))
+		}
+		s.Tick(ctx, ev)
+		time.Sleep(100 * time.Millisecond)
+		s.Tick(ctx, ev)
+		for f := range 3 {
+			if st, _, _ := s.Claim(ctx, ev, fmt.Sprint(f), int64(f+1)); st != redis.ClaimAdmitted {
+				t.Fatalf("claim %d = %s", f, st)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		if tk, _ := s.Tick(ctx, ev); tk.Serving != 3 || tk.Active != 3 {
+			t.Fatalf("tick = %+v; want 3 sessions and nothing more offered", tk)
+		}
+		if st, err := s.Leave(ctx, ev, "0"); err != nil || st != redis.LeaveEnded {
+			t.Fatalf("leave with a live session = %q, %v; want ended", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if tk, _ := s.Tick(ctx, ev); tk.Serving != 4 || tk.Active != 2 || tk.Offers != 1 {
+			t.Fatalf("tick after a leave = %+v; want place 4 offered, 2 sessions", tk)
+		}
+		for _, who := range []string{"0", "stranger"} {
+			if st, _ := s.Leave(ctx, ev, who); st != redis.LeaveNone {
+				t.Fatalf("leave by %s = %q; want none", who, st)
+			}
+		}
+		if st, _, _ := s.Claim(ctx, ev, "0", 1); st != redis.ClaimEnded {
+			t.Fatalf("claim after leaving = %s; want ended", st)
+		}
+		// Fan 5 (place 6) gives up its place in line.
+		if st, _ := s.Leave(ctx, ev, "5"); st != redis.LeaveLeft {
+			t.Fatalf("leave from the line = %q; want left", st)
+		}
+		for _, who := range []string{"0", "5"} {
+			if r, _ := s.Join(ctx, ev, who); r.State != gateway.StateEnded {
+				t.Fatalf("join by %s after leaving = %+v; want ended", who, r)
+			}
+		}
+
+		// Before the draw: the pre-queue loses the fan who left.
+		pre := redistest.Event(t, s)
+		setDials(t, s, pre, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		})
+		for f := range 3 {
+			if r, _ := s.Join(ctx, pre, fmt.Sprint(f)); r.State != gateway.StatePrequeue {
+				t.Fatalf("join before onsale = %+v", r)
+			}
+		}
+		if st, _ := s.Leave(ctx, pre, "1"); st != redis.LeaveLeft {
+			t.Fatalf("leave from the pre-queue = %q; want left", st)
+		}
+		setDials(t, s, pre, func(d *gateway.Dials) { d.OnsaleAt = time.Now().Add(-time.Second) })
+		if tk, _ := s.Tick(ctx, pre); tk.Queue != 2 {
+			t.Fatalf("line after the draw = %d places; want 2 (the leaver is not drawn)", tk.Queue)
+		}
+		for _, f := range []string{"0", "2"} {
+			if p, err := s.Position(ctx, pre, f); err != nil || p < 1 || p > 2 {
+				t.Fatalf("fan %s drawn at %d, %v; want 1 or 2", f, p, err)
+			}
+		}
+	})
+}

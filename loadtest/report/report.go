@@ -36,6 +36,14 @@ type Latency struct {
 	P50, P90, P99, Max float64
 }
 
+// Process is what one process (with its children) cost during the sale.
+type Process struct {
+	Name             string
+	CPUPeak, CPUMean float64 // cores
+	MemPeakMB        float64
+	Procs            int
+}
+
 // Check is one invariant's verdict.
 type Check struct {
 	Name, Detail string
@@ -49,10 +57,11 @@ type Report struct {
 	Checks    []Check
 	Charts    []Chart
 	Latencies []Latency
+	Processes []Process
 	Errors    map[string]int
 }
 
-var colours = []string{"#1a5276", "#c0392b", "#1e8449", "#b9770e", "#6c3483"}
+var colours = []string{"#1a5276", "#c0392b", "#1e8449", "#b9770e", "#6c3483", "#17a589", "#7f8c8d"}
 
 // svg draws a chart: 640x220, axes with a few labels, one polyline a line.
 func svg(c Chart) template.HTML {
@@ -146,6 +155,8 @@ table { border-collapse: collapse; width: 100%; } td, th { padding: .25rem .5rem
 <div class="grid2">{{range .Charts}}<section><h2>{{.Title}}{{if .Unit}} <span class="muted">({{.Unit}})</span>{{end}}</h2>{{svg .}}</section>{{end}}</div>
 <section><h2>Latency per endpoint (ms, as the crowd saw it)</h2><table><tr><th>endpoint</th><th>requests</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>
 {{range .Latencies}}<tr><td>{{.Route}}</td><td>{{.Count}}</td><td>{{printf "%.1f" .P50}}</td><td>{{printf "%.1f" .P90}}</td><td>{{printf "%.1f" .P99}}</td><td>{{printf "%.1f" .Max}}</td></tr>{{end}}</table></section>
+{{if .Processes}}<section><h2>Processes (CPU in cores of this machine; memory is the peak sum of proportional set sizes, children included)</h2><table><tr><th>process</th><th>processes</th><th>CPU mean</th><th>CPU peak (1 s)</th><th>memory peak (MB)</th></tr>
+{{range .Processes}}<tr><td>{{.Name}}</td><td>{{.Procs}}</td><td>{{printf "%.2f" .CPUMean}}</td><td>{{printf "%.2f" .CPUPeak}}</td><td>{{printf "%.0f" .MemPeakMB}}</td></tr>{{end}}</table></section>{{end}}
 <section><h2>Errors by kind</h2>{{if .Errors}}<table>{{range $k, $v := .Errors}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{else}}<p>none</p>{{end}}</section>
 </main></body></html>
 `))

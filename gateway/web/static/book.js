@@ -227,6 +227,10 @@ async function showTickets(b) {
     box.appendChild(card);
   }
   document.body.dataset.tickets = String(b.tickets.length);
+  // Done: the fan's place in the room goes to the next fan in line now, not
+  // when the session would have run out (the queue cookie says who).
+  const left = await fetch(`/v1/events/${eventId}/queue`, { method: "DELETE" }).catch(() => null);
+  if (left && left.ok) document.body.dataset.left = "1";
 }
 
 async function start() {

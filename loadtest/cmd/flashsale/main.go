@@ -9,26 +9,26 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
-	"net/http"
-	"net/http/cookiejar"
+	"net/url"
+	"strconv"
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/onsale/onsale/loadtest/check"
+	"github.com/onsale/onsale/loadtest/procstat"
 	"github.com/onsale/onsale/loadtest/report"
 )
 
@@ -36,10 +36,11 @@ type config struct {
 	gateway, paysim, providerKey, adminToken, dbURL string
 	event                                           int64
 	fans, bots                                      int
-	onsaleIn, tail, deadline                        time.Duration
+	onsaleIn, wall, tail, deadline, claim           time.Duration
 	perMinute, maxActive                            int
 	sweep, session                                  time.Duration
-	report                                          string
+	report, watch                                   string
+	conns                                           int
 }
 
 func main() {
@@ -53,6 +54,8 @@ func main() {
 	flag.IntVar(&c.fans, "fans", 4000, "fans in the crowd")
 	flag.IntVar(&c.bots, "bots", 4, "bots hammering the queue")
 	flag.DurationVar(&c.onsaleIn, "onsale-in", 10*time.Second, "time until onsale (the pre-queue crowd arrives before)")
+	flag.DurationVar(&c.wall, "wall", 10*time.Second, "half the crowd arrives within this long after onsale")
+	flag.DurationVar(&c.claim, "claim", 30*time.Second, "the claim_seconds dial (a far-back fan polls about every third of it)")
 	flag.DurationVar(&c.tail, "tail", 30*time.Second, "late arrivals keep coming this long after onsale")
 	flag.DurationVar(&c.deadline, "deadline", 4*time.Minute, "stop the sale after this long, whatever is left")
 	flag.IntVar(&c.perMinute, "per-minute", 3000, "the new_users_per_minute dial")
@@ -60,6 +63,8 @@ func main() {
 	flag.DurationVar(&c.session, "session", 2*time.Minute, "the session_seconds dial: how long an admitted fan may shop")
 	flag.StringVar(&c.report, "report", "", "write the HTML report here")
 	flag.DurationVar(&c.sweep, "sweep", 5*time.Second, "the core's sweep interval (for the checker's margin)")
+	flag.IntVar(&c.conns, "conns", 1024, "connections the crowd opens to the gateway at most")
+	flag.StringVar(&c.watch, "watch", "", "processes to sample for CPU and memory, name=pid,... (children count with their parent)")
 	flag.Parse()
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "flashsale:", err)
@@ -71,6 +76,10 @@ func main() {
 type stats struct {
 	joined, admitted, held, paid, confirmed, taken, limit, abandoned, failedPay, refunded, rejoin atomic.Int64
 	botRefused, errors                                                                            atomic.Int64
+	left                                                                                          atomic.Int64
+	sessionNanos                                                                                  atomic.Int64 // admitted to done, summed over fans who said they were done
+	start                                                                                         time.Time
+	pollsAt                                                                                       []atomic.Int64 // status polls answered, by second since start
 	mu                                                                                            sync.Mutex
 	latency                                                                                       map[string][]time.Duration
 	errorsByKind                                                                                  map[string]int
@@ -89,10 +98,24 @@ func (s *stats) fail(kind string) {
 	s.mu.Unlock()
 }
 
+// client is one fan's (or the operators', or a bot's) side of the
+// connection pool: fasthttp, so the crowd costs the shared cores as little
+// as it can, with the fan's cookies kept by hand (a jar per fan would cost
+// more than the fan).
 type client struct {
-	base string
-	http *http.Client
-	st   *stats
+	hc      *fasthttp.HostClient
+	base    string
+	timeout time.Duration
+	st      *stats
+	keep    bool // keep cookies (a fan); the operators and bots send none
+	mu      sync.Mutex
+	cookies map[string]string
+}
+
+func newPool(base string, conns int) *fasthttp.HostClient {
+	u, _ := url.Parse(base)
+	return &fasthttp.HostClient{Addr: u.Host, MaxConns: conns, MaxConnWaitTimeout: 20 * time.Second,
+		MaxIdleConnDuration: 30 * time.Second, ReadBufferSize: 16 << 10}
 }
 
 type reply struct {
@@ -101,53 +124,113 @@ type reply struct {
 	retry  time.Duration
 }
 
-func (c *client) do(ctx context.Context, route, method, url string, body any, hdr ...string) reply {
-	var r io.Reader
+// do sends one request; route names it in the latency table. The reply's
+// JSON is decoded unless the route is "layout" (the crowd parses the
+// immutable layout once: a browser would cache it).
+func (c *client) do(ctx context.Context, route, method, target string, body any, hdr ...string) reply {
+	timeout := c.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if ctx.Err() != nil || timeout <= 0 {
+		return reply{}
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(target)
+	req.Header.SetMethod(method)
 	if body != nil {
 		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
+		req.SetBodyRaw(b)
+		req.Header.SetContentType("application/json")
 	}
-	req, _ := http.NewRequestWithContext(ctx, method, url, r)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	if c.keep {
+		c.mu.Lock()
+		for k, v := range c.cookies {
+			req.Header.SetCookie(k, v)
+		}
+		c.mu.Unlock()
+	}
 	t0 := time.Now()
-	resp, err := c.http.Do(req)
+	err := c.hc.DoTimeout(req, resp, timeout)
 	c.st.observe(route, time.Since(t0))
 	if err != nil {
-		c.st.fail("transport")
-		return reply{status: 0}
+		if ctx.Err() == nil {
+			c.st.fail("transport")
+		}
+		return reply{}
 	}
-	defer resp.Body.Close()
-	out := reply{status: resp.StatusCode}
-	json.NewDecoder(resp.Body).Decode(&out.body)
-	if ra := resp.Header.Get("Retry-After"); ra != "" {
-		var n int
-		fmt.Sscan(ra, &n)
+	if route == "status" {
+		if i := int(time.Since(c.st.start) / time.Second); i >= 0 && i < len(c.st.pollsAt) {
+			c.st.pollsAt[i].Add(1)
+		}
+	}
+	if c.keep {
+		c.mu.Lock()
+		resp.Header.VisitAllCookie(func(key, value []byte) {
+			var ck fasthttp.Cookie
+			if ck.ParseBytes(value) != nil {
+				return
+			}
+			if c.cookies == nil {
+				c.cookies = map[string]string{}
+			}
+			if len(ck.Value()) == 0 {
+				delete(c.cookies, string(key))
+			} else {
+				c.cookies[string(key)] = string(ck.Value())
+			}
+		})
+		c.mu.Unlock()
+	}
+	out := reply{status: resp.StatusCode()}
+	if route != "layout" {
+		json.Unmarshal(resp.Body(), &out.body)
+	}
+	if ra := resp.Header.Peek("Retry-After"); len(ra) > 0 {
+		n, _ := strconv.Atoi(string(ra))
 		out.retry = time.Duration(n) * time.Second
 	}
-	if resp.StatusCode >= 500 {
-		c.st.fail(fmt.Sprintf("%s %d", route, resp.StatusCode))
+	if out.status >= 500 {
+		c.st.fail(fmt.Sprintf("%s %d", route, out.status))
 	}
 	return out
 }
 
 func run(ctx context.Context, c config) error {
-	st := &stats{latency: map[string][]time.Duration{}, errorsByKind: map[string]int{}}
-	transport := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 512, IdleConnTimeout: 30 * time.Second}
-	admin := &client{base: c.gateway, http: &http.Client{Transport: transport, Timeout: 10 * time.Second}, st: st}
+	st := &stats{latency: map[string][]time.Duration{}, errorsByKind: map[string]int{}, start: time.Now(),
+		pollsAt: make([]atomic.Int64, int((c.onsaleIn+c.deadline).Seconds())+60)}
+	targets, err := procstat.Parse(c.watch)
+	if err != nil {
+		return err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	procs, err := procstat.Watch(watchCtx, append(targets, procstat.Target{Name: "flashsale (the crowd)", PID: os.Getpid()}), time.Second)
+	if err != nil {
+		return err
+	}
+	pool := newPool(c.gateway, c.conns)
+	// The operators' screens have their own connections: a crowd queued on
+	// the fans' pool must not delay the samples the checker relies on.
+	admin := &client{hc: newPool(c.gateway, 8), base: c.gateway, timeout: 10 * time.Second, st: st}
 	adminHdr := []string{"Authorization", "Bearer " + c.adminToken}
 	// The operators set the dials: the pre-queue opens now, onsale shortly.
 	onsale := time.Now().Add(c.onsaleIn).Truncate(time.Second)
 	admin.do(ctx, "admin", "GET", fmt.Sprintf("%s/admin/v1/events/%d", c.gateway, c.event), nil, adminHdr...) // the room learns the event
 	r := admin.do(ctx, "admin", "PATCH", fmt.Sprintf("%s/admin/v1/events/%d", c.gateway, c.event), map[string]any{
 		"prequeue_at": time.Now().Add(-time.Second), "onsale_at": onsale, "new_users_per_minute": c.perMinute,
-		"total_active_users": c.maxActive, "session_seconds": c.session.Seconds(), "claim_seconds": 30}, adminHdr...)
+		"total_active_users": c.maxActive, "session_seconds": c.session.Seconds(), "claim_seconds": c.claim.Seconds()}, adminHdr...)
 	if r.status != 200 {
 		return fmt.Errorf("setting the dials: %d %v", r.status, r.body)
 	}
 	var ev struct {
-		Capacity int `json:"capacity"`
+		Capacity    int `json:"capacity"`
+		HoldSeconds int `json:"hold_seconds"`
 		Bands    []struct {
 			Code string `json:"code"`
 		} `json:"price_bands"`
@@ -156,15 +239,16 @@ func run(ctx context.Context, c config) error {
 	json.Unmarshal(b, &ev)
 	fmt.Printf("flashsale: %d fans for %d seats on event %d; onsale at %s; dials %d/min, %d active at most\n",
 		c.fans, ev.Capacity, c.event, onsale.Format("15:04:05"), c.perMinute, c.maxActive)
-	fmt.Printf("  Little's law: ~4 tickets an order, ~half the admitted buy -> sell-out in about %.1f min at %d/min\n",
-		float64(ev.Capacity)/4/0.5/float64(c.perMinute), c.perMinute)
+	hold := time.Duration(ev.HoldSeconds) * time.Second
+	fmt.Printf("  forecast if nobody left before the session ends (W = the session dial): %v\n",
+		predict(ev.Capacity, c.perMinute, c.maxActive, c.session, hold, c.sweep))
 
 	sale, stop := context.WithTimeout(ctx, c.deadline)
 	defer stop()
 	var samples []check.Sample
 	var series []point
 	var smu sync.Mutex
-	var soldOutAt atomic.Int64
+	var soldOutAt, allTakenAt atomic.Int64
 	start := time.Now()
 	// Progress and the samples the checker uses.
 	go func() {
@@ -187,12 +271,15 @@ func run(ctx context.Context, c config) error {
 			num := func(m map[string]any, k string) int64 { v, _ := m[k].(float64); return int64(v) }
 			smu.Lock()
 			series = append(series, point{t: time.Since(onsale).Seconds(), queued: num(s, "queued"), admitted: num(s, "admitted_per_minute"),
-				dial: num(d, "new_users_per_minute"), active: num(s, "active"), held: num(cs.body, "held"), sold: num(cs.body, "sold"),
+				dial: num(d, "new_users_per_minute"), active: num(s, "active"), cap: num(d, "total_active_users"), held: num(cs.body, "held"), sold: num(cs.body, "sold"),
 				available: num(cs.body, "available"), holds: st.held.Load(), confirmed: st.confirmed.Load()})
 			samples = append(samples, check.Sample{At: asOf, Active: num(s, "active"), Offers: num(s, "offered_unclaimed"),
 				AdmittedPerMinute: num(s, "admitted_per_minute"), Queued: num(s, "queued"),
 				Dial: num(d, "new_users_per_minute"), Cap: num(d, "total_active_users"), Serving: num(s, "serving")})
 			smu.Unlock()
+			if num(cs.body, "available") == 0 && allTakenAt.Load() == 0 {
+				allTakenAt.Store(int64(time.Since(onsale)))
+			}
 			if num(cs.body, "available") == 0 && num(cs.body, "held") == 0 && soldOutAt.Load() == 0 {
 				// Every seat sold, none held that could come back: the
 				// operators tell the line, and the crowd goes home.
@@ -214,7 +301,7 @@ func run(ctx context.Context, c config) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bot := &client{base: c.gateway, http: &http.Client{Transport: transport, Timeout: 5 * time.Second}, st: st}
+			bot := &client{hc: pool, base: c.gateway, timeout: 5 * time.Second, st: st}
 			forged := "eyJhbGciOiJIUzI1NiJ9.eyJldnQiOjEsInBvcyI6MX0.forged"
 			for sale.Err() == nil && time.Since(start) < c.onsaleIn+c.tail {
 				var r reply
@@ -234,7 +321,7 @@ func run(ctx context.Context, c config) error {
 		}()
 	}
 
-	// The crowd: 30% before onsale, 50% in the first ten seconds, 20% over the tail.
+	// The crowd: 30% before onsale, 50% in the wall right after, 20% over the tail.
 	var wgFans sync.WaitGroup
 	traces := make([]*check.Admission, c.fans)
 	for i := range c.fans {
@@ -243,7 +330,7 @@ func run(ctx context.Context, c config) error {
 		case p < 0.3:
 			at = time.Duration(rand.Float64() * float64(c.onsaleIn-time.Second))
 		case p < 0.8:
-			at = c.onsaleIn + time.Duration(rand.Float64()*float64(10*time.Second))
+			at = c.onsaleIn + time.Duration(rand.Float64()*float64(c.wall))
 		default:
 			at = c.onsaleIn + time.Duration(rand.Float64()*float64(c.tail))
 		}
@@ -255,8 +342,7 @@ func run(ctx context.Context, c config) error {
 				return
 			case <-time.After(at - time.Since(start)):
 			}
-			jar, _ := cookiejar.New(nil)
-			f := &fan{c: c, st: st, n: i, bands: ev.Bands, cl: &client{base: c.gateway, http: &http.Client{Transport: transport, Jar: jar, Timeout: 15 * time.Second}, st: st}}
+			f := &fan{c: c, st: st, n: i, bands: ev.Bands, cl: &client{hc: pool, base: c.gateway, timeout: 20 * time.Second, st: st, keep: true}}
 			f.shop(sale)
 			traces[i] = &f.trace
 		}()
@@ -280,7 +366,18 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	summary(c, st, saleTook, time.Duration(soldOutAt.Load()))
+	stopWatch()
+	// Little's law with the session length the crowd actually kept: fans
+	// who said they were done, their measured time; the rest, the whole
+	// session (they hold the room until it runs out).
+	w := c.session
+	if n := st.admitted.Load(); n > 0 {
+		w = time.Duration((st.sessionNanos.Load() + (n-st.left.Load())*int64(c.session)) / n)
+	}
+	fc := predict(ev.Capacity, c.perMinute, c.maxActive, w, hold, c.sweep)
+	out := outcome{took: saleTook, hold: hold, allTaken: time.Duration(allTakenAt.Load()), soldOut: time.Duration(soldOutAt.Load()), forecast: fc,
+		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale}
+	summary(c, st, out)
 	fmt.Println("\ninvariants:")
 	failed := 0
 	for _, r := range res {
@@ -292,7 +389,7 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.report != "" {
 		smu.Lock()
-		err := writeReport(c, st, series, res, ev.Capacity, saleTook, time.Duration(soldOutAt.Load()))
+		err := writeReport(c, st, series, res, ev.Capacity, out)
 		smu.Unlock()
 		if err != nil {
 			return err
@@ -307,11 +404,69 @@ func run(ctx context.Context, c config) error {
 
 // point is one second of the sale as the operators' screens showed it.
 type point struct {
-	t                                                                       float64
-	queued, admitted, dial, active, held, sold, available, holds, confirmed int64
+	t                                                                            float64
+	queued, admitted, dial, active, cap, held, sold, available, holds, confirmed int64
 }
 
-func writeReport(c config, st *stats, series []point, res []check.Result, capacity int, took, soldOut time.Duration) error {
+// outcome is how the sale went, beside its forecast.
+type outcome struct {
+	took, allTaken, soldOut time.Duration
+	hold                    time.Duration
+	forecast                forecast
+	procs                   []procstat.Usage
+	cpu                     []procstat.Sample
+	targets                 []procstat.Target
+	onsale                  time.Time
+}
+
+func (o outcome) lines(c config, st *stats) []string {
+	end := fmt.Sprintf("not sold out when the %v deadline came (%.0f s after onsale)", c.deadline, o.took.Seconds())
+	if o.soldOut > 0 {
+		end = fmt.Sprintf("sold out %.0f s after onsale (forecast about %.0f s)", o.soldOut.Seconds(), o.forecast.SoldOut.Seconds())
+	}
+	taken := "never every seat taken at once"
+	if o.allTaken > 0 {
+		taken = fmt.Sprintf("every seat held or sold %.0f s after onsale (forecast %.0f s)", o.allTaken.Seconds(), o.forecast.AllTaken.Seconds())
+	}
+	return []string{
+		fmt.Sprintf("Dials: %d let in a minute, %d sessions at most, sessions of %v; holds of %v; sweep every %v.",
+			c.perMinute, c.maxActive, c.session, o.hold, c.sweep),
+		fmt.Sprintf("Outcome: %s; %s.", taken, end),
+		fmt.Sprintf("Little's law with the sessions the crowd kept (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
+			st.left.Load(), st.admitted.Load(), meanLeft(st).Seconds(), o.forecast),
+	}
+}
+
+func meanLeft(st *stats) time.Duration {
+	if n := st.left.Load(); n > 0 {
+		return time.Duration(st.sessionNanos.Load() / n)
+	}
+	return 0
+}
+
+// pollRate is the status polls the crowd had answered, per second of the sale.
+func (st *stats) pollRate() (mean, peak float64, secs []report.Point) {
+	var total, n int64
+	for i := range st.pollsAt {
+		v := st.pollsAt[i].Load()
+		if v == 0 && total == 0 {
+			continue
+		}
+		total += v
+		n++
+		peak = max(peak, float64(v))
+		secs = append(secs, report.Point{T: float64(i), V: float64(v)})
+	}
+	for len(secs) > 0 && secs[len(secs)-1].V == 0 {
+		secs = secs[:len(secs)-1]
+	}
+	if len(secs) > 0 {
+		mean = float64(total) / float64(len(secs))
+	}
+	return mean, peak, secs
+}
+
+func writeReport(c config, st *stats, series []point, res []check.Result, capacity int, o outcome) error {
 	line := func(name string, f func(p point) int64, dashed bool) report.Line {
 		l := report.Line{Name: name, Dashed: dashed}
 		for _, p := range series {
@@ -319,29 +474,38 @@ func writeReport(c config, st *stats, series []point, res []check.Result, capaci
 		}
 		return l
 	}
-	predicted := float64(capacity) / 4 / 0.5 / float64(c.perMinute) * 60
-	outcome := fmt.Sprintf("not sold out when the %v deadline came (%.0f s after onsale)", c.deadline, took.Seconds())
-	if soldOut > 0 {
-		outcome = fmt.Sprintf("sold out %.0f s after onsale", soldOut.Seconds())
+	mean, peak, polls := st.pollRate()
+	off := st.start.Sub(o.onsale).Seconds()
+	for i := range polls {
+		polls[i].T += off
+	}
+	cpu := report.Chart{Title: "CPU per process", Unit: "cores"}
+	for i, t := range o.targets {
+		l := report.Line{Name: t.Name}
+		for _, s := range o.cpu {
+			l.Points = append(l.Points, report.Point{T: s.At.Sub(o.onsale).Seconds(), V: s.Cores[i]})
+		}
+		cpu.Lines = append(cpu.Lines, l)
 	}
 	r := report.Report{
 		Title: fmt.Sprintf("onsale flash sale: %d fans, %d seats", c.fans, capacity),
-		Summary: []string{
-			fmt.Sprintf("Dials: %d admitted a minute, %d sessions at most, sessions of %v. %s; Little's-law prediction from the dials (about 4 tickets an order, half the admitted buy): %.0f s — with sessions capped the sale is bound by total_active_users / session length (%.0f a minute) instead.",
-				c.perMinute, c.maxActive, c.session, outcome, predicted, float64(c.maxActive)/c.session.Minutes()),
+		Summary: append(o.lines(c, st),
 			fmt.Sprintf("Joined %d, admitted %d, holds %d (lost a seat race %d, over the limit %d), paid %d, confirmed %d, payments failed %d, refunded %d, walked away %d; bot requests refused %d.",
 				st.joined.Load(), st.admitted.Load(), st.held.Load(), st.taken.Load(), st.limit.Load(), st.paid.Load(), st.confirmed.Load(),
 				st.failedPay.Load(), st.refunded.Load(), st.abandoned.Load(), st.botRefused.Load()),
-		},
+			fmt.Sprintf("Status polls answered: %.0f a second on average over the sale, %.0f in the busiest second.", mean, peak)),
 		Charts: []report.Chart{
 			{Title: "Queue length", Unit: "fans waiting", Lines: []report.Line{line("queued", func(p point) int64 { return p.queued }, false)}},
 			{Title: "Admitted per minute against the dial", Unit: "per minute", Lines: []report.Line{
 				line("measured", func(p point) int64 { return p.admitted }, false), line("dial", func(p point) int64 { return p.dial }, true)}},
-			{Title: "Active sessions", Lines: []report.Line{line("active", func(p point) int64 { return p.active }, false)}},
+			{Title: "Active sessions", Lines: []report.Line{line("active", func(p point) int64 { return p.active }, false),
+				line("total_active_users", func(p point) int64 { return p.cap }, true)}},
 			{Title: "Holds and bookings", Unit: "cumulative", Lines: []report.Line{
 				line("holds", func(p point) int64 { return p.holds }, false), line("confirmed bookings", func(p point) int64 { return p.confirmed }, false)}},
 			{Title: "Seats", Lines: []report.Line{line("remaining", func(p point) int64 { return p.available }, false),
 				line("held", func(p point) int64 { return p.held }, false), line("sold", func(p point) int64 { return p.sold }, false)}},
+			{Title: "Status polls answered", Unit: "per second", Lines: []report.Line{{Name: "polls", Points: polls}}},
+			cpu,
 		},
 		Errors: st.errorsByKind,
 	}
@@ -353,6 +517,10 @@ func writeReport(c config, st *stats, series []point, res []check.Result, capaci
 		ms := func(x time.Duration) float64 { return float64(x) / 1e6 }
 		r.Latencies = append(r.Latencies, report.Latency{Route: route, Count: len(d), P50: ms(d[len(d)/2]), P90: ms(d[len(d)*9/10]),
 			P99: ms(d[len(d)*99/100]), Max: ms(d[len(d)-1])})
+	}
+	for _, u := range o.procs {
+		r.Processes = append(r.Processes, report.Process{Name: u.Name, CPUPeak: u.CPUPeak, CPUMean: u.CPUMean,
+			MemPeakMB: float64(u.MemPeak) / (1 << 20), Procs: u.Procs})
 	}
 	return report.Write(c.report, r)
 }
@@ -367,7 +535,21 @@ type fan struct {
 		Code string `json:"code"`
 	}
 	admit string
+	until time.Time // the session ends
 	trace check.Admission
+	done  bool // says so when leaving
+}
+
+// leave tells the waiting room the fan is done (the queue cookie says who).
+// It runs after the sale's context may have ended, so it has its own.
+func (f *fan) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := f.cl.do(ctx, "leave", "DELETE", f.url("/v1/events/%d/queue", f.c.event), nil)
+	if r.status == 200 && r.body["outcome"] == "ended" {
+		f.st.left.Add(1)
+		f.st.sessionNanos.Add(int64(time.Since(f.trace.AdmittedAt)))
+	}
 }
 
 func (f *fan) url(format string, args ...any) string {
@@ -412,6 +594,7 @@ func (f *fan) shop(ctx context.Context) {
 		}
 		if r.status == 200 && r.body["state"] == "admitted" {
 			f.admit = r.body["admit_token"].(string)
+			f.until, _ = time.Parse(time.RFC3339Nano, fmt.Sprint(r.body["admit_expires_at"]))
 			f.trace.Position = int64(float64Of(r.body["position"]))
 			f.trace.AdmittedAt = time.Now()
 			break
@@ -422,16 +605,25 @@ func (f *fan) shop(ctx context.Context) {
 	}
 	f.st.admitted.Add(1)
 	auth := []string{"Authorization", "Bearer " + f.admit}
+	// A fan who is done (tickets bought, payment failed, mind changed, no
+	// seats to be had) says so, and the room goes to the next in line; a fan
+	// who closes the app mid-hold says nothing and keeps the room until the
+	// session runs out.
+	defer func() {
+		if f.done {
+			f.leave()
+		}
+	}()
 
 	// Browse the map, then hold: best available (60%), seats picked from the
 	// map (35%, the map may be a second stale), or too many tickets (5%).
-	count := []int{1, 2, 2, 3, 4, 4, 4, 4, 5, 6}[rand.IntN(10)]
+	count := ticketCounts[rand.IntN(len(ticketCounts))]
 	m := f.cl.do(ctx, "seatmap", "GET", f.url("/v1/events/%d/seatmap", ev), nil)
 	var body map[string]any
 	switch p := rand.Float64(); {
-	case p < 0.05:
+	case p < shareOverLimit:
 		body = map[string]any{"best_available": map[string]any{"band": f.band(), "count": 9}}
-	case p < 0.40 && m.status == 200:
+	case p < shareOverLimit+sharePicked && m.status == 200:
 		seats := f.pick(ctx, m.body, count)
 		if seats == nil {
 			body = map[string]any{"best_available": map[string]any{"band": f.band(), "count": count}}
@@ -442,7 +634,27 @@ func (f *fan) shop(ctx context.Context) {
 		body = map[string]any{"best_available": map[string]any{"band": f.band(), "count": count}}
 	}
 	var hold map[string]any
-	for try := 0; try < 3 && hold == nil; try++ {
+	for try := 0; hold == nil; try++ {
+		if try == 3 {
+			// Three misses: every seat is held or sold. Half give up; the
+			// rest keep the page open and watch the map for seats coming
+			// back (lapsed holds, failed payments) while the session lasts.
+			if rand.IntN(2) == 0 {
+				f.done = true
+				return
+			}
+		}
+		if try >= 3 {
+			seats, soldOut := f.watchMap(ctx, count)
+			if soldOut {
+				f.done = true // the page says sold out: the fan leaves
+				return
+			}
+			if seats == nil {
+				return // the session (or the sale) is over
+			}
+			body = map[string]any{"seats": seats}
+		}
 		h := f.cl.do(ctx, "hold", "POST", f.url("/v1/events/%d/holds", ev), body, auth...)
 		switch h.status {
 		case 201:
@@ -454,25 +666,24 @@ func (f *fan) shop(ctx context.Context) {
 			f.st.limit.Add(1)
 			body = map[string]any{"best_available": map[string]any{"band": f.band(), "count": 4}}
 		default:
+			f.done = true
 			return
 		}
-	}
-	if hold == nil {
-		return
 	}
 	f.st.held.Add(1)
 	id := hold["hold_id"].(string)
 	expires, _ := time.Parse(time.RFC3339Nano, hold["expires_at"].(string))
 
 	switch p := rand.Float64(); {
-	case p < 0.10: // closes the app: the hold lapses (the sweeper returns it)
+	case p < shareClose: // closes the app: the hold lapses (the sweeper returns it)
 		f.st.abandoned.Add(1)
 		return
-	case p < 0.15: // changes their mind: releases
+	case p < shareClose+shareRelease: // changes their mind: releases
 		f.cl.do(ctx, "release", "DELETE", f.url("/v1/holds/%s", id), nil, auth...)
 		f.st.abandoned.Add(1)
+		f.done = true
 		return
-	case p < 0.30: // card, and double-clicks Confirm
+	case p < shareClose+shareRelease+shareCard: // card, and double-clicks Confirm
 		key := fmt.Sprintf("confirm-%d-%s", f.n, id)
 		var wg sync.WaitGroup
 		var got atomic.Int32
@@ -488,14 +699,19 @@ func (f *fan) shop(ctx context.Context) {
 			}()
 		}
 		wg.Wait()
+		f.done = true
 		f.st.paid.Add(1)
 		if got.Load() > 0 {
 			f.st.confirmed.Add(1)
+		} else {
+			// Declined: the fan lets the seats go rather than leave them held.
+			f.st.failedPay.Add(1)
+			f.cl.do(ctx, "release", "DELETE", f.url("/v1/holds/%s", id), nil, auth...)
 		}
 		return
 	}
 	// UPI: some pay at once, some wait until near the hold's end.
-	if rand.Float64() < 0.15 {
+	if rand.Float64() < shareSlowUPI {
 		slow := time.Until(expires) - 20*time.Second
 		if slow > 0 {
 			select {
@@ -512,6 +728,7 @@ func (f *fan) shop(ctx context.Context) {
 		if p.status == 410 {
 			f.st.abandoned.Add(1)
 		}
+		f.done = true
 		return
 	}
 	f.st.paid.Add(1)
@@ -523,12 +740,17 @@ func (f *fan) shop(ctx context.Context) {
 		switch g.body["status"] {
 		case "CONFIRMED":
 			f.st.confirmed.Add(1)
+			f.done = true
 			return
 		case "FAILED":
+			// The fan gives up and lets the seats go (the page offers it).
 			f.st.failedPay.Add(1)
+			f.cl.do(ctx, "release", "DELETE", f.url("/v1/holds/%s", id), nil, auth...)
+			f.done = true
 			return
 		case "REFUND_DUE", "REFUNDED":
 			f.st.refunded.Add(1)
+			f.done = true
 			return
 		}
 		if g.status == 401 {
@@ -537,30 +759,124 @@ func (f *fan) shop(ctx context.Context) {
 	}
 }
 
+// watchMap looks at the seat map every few seconds until some seats are
+// free, and picks up to count of them (together in a row if it can, else
+// wherever they are); nil when the session or the sale ends first, and
+// soldOut when nothing is left even on hold.
+func (f *fan) watchMap(ctx context.Context, count int) (seats []string, soldOut bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(time.Duration(2000+rand.IntN(3000)) * time.Millisecond):
+		}
+		if time.Until(f.until) < 5*time.Second {
+			return nil, false
+		}
+		m := f.cl.do(ctx, "seatmap", "GET", f.url("/v1/events/%d/seatmap", f.c.event), nil)
+		if m.status == 200 && float64Of(m.body["available_count"]) == 0 {
+			s := f.cl.do(ctx, "event stats", "GET", f.url("/v1/events/%d/stats", f.c.event), nil)
+			if s.status == 200 && float64Of(s.body["available"]) == 0 && float64Of(s.body["held"]) == 0 {
+				return nil, true
+			}
+			continue
+		}
+		if m.status != 200 {
+			continue
+		}
+		raw, _ := base64.StdEncoding.DecodeString(fmt.Sprint(m.body["available"]))
+		if seats := pickFree(f.layout(), raw, count); seats != nil {
+			return seats, false
+		}
+	}
+}
+
+// pickFree finds count adjacent free seats in one row, starting from a
+// random section; failing that, up to count free seats wherever they are.
+func pickFree(l layout, raw []byte, count int) []string {
+	free := func(p int) bool { return p/8 < len(raw) && raw[p/8]&(0x80>>(p%8)) != 0 }
+	var scattered []string
+	n := len(l.Sections)
+	off := rand.IntN(max(1, n))
+	for i := range n {
+		sec := l.Sections[(off+i)%n]
+		for _, row := range sec.Rows {
+			run := 0
+			for k, num := range row.Numbers {
+				if !free(row.Pos + k) {
+					run = 0
+					continue
+				}
+				run++
+				if len(scattered) < count {
+					scattered = append(scattered, fmt.Sprintf("%s-%s-%d", sec.Code, row.Label, num))
+				}
+				if run == count {
+					var out []string
+					for j := k - count + 1; j <= k; j++ {
+						out = append(out, fmt.Sprintf("%s-%s-%d", sec.Code, row.Label, row.Numbers[j]))
+					}
+					return out
+				}
+			}
+		}
+	}
+	if len(scattered) == 0 {
+		return nil
+	}
+	return scattered
+}
+
 func (f *fan) band() string { return f.bands[rand.IntN(len(f.bands))].Code }
+
+// layout is the event's seat layout, immutable: fetched and parsed once for
+// the whole crowd (each fan still asks for it, as a browser would, but a
+// browser parses only its own copy).
+type layout struct {
+	Sections []struct {
+		Code string `json:"code"`
+		Rows []struct {
+			Label   string `json:"label"`
+			Pos     int    `json:"pos"`
+			Numbers []int  `json:"numbers"`
+		} `json:"rows"`
+	} `json:"sections"`
+}
+
+var (
+	layoutOnce sync.Once
+	theLayout  layout
+)
+
+func (f *fan) layout() layout {
+	layoutOnce.Do(func() {
+		code, body, err := fasthttp.GetTimeout(nil, f.url("/v1/events/%d/layout", f.c.event), 30*time.Second)
+		if err == nil && code == 200 {
+			json.Unmarshal(body, &theLayout)
+		}
+	})
+	return theLayout
+}
 
 // pick chooses count adjacent free seats from the map, as a fan tapping seats
 // would; the map may be a second stale, so some lose the race.
 func (f *fan) pick(ctx context.Context, m map[string]any, count int) []string {
 	raw, _ := base64.StdEncoding.DecodeString(fmt.Sprint(m["available"]))
-	l := f.cl.do(ctx, "layout", "GET", f.url("/v1/events/%d/layout", f.c.event), nil)
-	secs, _ := l.body["sections"].([]any)
+	f.cl.do(ctx, "layout", "GET", f.url("/v1/events/%d/layout", f.c.event), nil)
+	secs := f.layout().Sections
 	if len(secs) == 0 {
 		return nil
 	}
 	for try := 0; try < 20; try++ {
-		sec := secs[rand.IntN(len(secs))].(map[string]any)
-		rows := sec["rows"].([]any)
-		row := rows[rand.IntN(min(4, len(rows)))].(map[string]any) // the front rows everyone wants
-		nums := row["numbers"].([]any)
-		pos := int(float64Of(row["pos"]))
-		if len(nums) < count {
+		sec := secs[rand.IntN(len(secs))]
+		row := sec.Rows[rand.IntN(min(4, len(sec.Rows)))] // the front rows everyone wants
+		if len(row.Numbers) < count {
 			continue
 		}
-		start := rand.IntN(len(nums) - count + 1)
+		start := rand.IntN(len(row.Numbers) - count + 1)
 		ok := true
 		for k := range count {
-			p := pos + start + k
+			p := row.Pos + start + k
 			if p/8 >= len(raw) || raw[p/8]&(0x80>>(p%8)) == 0 {
 				ok = false
 				break
@@ -571,7 +887,7 @@ func (f *fan) pick(ctx context.Context, m map[string]any, count int) []string {
 		}
 		var out []string
 		for k := range count {
-			out = append(out, fmt.Sprintf("%s-%s-%d", sec["code"], row["label"], int(float64Of(nums[start+k]))))
+			out = append(out, fmt.Sprintf("%s-%s-%d", sec.Code, row.Label, row.Numbers[start+k]))
 		}
 		return out
 	}
@@ -592,18 +908,18 @@ func settle(ctx context.Context, c config) {
 	}
 }
 
-func summary(c config, st *stats, took, soldOut time.Duration) {
+func summary(c config, st *stats, o outcome) {
 	fmt.Printf("\nsummary (%d fans, %d bots):\n", c.fans, c.bots)
 	fmt.Printf("  joined %d, admitted %d, held %d (lost a seat race %d, over the limit %d), paid %d, confirmed %d,\n",
 		st.joined.Load(), st.admitted.Load(), st.held.Load(), st.taken.Load(), st.limit.Load(), st.paid.Load(), st.confirmed.Load())
 	fmt.Printf("  payments failed %d, late payers refunded %d, closed the app or released %d, rejoined after a reset %d\n",
 		st.failedPay.Load(), st.refunded.Load(), st.abandoned.Load(), st.rejoin.Load())
 	fmt.Printf("  bot requests refused (401/429): %d; server errors: %d %v\n", st.botRefused.Load(), st.errors.Load(), st.errorsByKind)
-	if soldOut > 0 {
-		fmt.Printf("  sold out %.0f s after onsale\n", soldOut.Seconds())
-	} else {
-		fmt.Printf("  not sold out after %.0f s\n", took.Seconds())
+	for _, l := range o.lines(c, st) {
+		fmt.Println("  " + l)
 	}
+	mean, peak, _ := st.pollRate()
+	fmt.Printf("  status polls answered: %.0f/s on average over the sale, %.0f/s in the busiest second\n", mean, peak)
 	fmt.Printf("  %-10s %8s %8s %8s %8s\n", "latency", "count", "p50 ms", "p99 ms", "max ms")
 	routes := make([]string, 0, len(st.latency))
 	for r := range st.latency {
@@ -616,5 +932,8 @@ func summary(c config, st *stats, took, soldOut time.Duration) {
 		ms := func(x time.Duration) float64 { return math.Round(float64(x)/1e4) / 100 }
 		fmt.Printf("  %-10s %8d %8.1f %8.1f %8.1f\n", r, len(d), ms(d[len(d)/2]), ms(d[len(d)*99/100]), ms(d[len(d)-1]))
 	}
-	_ = strings.TrimSpace
+	fmt.Printf("  %-22s %6s %9s %9s %9s\n", "process", "procs", "CPU mean", "CPU peak", "mem peak")
+	for _, u := range o.procs {
+		fmt.Printf("  %-22s %6d %9.2f %9.2f %6.0f MB\n", u.Name, u.Procs, u.CPUMean, u.CPUPeak, float64(u.MemPeak)/(1<<20))
+	}
 }

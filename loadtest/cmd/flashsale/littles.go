@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// The crowd's stated proportions; fan.shop draws from these.
+const (
+	shareOverLimit = 0.05 // ask best available for more than the limit first
+	sharePicked    = 0.35 // pick seats from the map (which may be a second stale)
+	shareClose     = 0.10 // close the app mid-hold: the hold lapses, the session runs out
+	shareRelease   = 0.05 // change their mind: release and leave
+	shareCard      = 0.15 // pay by card with a double-clicked confirm; the rest pay by UPI
+	shareSlowUPI   = 0.15 // of the UPI payers: wait until 20 s before the hold ends
+)
+
+// ticketCounts is drawn uniformly: about 3.5 tickets an order.
+var ticketCounts = []int{1, 2, 2, 3, 4, 4, 4, 4, 5, 6}
+
+
+func meanTickets() float64 {
+	n := 0
+	for _, c := range ticketCounts {
+		n += c
+	}
+	return float64(n) / float64(len(ticketCounts))
+}
+
+// forecast is the sale's course predicted from the dials and the crowd's
+// stated mix. Little's law, L = λW: fans are let in at λ (the rate dial);
+// each keeps a session for W on average; so L = λW sessions are live at
+// once. If L stays under total_active_users the sale is rate-bound and
+// seats go at λ × (tickets an order); otherwise at most
+// total_active_users / W fans a second get in.
+type forecast struct {
+	Lambda   float64       // fans let in a second (the dial)
+	W        time.Duration // mean session: measured if known, else the session dial
+	L        float64       // λW
+	Cap      int           // total_active_users
+	Bound    string        // "rate" or "sessions"
+	Admit    float64       // fans a second actually let in: min(λ, Cap/W)
+	PerOrder float64
+	// AllTaken: every seat held or sold. SoldOut: every seat sold. Each
+	// round of H holds leaves shareClose of them to lapse, back on sale a
+	// hold and a sweep later, then held again; round k has H·q^k lapses on
+	// average (q = shareClose, H = seats / tickets an order), and the sale
+	// more likely than not ends at the first round with none: the first k
+	// with H·q^k < ln 2 (Poisson: P(none) = e^(-H·q^k) > 1/2).
+	AllTaken, SoldOut time.Duration
+	Rounds            int
+}
+
+func predict(seats, perMinute, maxActive int, w, hold, sweep time.Duration) forecast {
+	f := forecast{Lambda: float64(perMinute) / 60, W: w, Cap: maxActive, PerOrder: meanTickets()}
+	f.L = f.Lambda * w.Seconds()
+	f.Admit, f.Bound = f.Lambda, "rate"
+	if f.L > float64(maxActive) {
+		f.Admit, f.Bound = float64(maxActive)/w.Seconds(), "sessions"
+	}
+	if f.Admit <= 0 {
+		return f
+	}
+	f.AllTaken = time.Duration(float64(seats) / (f.Admit * f.PerOrder) * float64(time.Second))
+	holds := float64(seats) / f.PerOrder
+	for f.Rounds = 0; holds*math.Pow(shareClose, float64(f.Rounds)) >= math.Ln2; f.Rounds++ {
+	}
+	f.SoldOut = f.AllTaken + time.Duration(f.Rounds)*(hold+sweep)
+	return f
+}
+
+func (f forecast) String() string {
+	return fmt.Sprintf("λ = %.0f/s let in, W = %.1f s a session, L = λW = %.0f sessions against total_active_users %d: %s-bound, "+
+		"%.0f fans/s x %.1f tickets -> every seat taken after %.0f s; sold out after about %.0f s (%d rounds of lapsed holds resold)",
+		f.Lambda, f.W.Seconds(), f.L, f.Cap, f.Bound, f.Admit, f.PerOrder, f.AllTaken.Seconds(), f.SoldOut.Seconds(), f.Rounds)
+}
