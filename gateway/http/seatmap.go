@@ -19,6 +19,17 @@ type seatmaps struct {
 	mu     sync.Mutex
 	layout map[int64][]byte
 	bits   map[int64]bitsAt
+	counts map[int64]*countsAt
+}
+
+// countsAt is an event's seat counts (the core's /stats: available, held,
+// sold) as of a moment. One request at a time asks the core (inflight);
+// the others serve the last answer meanwhile, or wait for the first.
+type countsAt struct {
+	code     int
+	body     []byte
+	at       time.Time
+	inflight chan struct{}
 }
 
 type bitsAt struct {
@@ -107,4 +118,66 @@ func (s *Server) seatmap(ctx *fasthttp.RequestCtx, idStr string) {
 		"available":       base64.StdEncoding.EncodeToString(cur.b),
 		"available_count": free, "bits": len(cur.b) * 8, "as_of": cur.at,
 		"encoding": "bit i (most significant first) of the base64 bytes is seat position i of the layout; 1 = can be held"})
+}
+
+// counts serves the event's seat counts (available, held, sold), asking the
+// core at most about once a second whatever the crowd does: a sold-out page
+// left open by thousands of fans must not become thousands of counts.
+func (s *Server) counts(ctx *fasthttp.RequestCtx, idStr string) {
+	ev, ok := eventID(idStr)
+	if !ok {
+		fail(ctx, 404, "not_found", "no such event")
+		return
+	}
+	now := time.Now()
+	s.maps.mu.Lock()
+	cur := s.maps.counts[ev]
+	if cur == nil {
+		cur = &countsAt{}
+		s.maps.counts[ev] = cur
+	}
+	switch {
+	case cur.body != nil && now.Sub(cur.at) <= bitsMaxAge:
+	case cur.inflight != nil && cur.body != nil:
+		// Someone is asking the core: the last answer, a little older, will do.
+	case cur.inflight != nil:
+		wait := cur.inflight
+		s.maps.mu.Unlock()
+		select {
+		case <-wait:
+		case <-time.After(5 * time.Second):
+		}
+		s.maps.mu.Lock()
+	default:
+		done := make(chan struct{})
+		cur.inflight = done
+		s.maps.mu.Unlock()
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		req.SetRequestURI(fmt.Sprintf("http://%s/v1/events/%d/stats", s.core.Addr, ev))
+		err := s.core.DoTimeout(req, resp, 5*time.Second)
+		s.maps.mu.Lock()
+		switch {
+		case err != nil:
+		case resp.StatusCode() == fasthttp.StatusOK:
+			cur.code, cur.body, cur.at = fasthttp.StatusOK, append([]byte(nil), resp.Body()...), now
+		case cur.body == nil:
+			cur.code, cur.body = resp.StatusCode(), append([]byte(nil), resp.Body()...) // 404: passed on, not kept fresh
+		}
+		cur.inflight = nil
+		close(done)
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+	}
+	code, body := cur.code, cur.body
+	s.maps.mu.Unlock()
+	if body == nil {
+		fail(ctx, 502, "core_unavailable", "the booking service did not answer; try again")
+		return
+	}
+	ctx.SetStatusCode(code)
+	ctx.SetContentType("application/json")
+	if code == fasthttp.StatusOK {
+		ctx.Response.Header.Set("Cache-Control", "public, max-age=1")
+	}
+	ctx.SetBody(body)
 }

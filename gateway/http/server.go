@@ -78,7 +78,8 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	s.ipLimit = newLimiter(def(s.IPRate, 5), int(def(float64(s.IPBurst), 20)), 200_000)
 	s.tokenLimit = newLimiter(def(s.TokenRate, 2), int(def(float64(s.TokenBurst), 10)), 1_000_000)
 	s.jwks, _ = json.Marshal(s.Admit.JWKS())
-	s.maps = seatmaps{layout: map[int64][]byte{}, bits: map[int64]bitsAt{}}
+	s.maps = seatmaps{layout: map[int64][]byte{}, bits: map[int64]bitsAt{}, counts: map[int64]*countsAt{}}
+	s.core = newCoreClient(s.Room.CoreURL)
 	m := &metrics{reg: prometheus.NewRegistry(),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "onsale_gateway_http_request_duration_seconds",
 			Help: "Request latency by route and status.", Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, .5, 1}},
@@ -143,6 +144,9 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, prom fasthttp.RequestHandler) s
 	case len(parts) == 4 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "layout" && method == "GET":
 		s.layout(ctx, parts[2])
 		return "layout"
+	case len(parts) == 4 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "stats" && method == "GET":
+		s.counts(ctx, parts[2])
+		return "stats"
 	case len(parts) == 4 && parts[0] == "v1" && parts[1] == "events" && parts[3] == "seatmap" && method == "GET":
 		s.seatmap(ctx, parts[2])
 		return "seatmap"

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,7 +34,8 @@ var ctx = context.Background()
 const adminToken = "admin-secret"
 
 type gw struct {
-	store  *redis.Store
+	statsAsked *atomic.Int64 // requests for /stats that reached the core
+	store      *redis.Store
 	client *http.Client
 	base   string
 	event  int64
@@ -49,7 +51,13 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Server)) *gw {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	statsAsked := new(atomic.Int64)
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/stats") {
+			n := statsAsked.Add(1)
+			fmt.Fprintf(w, `{"available":%d,"held":0,"sold":0}`, 100-n)
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, "/404") {
 			http.NotFound(w, r)
 			return
@@ -75,7 +83,7 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Server)) *gw {
 	go room.Run(rctx, 50*time.Millisecond)
 	t.Cleanup(func() { cancel(); ln.Close() })
 	jar := &cookieJar{}
-	g := &gw{store: store, base: "http://gateway", cancel: cancel,
+	g := &gw{statsAsked: statsAsked, store: store, base: "http://gateway", cancel: cancel,
 		client: &http.Client{Jar: jar, Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }}}}
 	g.event = redistest.Event(t, store)
 	return g
@@ -480,5 +488,33 @@ func TestLeaveHandsTheRoomOn(t *testing.T) {
 	m := g.do(t, nil, "GET", "/metrics", "")
 	if !strings.Contains(m.raw, `onsale_gateway_leaves_total{outcome="ended"} 1`) {
 		t.Errorf("metrics do not count the leave:\n%s", grep(m.raw, "leaves_total"))
+	}
+}
+
+// However many fans ask for the seat counts at once, the core is asked
+// about once a second (the control: a second later the count moves on).
+func TestCountsCached(t *testing.T) {
+	g := newGateway(t, redistest.Addrs(t, false), nil)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := g.do(t, g.fan(), "GET", g.path("/stats"), ""); r.status != 200 || r.body["available"] == nil {
+				t.Errorf("stats = %d %s", r.status, r.raw)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := g.statsAsked.Load(); n < 1 || n > 3 {
+		t.Fatalf("50 concurrent requests asked the core %d times; want about once", n)
+	}
+	first := g.do(t, nil, "GET", g.path("/stats"), "").body["available"]
+	time.Sleep(1100 * time.Millisecond)
+	if later := g.do(t, nil, "GET", g.path("/stats"), "").body["available"]; later == first {
+		t.Fatalf("counts after a second still %v; want a fresh answer", later)
+	}
+	if r := g.do(t, nil, "GET", "/v1/events/abc/stats", ""); r.status != 404 || r.body["error"] == nil {
+		t.Fatalf("stats of a non-numeric event = %d %s", r.status, r.raw)
 	}
 }

@@ -39,11 +39,6 @@ func (s *Server) webConfig(ctx *fasthttp.RequestCtx) {
 // proxy passes the booking API (catalog, holds, payments, bookings) to the
 // core: the pages talk to one origin, and the core stays off the internet.
 func (s *Server) proxy(ctx *fasthttp.RequestCtx) {
-	if s.core == nil {
-		host := strings.TrimPrefix(strings.TrimPrefix(s.Room.CoreURL, "http://"), "https://")
-		s.core = &fasthttp.HostClient{Addr: host, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second,
-			MaxConns: 512, DisablePathNormalizing: true}
-	}
 	req := &ctx.Request
 	req.Header.Del("Connection")
 	req.SetHost(s.core.Addr)
@@ -51,4 +46,10 @@ func (s *Server) proxy(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Reset()
 		fail(ctx, 502, "core_unavailable", "the booking service did not answer; try again")
 	}
+}
+
+func newCoreClient(coreURL string) *fasthttp.HostClient {
+	host := strings.TrimPrefix(strings.TrimPrefix(coreURL, "http://"), "https://")
+	return &fasthttp.HostClient{Addr: host, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second,
+		MaxConns: 512, DisablePathNormalizing: true}
 }

@@ -19,7 +19,6 @@ const (
 // ticketCounts is drawn uniformly: about 3.5 tickets an order.
 var ticketCounts = []int{1, 2, 2, 3, 4, 4, 4, 4, 5, 6}
 
-
 func meanTickets() float64 {
 	n := 0
 	for _, c := range ticketCounts {

@@ -17,10 +17,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/url"
-	"strconv"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,7 +231,7 @@ func run(ctx context.Context, c config) error {
 	var ev struct {
 		Capacity    int `json:"capacity"`
 		HoldSeconds int `json:"hold_seconds"`
-		Bands    []struct {
+		Bands       []struct {
 			Code string `json:"code"`
 		} `json:"price_bands"`
 	}
