@@ -94,3 +94,16 @@ watch_list() {
 	rd=$(redis-cli -u "$REDIS_URL" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p') && [[ -n $rd ]] && out+=",redis=$rd"
 	printf '%s\n' "$out"
 }
+
+# need_chromium: install Debian's chromium when absent (the browser tests and the
+# demo report's screenshot use it; about 35 s).
+need_chromium() {
+	command -v chromium >/dev/null 2>&1 && return 0
+	echo "+ installing chromium (about 35 s; log in .run/apt-chromium.log)"
+	local sudo=""
+	((EUID == 0)) || sudo=sudo
+	mkdir -p .run
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >.run/apt-chromium.log 2>&1 ||
+		{ $sudo apt-get update >>.run/apt-chromium.log 2>&1 &&
+			$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >>.run/apt-chromium.log 2>&1; }
+}

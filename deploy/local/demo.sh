@@ -4,8 +4,9 @@
 # concert (SEATS seats, default 1600: every block, one row), runs the crowd (FANS
 # fans, default 24000: the seeds' 15 fans a seat, with bots), waits for every
 # payment to settle, runs the invariant checker (non-zero exit on any failure),
-# prints a summary, writes the HTML report (.run/report/index.html, and a screenshot
-# of it when chromium is there), stops.
+# prints a summary, writes the HTML report (.run/report/index.html) and a screenshot
+# of it in headless Chromium (.run/report/report.png; chromium is installed when
+# missing), stops.
 # Full size: make demo FANS=600000 SEATS=40000.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
@@ -27,9 +28,10 @@ DATABASE_URL=$url bin/flashsale -gateway "http://$GATEWAY_ADDR" -paysim "http://
 	-event 1 -fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}" \
 	-onsale-in "${ONSALE_IN:-10s}" -wall "${WALL:-10s}" -claim "${CLAIM:-30s}" -deadline "${DEADLINE:-4m}" -sweep 5s -report "$PWD/.run/report/index.html" \
 	-watch "$(watch_list "$url")"
-if command -v chromium >/dev/null 2>&1; then
+# The report, opened in headless Chromium: a screenshot beside it.
+if need_chromium; then
 	chromium --headless --no-sandbox --disable-gpu --no-first-run --disable-quic --disable-background-networking \
-		--disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --hide-scrollbars --window-size=1280,2600 \
+		--disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --hide-scrollbars --window-size=1280,3200 \
 		--screenshot="$PWD/.run/report/report.png" "file://$PWD/.run/report/index.html" >/dev/null 2>&1 &&
 		echo "report screenshot: .run/report/report.png"
 fi

@@ -23,14 +23,8 @@ echo "test.sh: PostgreSQL and Redis answer"
 export ONSALE_REQUIRE_SERVICES=1
 
 # The browser tests drive Debian's Chromium.
-if ! command -v chromium >/dev/null 2>&1; then
-	echo "test.sh: installing chromium for the browser tests (about 35 s)"
-	sudo=""
-	((EUID == 0)) || sudo=sudo
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >.run/apt-chromium.log 2>&1 ||
-		{ $sudo apt-get update >>.run/apt-chromium.log 2>&1 && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >>.run/apt-chromium.log 2>&1; } ||
-		fail "could not install chromium (see .run/apt-chromium.log)"
-fi
+. deploy/local/apps.sh
+need_chromium || fail "could not install chromium (see .run/apt-chromium.log)"
 export ONSALE_SCREENSHOTS=${ONSALE_SCREENSHOTS:-$PWD/.run/screenshots}
 
 # The gateway's Redis tests run against a single server and a 3-master cluster.
