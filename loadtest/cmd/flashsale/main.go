@@ -268,10 +268,16 @@ func run(ctx context.Context, c config) error {
 			}
 			s := a.body["stats"].(map[string]any)
 			d := a.body["dials"].(map[string]any)
+			// The gateway says when it read these (its view of the room, a
+			// tick at most ~100 ms old); failing that, the reading is at
+			// least as recent as the request.
+			if t, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s["as_of"])); err == nil {
+				asOf = t
+			}
 			num := func(m map[string]any, k string) int64 { v, _ := m[k].(float64); return int64(v) }
 			smu.Lock()
 			series = append(series, point{t: time.Since(onsale).Seconds(), queued: num(s, "queued"), admitted: num(s, "admitted_per_minute"),
-				dial: num(d, "new_users_per_minute"), active: num(s, "active"), cap: num(d, "total_active_users"), held: num(cs.body, "held"), sold: num(cs.body, "sold"),
+				dial: num(d, "new_users_per_minute"), active: num(s, "active"), cap: num(d, "total_active_users"), serving: num(s, "serving"), held: num(cs.body, "held"), sold: num(cs.body, "sold"),
 				available: num(cs.body, "available"), holds: st.held.Load(), confirmed: st.confirmed.Load()})
 			samples = append(samples, check.Sample{At: asOf, Active: num(s, "active"), Offers: num(s, "offered_unclaimed"),
 				AdmittedPerMinute: num(s, "admitted_per_minute"), Queued: num(s, "queued"),
@@ -406,6 +412,7 @@ func run(ctx context.Context, c config) error {
 type point struct {
 	t                                                                            float64
 	queued, admitted, dial, active, cap, held, sold, available, holds, confirmed int64
+	serving                                                                      int64
 }
 
 // outcome is how the sale went, beside its forecast.
@@ -466,6 +473,22 @@ func (st *stats) pollRate() (mean, peak float64, secs []report.Point) {
 	return mean, peak, secs
 }
 
+// offeredPerMinute is the places offered over the minute before each point
+// (the serving counter's advance): the admission the dial governs.
+func offeredPerMinute(series []point) report.Line {
+	l := report.Line{Name: "offered (the admission)"}
+	j := 0
+	for _, p := range series {
+		for j < len(series) && series[j].t < p.t-60 {
+			j++
+		}
+		if p.t-series[j].t >= 30 { // a full-ish minute behind it
+			l.Points = append(l.Points, report.Point{T: p.t, V: float64(p.serving-series[j].serving) * 60 / (p.t - series[j].t)})
+		}
+	}
+	return l
+}
+
 func writeReport(c config, st *stats, series []point, res []check.Result, capacity int, o outcome) error {
 	line := func(name string, f func(p point) int64, dashed bool) report.Line {
 		l := report.Line{Name: name, Dashed: dashed}
@@ -496,8 +519,9 @@ func writeReport(c config, st *stats, series []point, res []check.Result, capaci
 			fmt.Sprintf("Status polls answered: %.0f a second on average over the sale, %.0f in the busiest second.", mean, peak)),
 		Charts: []report.Chart{
 			{Title: "Queue length", Unit: "fans waiting", Lines: []report.Line{line("queued", func(p point) int64 { return p.queued }, false)}},
-			{Title: "Admitted per minute against the dial", Unit: "per minute", Lines: []report.Line{
-				line("measured", func(p point) int64 { return p.admitted }, false), line("dial", func(p point) int64 { return p.dial }, true)}},
+			{Title: "Admitted per minute against the dial", Unit: "per minute, over the last minute", Lines: []report.Line{
+				offeredPerMinute(series), line("claimed (fans who came in)", func(p point) int64 { return p.admitted }, false),
+				line("new_users_per_minute", func(p point) int64 { return p.dial }, true)}},
 			{Title: "Active sessions", Lines: []report.Line{line("active", func(p point) int64 { return p.active }, false),
 				line("total_active_users", func(p point) int64 { return p.cap }, true)}},
 			{Title: "Holds and bookings", Unit: "cumulative", Lines: []report.Line{
