@@ -36,10 +36,10 @@ const adminToken = "admin-secret"
 type gw struct {
 	statsAsked *atomic.Int64 // requests for /stats that reached the core
 	store      *redis.Store
-	client *http.Client
-	base   string
-	event  int64
-	cancel context.CancelFunc
+	client     *http.Client
+	base       string
+	event      int64
+	cancel     context.CancelFunc
 }
 
 // newGateway runs the real handler on an in-memory listener against the

@@ -78,3 +78,33 @@ func TestRing(t *testing.T) {
 		t.Fatalf("token of the previous key: %v", err)
 	}
 }
+
+// A verified token is cached: polling again with it gives the same claims
+// (each caller its own copy), a different event is still refused, and a
+// cached token stops passing once it expires.
+func TestQueueTokenCache(t *testing.T) {
+	secret := []byte(strings.Repeat("k", 32))
+	s, _ := NewQueueSigner(secret)
+	tok, _ := s.Sign(7, "vis:abc", 42, 0, "e1")
+	a, err := s.Verify(tok, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Position = 1 // the status handler changes its copy
+	b, err := s.Verify(tok, 7)
+	if err != nil || b.Position != 42 {
+		t.Fatalf("second Verify = %+v, %v; want the cached claims, unchanged", b, err)
+	}
+	if _, err := s.Verify(tok, 8); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("cached token for another event = %v; want ErrInvalid", err)
+	}
+	short, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, Queue{RegisteredClaims: jwt.RegisteredClaims{Issuer: "onsale-gateway",
+		Subject: "vis:abc", ExpiresAt: jwt.NewNumericDate(time.Now().Add(1100 * time.Millisecond))}, Event: 7, Position: 3}).SignedString(secret)
+	if _, err := s.Verify(short, 7); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if _, err := s.Verify(short, 7); !errors.Is(err, ErrExpired) {
+		t.Fatalf("cached token after its expiry = %v; want ErrExpired", err)
+	}
+}

@@ -182,3 +182,12 @@ func (w *Watcher) Samples() []Sample {
 
 // Targets returns the watched targets, in the order of Sample.Cores.
 func (w *Watcher) Targets() []Target { return w.targets }
+
+// CPUSeconds samples now and returns each target's CPU seconds so far
+// since the watch began (in Targets order).
+func (w *Watcher) CPUSeconds() []float64 {
+	w.sample(false)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]float64(nil), w.busy...)
+}

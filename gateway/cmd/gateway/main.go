@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // served only on -pprof-addr
 	"os"
 	"os/signal"
 	"strconv"
@@ -55,6 +57,7 @@ type Config struct {
 	TokenRate       float64 // polls per second per queue token
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
+	PprofAddr       string
 }
 
 // Main is the gateway program.
@@ -83,6 +86,7 @@ func NewMain() *Main {
 		AdminToken:      os.Getenv("ONSALE_ADMIN_TOKEN"),
 		AccountSecret:   os.Getenv("ONSALE_ACCOUNT_SECRET"),
 		RequireIdentity: os.Getenv("ONSALE_REQUIRE_IDENTITY") == "true",
+		PprofAddr:       os.Getenv("ONSALE_PPROF_ADDR"),
 		Tick:            100 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second,
 	}
@@ -115,6 +119,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "admission tick and cache refresh interval (env ONSALE_TICK)")
 	fs.Float64Var(&c.IPRate, "ip-rate", c.IPRate, "requests per second per client IP, burst 4x (0: 5/s; env ONSALE_IP_RATE)")
 	fs.Float64Var(&c.TokenRate, "token-rate", c.TokenRate, "status polls per second per queue token, burst 5x (0: 2/s; env ONSALE_TOKEN_RATE)")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "serve Go's profiler (net/http/pprof) here, e.g. 127.0.0.1:6060; off when empty (env ONSALE_PPROF_ADDR)")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env ONSALE_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -197,6 +202,12 @@ func (m *Main) Run(ctx context.Context) error {
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	if c.PprofAddr != "" {
+		// net/http/pprof registers on http.DefaultServeMux; nothing else does here.
+		ps := &http.Server{Addr: c.PprofAddr, Handler: http.DefaultServeMux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { log.Info("profiler", "err", ps.ListenAndServe()) }()
+		defer ps.Close()
+	}
 	ticked := make(chan struct{})
 	go func() { defer close(ticked); room.Run(bg, c.Tick) }()
 

@@ -1,0 +1,237 @@
+// Command pollbench measures the waiting room's hot path: queue-status polls
+// answered by a running gateway, beside a fasthttp hello-world answering a
+// reply of the same size on the same machine, measured by the same client in
+// the same run (rounds alternate). The polls are steady-state ones (fans in
+// line, nobody being let in): answered from the queue token and the
+// gateway's cached view, with no Redis round trip. With -gateway-pid it also
+// reports the gateway's CPU time per poll.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/onsale/onsale/loadtest/procstat"
+)
+
+type config struct {
+	gateway, adminToken, out string
+	event                    int64
+	fans, conns, rounds      int
+	duration                 time.Duration
+	gatewayPID               int
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.gateway, "gateway", "127.0.0.1:18080", "the running gateway (host:port)")
+	flag.StringVar(&c.adminToken, "admin-token", "", "the gateway's admin token (to set the dials)")
+	flag.Int64Var(&c.event, "event", 1, "a seated event the core knows")
+	flag.IntVar(&c.fans, "fans", 20000, "fans who join (their queue tokens are polled in turn)")
+	flag.IntVar(&c.conns, "conns", 64, "concurrent connections")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds of each, alternating")
+	flag.DurationVar(&c.duration, "duration", 5*time.Second, "length of a round")
+	flag.IntVar(&c.gatewayPID, "gateway-pid", 0, "the gateway's process, for CPU time per poll")
+	flag.StringVar(&c.out, "out", "", "also write the results as JSON to this file")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "pollbench:", err)
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	PerSecond float64 `json:"per_second"`
+	P50Ms     float64 `json:"p50_ms"`
+	P99Ms     float64 `json:"p99_ms"`
+	Errors    int64   `json:"errors"`
+	CPUus     float64 `json:"server_cpu_us_per_request,omitempty"`
+}
+
+func run(c config) error {
+	hc := &fasthttp.HostClient{Addr: c.gateway, MaxConns: c.conns + 8}
+	// Nobody is let in, so every fan stays in line and every poll is the
+	// steady-state kind.
+	dials := fmt.Sprintf(`{"prequeue_at":%q,"onsale_at":%q,"new_users_per_minute":0,"claim_seconds":90}`,
+		time.Now().Add(-time.Hour).Format(time.RFC3339), time.Now().Add(-time.Second).Format(time.RFC3339))
+	admin := "/admin/v1/events/" + fmt.Sprint(c.event)
+	if code, body := call(hc, "GET", admin, "", c.adminToken); code != 200 {
+		return fmt.Errorf("GET %s: %d %s", admin, code, body)
+	}
+	if code, body := call(hc, "PATCH", admin, dials, c.adminToken); code != 200 {
+		return fmt.Errorf("PATCH %s: %d %s", admin, code, body)
+	}
+	time.Sleep(300 * time.Millisecond) // the dials reach the gateway's view
+	tokens, err := join(hc, c)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("pollbench: %d fans in line, %d connections, %d rounds of %v each\n", len(tokens), c.conns, c.rounds, c.duration)
+
+	// The baseline: fasthttp answering a status-sized JSON reply.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	reply := []byte(`{"state":"waiting","position":14022,"ahead":14021,"eta_seconds":8413,"poll_after_ms":29114}` + "\n")
+	go fasthttp.Serve(ln, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.Response.Header.Set("Cache-Control", "private, no-store")
+		ctx.SetBody(reply)
+	})
+	hello := &fasthttp.HostClient{Addr: ln.Addr().String(), MaxConns: c.conns + 8}
+	path := fmt.Sprintf("/v1/events/%d/queue/status", c.event)
+
+	var gw *procstat.Watcher
+	if c.gatewayPID > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if gw, err = procstat.Watch(ctx, []procstat.Target{{Name: "gateway", PID: c.gatewayPID}}, time.Hour); err != nil {
+			return err
+		}
+	}
+	var helloRuns, gwRuns []result
+	for r := range c.rounds {
+		h := load(hello, "/", nil, c, nil)
+		g := load(hc, path, tokens, c, gw)
+		helloRuns, gwRuns = append(helloRuns, h), append(gwRuns, g)
+		fmt.Printf("  round %d: hello-world %8.0f/s (p50 %.2f ms, p99 %.2f ms) | gateway status %8.0f/s (p50 %.2f ms, p99 %.2f ms, %d errors, %.1f µs gateway CPU a poll)\n",
+			r+1, h.PerSecond, h.P50Ms, h.P99Ms, g.PerSecond, g.P50Ms, g.P99Ms, g.Errors, g.CPUus)
+	}
+	med := func(rs []result) result {
+		slices.SortFunc(rs, func(a, b result) int { return int(a.PerSecond - b.PerSecond) })
+		return rs[len(rs)/2]
+	}
+	h, g := med(helloRuns), med(gwRuns)
+	fmt.Printf("median: gateway status polls %.0f/s, fasthttp hello-world %.0f/s on the same machine and client: ratio %.2f\n",
+		g.PerSecond, h.PerSecond, g.PerSecond/h.PerSecond)
+	if c.out != "" {
+		b, _ := json.MarshalIndent(map[string]any{"gateway_status": gwRuns, "hello_world": helloRuns,
+			"ratio": g.PerSecond / h.PerSecond, "fans": len(tokens), "conns": c.conns}, "", "  ")
+		return os.WriteFile(c.out, b, 0o644)
+	}
+	return nil
+}
+
+func call(hc *fasthttp.HostClient, method, path, body, admin string) (int, string) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + hc.Addr + path)
+	req.Header.SetMethod(method)
+	if admin != "" {
+		req.Header.Set("Authorization", "Bearer "+admin)
+	}
+	if body != "" {
+		req.SetBodyString(body)
+		req.Header.SetContentType("application/json")
+	}
+	if err := hc.DoTimeout(req, resp, 10*time.Second); err != nil {
+		return 0, err.Error()
+	}
+	return resp.StatusCode(), string(resp.Body())
+}
+
+// join puts c.fans fresh visitors in line and returns their queue tokens.
+func join(hc *fasthttp.HostClient, c config) ([]string, error) {
+	tokens := make([]string, c.fans)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range c.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(c.fans) {
+					return
+				}
+				code, body := call(hc, "POST", fmt.Sprintf("/v1/events/%d/queue", c.event), "", "")
+				var r struct {
+					Token string `json:"queue_token"`
+				}
+				if code != 200 || json.Unmarshal([]byte(body), &r) != nil || r.Token == "" {
+					failed.Add(1)
+					continue
+				}
+				tokens[i] = r.Token
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		return nil, fmt.Errorf("%d of %d joins failed", n, c.fans)
+	}
+	return tokens, nil
+}
+
+// load polls path from c.conns connections for c.duration; tokens, when
+// given, are used in turn as bearer tokens.
+func load(hc *fasthttp.HostClient, path string, tokens []string, c config, cpu *procstat.Watcher) result {
+	var done, errs atomic.Int64
+	lat := make([][]time.Duration, c.conns)
+	var next atomic.Int64
+	stop := time.Now().Add(c.duration)
+	before := cpuOf(cpu)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for w := range c.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.SetRequestURI("http://" + hc.Addr + path)
+			for time.Now().Before(stop) {
+				if tokens != nil {
+					req.Header.Set("Authorization", "Bearer "+tokens[next.Add(1)%int64(len(tokens))])
+				}
+				s := time.Now()
+				err := hc.DoTimeout(req, resp, 5*time.Second)
+				lat[w] = append(lat[w], time.Since(s))
+				if err != nil || resp.StatusCode() != 200 {
+					errs.Add(1)
+					continue
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	r := result{PerSecond: float64(done.Load()) / el.Seconds(), Errors: errs.Load()}
+	if len(all) > 0 {
+		r.P50Ms, r.P99Ms = ms(all[len(all)/2]), ms(all[len(all)*99/100])
+	}
+	if cpu != nil && done.Load() > 0 {
+		r.CPUus = (cpuOf(cpu) - before) / float64(done.Load()) * 1e6
+	}
+	return r
+}
+
+// cpuOf samples the watched process now and returns its CPU seconds so far.
+func cpuOf(w *procstat.Watcher) float64 {
+	if w == nil {
+		return 0
+	}
+	return w.CPUSeconds()[0]
+}
