@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
+	"time"
 
 	"github.com/onsale/onsale/core"
 )
@@ -34,21 +36,94 @@ type freeSeat struct {
 	number  int
 }
 
+// freeMaxAge is how long a band's free-seat list is reused. In a rush,
+// every best-available request of a band within it shares one query (late
+// in a sale that query walks past thousands of taken seats); a seat the
+// list still shows free but is not just loses one conditional UPDATE, and
+// the seats this core process holds or tries are struck off the list at
+// once. PostgreSQL still decides every hold.
+const freeMaxAge = 250 * time.Millisecond
+
+// freeLists caches free-seat lists per event and band.
+type freeLists struct {
+	mu sync.Mutex
+	m  map[bandKey]*freeList
+}
+
+type bandKey struct {
+	event int64
+	band  string
+}
+
+type freeList struct {
+	seats []freeSeat
+	at    time.Time
+	gone  map[string]bool // held or tried since the list was read
+}
+
+// freeSeatsCached is freeSeats through the cache (fresh forces a read).
+func (db *DB) freeSeatsCached(ctx context.Context, event int64, band string, fresh bool) ([]freeSeat, error) {
+	k := bandKey{event, band}
+	db.free.mu.Lock()
+	l := db.free.m[k]
+	if !fresh && l != nil && time.Since(l.at) < freeMaxAge {
+		out := make([]freeSeat, 0, len(l.seats))
+		for _, s := range l.seats {
+			if !l.gone[s.id] {
+				out = append(out, s)
+			}
+		}
+		db.free.mu.Unlock()
+		return out, nil
+	}
+	db.free.mu.Unlock()
+	seats, err := db.freeSeats(ctx, event, band)
+	if err != nil {
+		return nil, err
+	}
+	db.free.mu.Lock()
+	if db.free.m == nil || len(db.free.m) > 1024 {
+		db.free.m = map[bandKey]*freeList{}
+	}
+	db.free.m[k] = &freeList{seats: seats, at: time.Now(), gone: map[string]bool{}}
+	db.free.mu.Unlock()
+	return seats, nil
+}
+
+// strike marks seats as no longer free in the cached list of their band.
+func (db *DB) strike(event int64, band string, ids []string) {
+	db.free.mu.Lock()
+	if l := db.free.m[bandKey{event, band}]; l != nil {
+		for _, id := range ids {
+			l.gone[id] = true
+		}
+	}
+	db.free.mu.Unlock()
+}
+
 // holdBestAvailable picks count seats in a band, together in one row where
 // it can, and holds them with the product hold statement; when a concurrent
 // fan takes them first it looks again, a few times.
 func (db *DB) holdBestAvailable(ctx context.Context, p core.HoldParams, ev eventInfo, limit int) (*core.Hold, error) {
 	ba := p.Request.BestAvailable
 	var lastErr error
-	for range bestAttempts {
-		free, err := db.freeSeats(ctx, p.EventID, ba.Band)
+	for try := range bestAttempts {
+		free, err := db.freeSeatsCached(ctx, p.EventID, ba.Band, try == bestAttempts-1)
 		if err != nil {
 			return nil, err
 		}
 		seats := pickBlock(free, ba.Count, rand.IntN)
+		if seats == nil && len(free) < bestWindow {
+			// The list may be stale: read the band afresh before saying so.
+			if free, err = db.freeSeatsCached(ctx, p.EventID, ba.Band, true); err != nil {
+				return nil, err
+			}
+			seats = pickBlock(free, ba.Count, rand.IntN)
+		}
 		if seats == nil {
 			return nil, db.bandSoldOut(ctx, p.EventID, ba.Band, ba.Count)
 		}
+		db.strike(p.EventID, ba.Band, seats) // held now, or taken by someone else
 		h, err := db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats) })
 		if core.ErrorCode(err) != core.ESeatsTaken {
 			return h, err

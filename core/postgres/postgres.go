@@ -48,6 +48,7 @@ type DB struct {
 
 	mu     sync.Mutex
 	events map[int64]eventInfo // hold-path facts about events, cached briefly
+	free   freeLists           // free seats per band, for best-available
 }
 
 // Open connects to url and applies pending migrations (several cores may
