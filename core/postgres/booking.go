@@ -92,7 +92,7 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow string, c
 		}
 		if !extended {
 			var want, got int
-			err := tx.QueryRow(ctx, extendSQL, ref.ID, version, core.ExtendBy.Seconds()).Scan(new(int64), new(any), &want, &got)
+			err := tx.QueryRow(ctx, extendSQL, ref.ID, version, db.extend.Seconds()).Scan(new(int64), new(any), &want, &got)
 			if err != nil || want != got {
 				return core.Errorf(core.EHoldExpired, "hold %s could not be extended: no longer valid", ref.ID)
 			}

@@ -359,7 +359,7 @@ func (db *DB) notActive(ctx context.Context, id string, version int64) error {
 	return core.Errorf(core.EHoldNotActive, "hold %s is %s", id, h.Status).With("status", h.Status)
 }
 
-// extendSQL adds ExtendBy to a valid, never-extended hold and to each of its
+// extendSQL adds the extension (core.ExtendBy unless configured) to a valid, never-extended hold and to each of its
 // seats, matched on hold id and unexpired. $1 hold, $2 version, $3 seconds.
 const extendSQL = `
 WITH h AS (
@@ -376,7 +376,7 @@ WITH h AS (
 )
 SELECT h.version, h.expires_at, cardinality(h.seat_ids), (SELECT count(*) FROM seats) FROM h`
 
-// ExtendHold extends a hold once by core.ExtendBy, only while it is valid and
+// ExtendHold extends a hold once (by core.ExtendBy unless configured), only while it is valid and
 // still owns every one of its seats. Fails with EHoldExpired,
 // EAlreadyExtended, EHoldNotActive, EForbidden, EWrongEvent, EVersionMismatch
 // or ENotFound.
@@ -394,7 +394,7 @@ func (db *DB) ExtendHold(ctx context.Context, ref core.HoldRef) (*core.Hold, err
 	}
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		var want, got int
-		err := tx.QueryRow(ctx, extendSQL, id, h.Version, core.ExtendBy.Seconds()).Scan(&h.Version, &h.ExpiresAt, &want, &got)
+		err := tx.QueryRow(ctx, extendSQL, id, h.Version, db.extend.Seconds()).Scan(&h.Version, &h.ExpiresAt, &want, &got)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.Errorf(core.EHoldExpired, "hold %s is no longer valid", id)
 		}

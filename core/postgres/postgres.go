@@ -37,6 +37,8 @@ type Options struct {
 	// unavailable (held) or available again (released, swept, undone), to
 	// keep the seat-map cache current. It must not block.
 	OnSeats func(event int64, seats []string, available bool)
+	// ExtendBy is what the one extension of a hold adds (0: core.ExtendBy).
+	ExtendBy time.Duration
 }
 
 // DB is the core's PostgreSQL store.
@@ -45,6 +47,7 @@ type DB struct {
 	log     *slog.Logger
 	policy  core.LatePolicy
 	onSeats func(event int64, seats []string, available bool)
+	extend  time.Duration
 
 	mu     sync.Mutex
 	events map[int64]eventInfo // hold-path facts about events, cached briefly
@@ -87,7 +90,10 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("late payment policy %q: want refund or honour", o.LatePolicy)
 	}
-	db := &DB{pool: pool, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, events: make(map[int64]eventInfo)}
+	db := &DB{pool: pool, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, extend: o.ExtendBy, events: make(map[int64]eventInfo)}
+	if db.extend <= 0 {
+		db.extend = core.ExtendBy
+	}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

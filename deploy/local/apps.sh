@@ -56,7 +56,7 @@ start_stack() {
 	mkdir -p .run/keys
 	bin/admitkey gen -key .run/keys/ticket.key >/dev/null
 	ONSALE_PAYSIM_ADDR=$PAYSIM_ADDR ONSALE_PAYSIM_CONTROL=true ONSALE_PAYSIM_WEBHOOK_URL="http://$core/v1/webhooks/payments" \
-		ONSALE_PAYSIM_BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}' \
+		ONSALE_PAYSIM_BEHAVIOUR=${PAYSIM_BEHAVIOUR:-'{"upi_delay_min":"1s","upi_delay_max":"4s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}'} \
 		bin/paysim >>.run/demo-paysim.log 2>&1 &
 	PIDS+=($!)
 	start_core "$url" "$core" -sweep-interval 5s -provider-url "http://$PAYSIM_ADDR" -provider-key sk_test_paysim \

@@ -18,6 +18,12 @@ FANS=${FANS:-24000}
 build
 url=$(fresh_db onsale_demo)
 ADMIN=demo-admin-$RANDOM
+# Compressed like the holds: Pay extends a hold by 20 s (not 2 minutes). The simulated
+# provider: UPI payers approve after 1-4 s, 2% only after 75 s (their webhooks come
+# after the hold and its extension ran out: the payment is refunded); 5% of payments
+# fail; 10% of webhooks are delivered twice; webhooks within 300 ms go out in any order.
+export ONSALE_EXTEND_BY=${EXTEND_BY:-20s}
+export PAYSIM_BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","upi_slow_fraction":0.02,"upi_slow_delay":"75s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}'
 start_stack "$url" "$ADMIN"
 echo "+ seed: the demo catalog (stadium at $SEATS seats)"
 # Time is compressed: holds last 30 s (not eight minutes), sessions 90 s (not ten),

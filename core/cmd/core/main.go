@@ -70,6 +70,7 @@ type Config struct {
 	LatePolicy     string
 	TicketKey      string // PEM file of the Ed25519 key that signs tickets
 	ReconcileAfter time.Duration
+	ExtendBy       time.Duration
 	OutboxPoll     time.Duration
 	OutboxLease    time.Duration
 	SMTPAddr       string // host:port; empty: no ticket emails
@@ -107,6 +108,7 @@ func NewMain() *Main {
 		LatePolicy:      envOr("ONSALE_LATE_POLICY", "refund"),
 		TicketKey:       os.Getenv("ONSALE_TICKET_KEY"),
 		ReconcileAfter:  envDuration("ONSALE_RECONCILE_AFTER", 10*time.Minute),
+		ExtendBy:        envDuration("ONSALE_EXTEND_BY", core.ExtendBy),
 		OutboxPoll:      envDuration("ONSALE_OUTBOX_POLL", time.Second),
 		OutboxLease:     envDuration("ONSALE_OUTBOX_LEASE", outbox.DefaultLease),
 		SMTPAddr:        os.Getenv("ONSALE_SMTP_ADDR"),
@@ -139,6 +141,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.WebhookSecret, "webhook-secret", c.WebhookSecret, "secret of the provider's webhook signatures (env ONSALE_WEBHOOK_SECRET)")
 	fs.StringVar(&c.LatePolicy, "late-policy", c.LatePolicy, "a payment for an expired hold: refund or honour (env ONSALE_LATE_POLICY)")
 	fs.StringVar(&c.TicketKey, "ticket-key", c.TicketKey, "PEM file of the Ed25519 key that signs tickets (env ONSALE_TICKET_KEY)")
+	fs.DurationVar(&c.ExtendBy, "extend-by", c.ExtendBy, "what the one extension of a hold (at Pay) adds (env ONSALE_EXTEND_BY)")
 	fs.DurationVar(&c.ReconcileAfter, "reconcile-after", c.ReconcileAfter, "ask the provider about bookings pending longer than this (env ONSALE_RECONCILE_AFTER)")
 	fs.DurationVar(&c.OutboxPoll, "outbox-poll", c.OutboxPoll, "how often an idle outbox worker looks for due jobs (env ONSALE_OUTBOX_POLL)")
 	fs.DurationVar(&c.OutboxLease, "outbox-lease", c.OutboxLease, "how long a claimed outbox job is a worker's before another may retry it (env ONSALE_OUTBOX_LEASE)")
@@ -161,6 +164,8 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("core: ONSALE_LATE_POLICY must be refund or honour")
 	case c.OutboxPoll <= 0 || c.OutboxLease < 30*time.Second && c.OutboxLease != 0 && c.OutboxLease < time.Second:
 		return errors.New("core: the outbox poll must be positive and the lease at least 1s")
+	case c.ExtendBy < time.Second:
+		return errors.New("core: ONSALE_EXTEND_BY must be at least 1s")
 	case c.ReconcileAfter < time.Second:
 		return errors.New("core: ONSALE_RECONCILE_AFTER must be at least 1s (and in production longer than a hold plus its extension)")
 	}
@@ -191,7 +196,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	var keeper *seatmap.Keeper
-	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy)}
+	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy}
 	if c.Redis != "" {
 		rdb, err := openRedis(ctx, c.Redis)
 		if err != nil {
