@@ -1,6 +1,7 @@
 package http
 
 import (
+	"errors"
 	"io/fs"
 	"mime"
 	"path"
@@ -44,12 +45,21 @@ func (s *Server) proxy(ctx *fasthttp.RequestCtx) {
 	req.SetHost(s.core.Addr)
 	if err := s.core.DoTimeout(req, &ctx.Response, 30*time.Second); err != nil {
 		ctx.Response.Reset()
+		if errors.Is(err, fasthttp.ErrNoFreeConns) {
+			// Every connection to the core has been busy for a while: the
+			// core is saturated, so shed the request rather than pile on.
+			fail(ctx, 503, "busy", "the booking service is busy; try again in a moment")
+			return
+		}
+		s.Log.Warn("the core did not answer", "path", string(ctx.Path()), "err", err)
 		fail(ctx, 502, "core_unavailable", "the booking service did not answer; try again")
 	}
 }
 
 func newCoreClient(coreURL string) *fasthttp.HostClient {
 	host := strings.TrimPrefix(strings.TrimPrefix(coreURL, "http://"), "https://")
+	// A request waits up to 3 s for one of the 512 connections before it is
+	// shed with 503 (without the wait, any burst past 512 was refused at once).
 	return &fasthttp.HostClient{Addr: host, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second,
-		MaxConns: 512, DisablePathNormalizing: true}
+		MaxConns: 512, MaxConnWaitTimeout: 3 * time.Second, DisablePathNormalizing: true}
 }

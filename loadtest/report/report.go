@@ -130,6 +130,8 @@ func short(v float64) string {
 		return fmt.Sprintf("%.1fM", v/1e6)
 	case v >= 1e3:
 		return fmt.Sprintf("%.1fk", v/1e3)
+	case v < 10 && v != math.Trunc(v):
+		return fmt.Sprintf("%.1f", v) // 0.5 cores, not "0"
 	}
 	return fmt.Sprintf("%.0f", v)
 }
