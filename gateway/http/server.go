@@ -423,22 +423,32 @@ func (s *Server) queueToken(ctx *fasthttp.RequestCtx, ev int64) string {
 	return string(ctx.Request.Header.Cookie(cookieName(ev)))
 }
 
+// fanToken verifies the fan's queue token (bearer or cookie) and applies
+// the per-token limit; a bad token is limited per address and answered 401.
+// It reports false when it has answered.
+func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, string, bool) {
+	raw := s.queueToken(ctx, ev)
+	q, err := s.Queue.Verify(raw, ev)
+	if err != nil {
+		if !s.limited(ctx, s.ipLimit, clientIP(ctx)) {
+			fail(ctx, 401, "invalid_queue_token", "join the queue first: the queue token is missing, invalid or expired")
+		}
+		return nil, "", false
+	}
+	if s.limited(ctx, s.tokenLimit, q.ID+q.Subject) {
+		return nil, "", false
+	}
+	return q, raw, true
+}
+
 func (s *Server) status(ctx *fasthttp.RequestCtx, idStr string) {
 	ev, ok := eventID(idStr)
 	if !ok {
 		fail(ctx, 404, "not_found", "no such event")
 		return
 	}
-	raw := s.queueToken(ctx, ev)
-	q, err := s.Queue.Verify(raw, ev)
-	if err != nil {
-		if s.limited(ctx, s.ipLimit, clientIP(ctx)) {
-			return
-		}
-		fail(ctx, 401, "invalid_queue_token", "join the queue first: the queue token is missing, invalid or expired")
-		return
-	}
-	if s.limited(ctx, s.tokenLimit, q.ID+q.Subject) {
+	q, raw, ok := s.fanToken(ctx, ev)
+	if !ok {
 		return
 	}
 	v, ok := s.Room.View(ev)
@@ -522,19 +532,13 @@ func (s *Server) leave(ctx *fasthttp.RequestCtx, idStr string) {
 		fail(ctx, 404, "not_found", "no such event")
 		return
 	}
-	q, err := s.Queue.Verify(s.queueToken(ctx, ev), ev)
-	if err != nil {
-		if s.limited(ctx, s.ipLimit, clientIP(ctx)) {
-			return
-		}
-		fail(ctx, 401, "invalid_queue_token", "the queue token is missing, invalid or expired")
-		return
-	}
-	if s.limited(ctx, s.tokenLimit, q.ID+q.Subject) {
+	q, _, ok := s.fanToken(ctx, ev)
+	if !ok {
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "private, no-store")
 	outcome := redis.LeaveNone
+	var err error
 	if v, ok := s.Room.View(ev); !ok || q.Epoch == v.dials.Epoch {
 		// (A token of a room Redis has lost has nothing left to leave.)
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
