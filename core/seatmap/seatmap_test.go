@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -15,18 +14,13 @@ import (
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/core/seatmap"
 	"github.com/onsale/onsale/core/seed"
+	"github.com/onsale/onsale/shared/servicetest"
 )
 
 var ctx = context.Background()
 
 func redisClient(t *testing.T) goredis.UniversalClient {
-	u := os.Getenv("REDIS_URL")
-	if u == "" {
-		if os.Getenv("ONSALE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("REDIS_URL is not set and ONSALE_REQUIRE_SERVICES=1: Redis is required")
-		}
-		t.Skip("REDIS_URL not set")
-	}
+	u := servicetest.Env(t, "REDIS_URL")
 	o, err := goredis.ParseURL(u)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/core/seed"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/servicetest"
 )
 
 var ctx = context.Background()
@@ -82,13 +83,7 @@ func waitHTTP(t *testing.T, url string) {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	redis := os.Getenv("REDIS_URL")
-	if redis == "" {
-		if os.Getenv("ONSALE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("REDIS_URL is not set and ONSALE_REQUIRE_SERVICES=1")
-		}
-		t.Skip("REDIS_URL not set")
-	}
+	redis := servicetest.Env(t, "REDIS_URL")
 	dir := t.TempDir()
 	build(t, dir, "github.com/onsale/onsale/core/cmd/core", "github.com/onsale/onsale/gateway/cmd/gateway", "github.com/onsale/onsale/loadtest/cmd/paysim")
 	dbURL := postgrestest.NewURL(t)
@@ -142,10 +137,7 @@ func browser(t *testing.T) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
-		if os.Getenv("ONSALE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("chromium is not installed (make test installs it)")
-		}
-		t.Skip("chromium not installed")
+		servicetest.Missing(t, "chromium is not installed (make test installs it)")
 	}
 	profile := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,

@@ -9,27 +9,20 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/shared/servicetest"
 )
 
 // URL returns the server URL tests use, skipping or failing as the package
 // comment says when there is none.
 func URL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv("DATABASE_URL")
-	if u == "" {
-		if os.Getenv("ONSALE_REQUIRE_SERVICES") == "1" {
-			tb.Fatal("DATABASE_URL is not set and ONSALE_REQUIRE_SERVICES=1: PostgreSQL is required")
-		}
-		tb.Skip("DATABASE_URL not set")
-	}
-	return u
+	return servicetest.Env(tb, "DATABASE_URL")
 }
 
 // NewURL creates an empty database for the test, dropped at cleanup, and

@@ -6,10 +6,10 @@ package redistest
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/onsale/onsale/gateway/redis"
+	"github.com/onsale/onsale/shared/servicetest"
 )
 
 // Addrs returns the Redis address to test against: the cluster when
@@ -20,14 +20,7 @@ func Addrs(tb testing.TB, cluster bool) string {
 	if cluster {
 		name = "REDIS_CLUSTER_ADDRS"
 	}
-	a := os.Getenv(name)
-	if a == "" {
-		if os.Getenv("ONSALE_REQUIRE_SERVICES") == "1" {
-			tb.Fatalf("%s is not set and ONSALE_REQUIRE_SERVICES=1: Redis is required", name)
-		}
-		tb.Skipf("%s not set", name)
-	}
-	return a
+	return servicetest.Env(tb, name)
 }
 
 // NewStore opens a store, closed at cleanup.
