@@ -470,12 +470,14 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, idStr string) {
 		s.admitted(ctx, ev, q, time.UnixMilli(q.Admitted), raw, &touched)
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
+	// (The steady-state poll below touches no Redis and needs no deadline:
+	// contexts are made only on the two paths that do.)
 	newTok := ""
 	// A pre-queue fan learns its drawn place once, after onsale.
 	if q.Position == 0 && !now.Before(v.dials.OnsaleAt) {
 		touched = "yes"
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		pos, err := s.Room.Store.Position(c, ev, q.Subject)
 		if err == nil && pos > 0 {
 			q.Position = pos
@@ -486,6 +488,8 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, idStr string) {
 	if r.State == gateway.StateWaiting && q.Position > 0 && q.Position <= v.tick.Serving {
 		// This fan's place has been offered: claim it (one round trip per fan).
 		touched = "yes"
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		st, n, err := s.Room.Store.Claim(c, ev, q.Subject, q.Position)
 		switch {
 		case err != nil:

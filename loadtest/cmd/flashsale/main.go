@@ -104,7 +104,6 @@ func (s *stats) fail(kind string) {
 // more than the fan).
 type client struct {
 	hc      *fasthttp.HostClient
-	base    string
 	timeout time.Duration
 	st      *stats
 	keep    bool // keep cookies (a fan); the operators and bots send none
@@ -217,7 +216,7 @@ func run(ctx context.Context, c config) error {
 	pool := newPool(c.gateway, c.conns)
 	// The operators' screens have their own connections: a crowd queued on
 	// the fans' pool must not delay the samples the checker relies on.
-	admin := &client{hc: newPool(c.gateway, 8), base: c.gateway, timeout: 10 * time.Second, st: st}
+	admin := &client{hc: newPool(c.gateway, 8), timeout: 10 * time.Second, st: st}
 	adminHdr := []string{"Authorization", "Bearer " + c.adminToken}
 	// The operators set the dials: the pre-queue opens now, onsale shortly.
 	onsale := time.Now().Add(c.onsaleIn).Truncate(time.Second)
@@ -307,7 +306,7 @@ func run(ctx context.Context, c config) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bot := &client{hc: pool, base: c.gateway, timeout: 5 * time.Second, st: st}
+			bot := &client{hc: pool, timeout: 5 * time.Second, st: st}
 			forged := "eyJhbGciOiJIUzI1NiJ9.eyJldnQiOjEsInBvcyI6MX0.forged"
 			for sale.Err() == nil && time.Since(start) < c.onsaleIn+c.tail {
 				var r reply
@@ -348,7 +347,7 @@ func run(ctx context.Context, c config) error {
 				return
 			case <-time.After(at - time.Since(start)):
 			}
-			f := &fan{c: c, st: st, n: i, bands: ev.Bands, cl: &client{hc: pool, base: c.gateway, timeout: 20 * time.Second, st: st, keep: true}}
+			f := &fan{c: c, st: st, n: i, bands: ev.Bands, cl: &client{hc: pool, timeout: 20 * time.Second, st: st, keep: true}}
 			f.shop(sale)
 			traces[i] = &f.trace
 		}()
