@@ -1,4 +1,4 @@
-package main
+package crowd
 
 import (
 	"fmt"
@@ -6,34 +6,13 @@ import (
 	"time"
 )
 
-// The crowd's stated proportions; fan.shop draws from these.
-const (
-	shareOverLimit = 0.05 // ask best available for more than the limit first
-	sharePicked    = 0.35 // pick seats from the map (which may be a second stale)
-	shareClose     = 0.10 // close the app mid-hold: the hold lapses, the session runs out
-	shareRelease   = 0.05 // change their mind: release and leave
-	shareCard      = 0.15 // pay by card with a double-clicked confirm; the rest pay by UPI
-	shareSlowUPI   = 0.15 // of the UPI payers: wait until 20 s before the hold ends
-)
-
-// ticketCounts is drawn uniformly: about 3.5 tickets an order.
-var ticketCounts = []int{1, 2, 2, 3, 4, 4, 4, 4, 5, 6}
-
-func meanTickets() float64 {
-	n := 0
-	for _, c := range ticketCounts {
-		n += c
-	}
-	return float64(n) / float64(len(ticketCounts))
-}
-
-// forecast is the sale's course predicted from the dials and the crowd's
+// Forecast is the sale's course predicted from the dials and the crowd's
 // stated mix. Little's law, L = λW: fans are let in at λ (the rate dial);
 // each keeps a session for W on average; so L = λW sessions are live at
 // once. If L stays under total_active_users the sale is rate-bound and
 // seats go at λ × (tickets an order); otherwise at most
 // total_active_users / W fans a second get in.
-type forecast struct {
+type Forecast struct {
 	Lambda   float64       // fans let in a second (the dial)
 	W        time.Duration // mean session: measured if known, else the session dial
 	L        float64       // λW
@@ -51,8 +30,11 @@ type forecast struct {
 	Rounds            int
 }
 
-func predict(seats, perMinute, maxActive int, w, hold, sweep time.Duration) forecast {
-	f := forecast{Lambda: float64(perMinute) / 60, W: w, Cap: maxActive, PerOrder: meanTickets()}
+// Predict forecasts a sale of seats seats under the dials (perMinute,
+// maxActive), with sessions of w on average, holds of hold and a sweep every
+// sweep.
+func Predict(seats, perMinute, maxActive int, w, hold, sweep time.Duration) Forecast {
+	f := Forecast{Lambda: float64(perMinute) / 60, W: w, Cap: maxActive, PerOrder: meanTickets()}
 	f.L = f.Lambda * w.Seconds()
 	f.Admit, f.Bound = f.Lambda, "rate"
 	if f.L > float64(maxActive) {
@@ -69,7 +51,7 @@ func predict(seats, perMinute, maxActive int, w, hold, sweep time.Duration) fore
 	return f
 }
 
-func (f forecast) String() string {
+func (f Forecast) String() string {
 	return fmt.Sprintf("λ = %.0f/s let in, W = %.1f s a session, L = λW = %.0f sessions against total_active_users %d: %s-bound, "+
 		"%.0f fans/s x %.1f tickets -> every seat taken after %.0f s; sold out after about %.0f s (%d rounds of lapsed holds resold)",
 		f.Lambda, f.W.Seconds(), f.L, f.Cap, f.Bound, f.Admit, f.PerOrder, f.AllTaken.Seconds(), f.SoldOut.Seconds(), f.Rounds)

@@ -1,4 +1,4 @@
-package main
+package crowd
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 func TestPredict(t *testing.T) {
 	// The seeds' numbers: 1,000 a minute, 10-minute sessions, 10,000 live
 	// at most: L = 16.7 a second x 600 s = 10,000, exactly at the cap.
-	f := predict(40000, 1000, 10000, 10*time.Minute, 8*time.Minute, 30*time.Second)
+	f := Predict(40000, 1000, 10000, 10*time.Minute, 8*time.Minute, 30*time.Second)
 	if f.Bound != "rate" || f.L < 9999 || f.L > 10001 {
 		t.Fatalf("seeds' dials: %v", f)
 	}
@@ -16,7 +16,7 @@ func TestPredict(t *testing.T) {
 		t.Fatalf("all taken after %v; want about 686 s", f.AllTaken)
 	}
 	// Twice the sessions' length: the cap binds and halves the rate.
-	g := predict(40000, 1000, 10000, 20*time.Minute, 8*time.Minute, 30*time.Second)
+	g := Predict(40000, 1000, 10000, 20*time.Minute, 8*time.Minute, 30*time.Second)
 	if g.Bound != "sessions" || g.Admit < 8.3 || g.Admit > 8.4 || g.AllTaken < 2*f.AllTaken-time.Second {
 		t.Fatalf("capped: %v", g)
 	}

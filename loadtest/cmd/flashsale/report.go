@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/onsale/onsale/loadtest/check"
+	"github.com/onsale/onsale/loadtest/crowd"
+	"github.com/onsale/onsale/loadtest/procstat"
+	"github.com/onsale/onsale/loadtest/report"
+)
+
+// outcome is how the sale went, beside its forecast.
+type outcome struct {
+	took, allTaken, soldOut time.Duration
+	hold                    time.Duration
+	forecast                crowd.Forecast
+	procs                   []procstat.Usage
+	cpu                     []procstat.Sample
+	targets                 []procstat.Target
+	onsale                  time.Time
+}
+
+// lines are the dials, the outcome and Little's law, for the summary and
+// the report.
+func (o outcome) lines(c Config, st *crowd.Stats) []string {
+	end := fmt.Sprintf("not sold out when the %v deadline came (%.0f s after onsale)", c.Deadline, o.took.Seconds())
+	if o.soldOut > 0 {
+		end = fmt.Sprintf("sold out %.0f s after onsale (forecast about %.0f s)", o.soldOut.Seconds(), o.forecast.SoldOut.Seconds())
+	}
+	taken := "never every seat taken at once"
+	if o.allTaken > 0 {
+		taken = fmt.Sprintf("every seat held or sold %.0f s after onsale (forecast %.0f s)", o.allTaken.Seconds(), o.forecast.AllTaken.Seconds())
+	}
+	return []string{
+		fmt.Sprintf("Dials: %d let in a minute, %d sessions at most, sessions of %v; holds of %v; sweep every %v.",
+			c.PerMinute, c.MaxActive, c.Session, o.hold, c.Sweep),
+		fmt.Sprintf("Outcome: %s; %s.", taken, end),
+		fmt.Sprintf("Little's law with the sessions the crowd kept (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
+			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast),
+	}
+}
+
+// summary prints what the crowd saw, the outcome, the poll rate, latencies
+// and what each process cost.
+func summary(c Config, st *crowd.Stats, o outcome) {
+	fmt.Printf("\nsummary (%d fans, %d bots):\n", c.Fans, c.Bots)
+	fmt.Printf("  joined %d, admitted %d, held %d (lost a seat race %d, over the limit %d), paid %d, confirmed %d,\n",
+		st.Joined.Load(), st.Admitted.Load(), st.Held.Load(), st.Taken.Load(), st.Limit.Load(), st.Paid.Load(), st.Confirmed.Load())
+	fmt.Printf("  payments failed %d, late payers refunded %d, closed the app or released %d, rejoined after a reset %d\n",
+		st.FailedPay.Load(), st.Refunded.Load(), st.Abandoned.Load(), st.Rejoin.Load())
+	fmt.Printf("  bot requests refused (401/429): %d; server errors: %d %v\n", st.BotRefused.Load(), st.Errors.Load(), st.ErrorsByKind())
+	for _, l := range o.lines(c, st) {
+		fmt.Println("  " + l)
+	}
+	mean, peak, _ := st.PollRate()
+	fmt.Printf("  status polls answered: %.0f/s on average over the sale, %.0f/s in the busiest second\n", mean, peak)
+	fmt.Printf("  %-10s %8s %8s %8s %8s\n", "latency", "count", "p50 ms", "p99 ms", "max ms")
+	ms := func(x time.Duration) float64 { return math.Round(float64(x)/1e4) / 100 }
+	for _, l := range st.Latencies() {
+		fmt.Printf("  %-10s %8d %8.1f %8.1f %8.1f\n", l.Route, l.Count, ms(l.P50), ms(l.P99), ms(l.Max))
+	}
+	fmt.Printf("  %-22s %6s %9s %9s %9s\n", "process", "procs", "CPU mean", "CPU peak", "mem peak")
+	for _, u := range o.procs {
+		fmt.Printf("  %-22s %6d %9.2f %9.2f %6.0f MB\n", u.Name, u.Procs, u.CPUMean, u.CPUPeak, float64(u.MemPeak)/(1<<20))
+	}
+}
+
+// offeredPerMinute is the places offered over the minute before each point
+// (the serving counter's advance): the admission the dial governs.
+func offeredPerMinute(series []crowd.Point) report.Line {
+	l := report.Line{Name: "offered (the admission)"}
+	j := 0
+	for _, p := range series {
+		for j < len(series) && series[j].T < p.T-60 {
+			j++
+		}
+		if p.T-series[j].T >= 30 { // a full-ish minute behind it
+			l.Points = append(l.Points, report.Point{T: p.T, V: float64(p.Serving-series[j].Serving) * 60 / (p.T - series[j].T)})
+		}
+	}
+	return l
+}
+
+// writeReport writes the HTML report: the summary, the invariants, the
+// charts of the operators' screens, polls and CPU, latencies and processes.
+func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Result, capacity int, o outcome) error {
+	line := func(name string, f func(p crowd.Point) int64, dashed bool) report.Line {
+		l := report.Line{Name: name, Dashed: dashed}
+		for _, p := range series {
+			l.Points = append(l.Points, report.Point{T: p.T, V: float64(f(p))})
+		}
+		return l
+	}
+	mean, peak, polls := st.PollRate()
+	off := st.Start.Sub(o.onsale).Seconds()
+	for i := range polls {
+		polls[i].T += off
+	}
+	r := report.Report{
+		Title: fmt.Sprintf("onsale flash sale: %d fans, %d seats", c.Fans, capacity),
+		Summary: append(o.lines(c, st),
+			fmt.Sprintf("Joined %d, admitted %d, holds %d (lost a seat race %d, over the limit %d), paid %d, confirmed %d, payments failed %d, refunded %d, walked away %d; bot requests refused %d.",
+				st.Joined.Load(), st.Admitted.Load(), st.Held.Load(), st.Taken.Load(), st.Limit.Load(), st.Paid.Load(), st.Confirmed.Load(),
+				st.FailedPay.Load(), st.Refunded.Load(), st.Abandoned.Load(), st.BotRefused.Load()),
+			fmt.Sprintf("Status polls answered: %.0f a second on average over the sale, %.0f in the busiest second.", mean, peak)),
+		Charts: []report.Chart{
+			{Title: "Queue length", Unit: "fans waiting", Lines: []report.Line{line("queued", func(p crowd.Point) int64 { return p.Queued }, false)}},
+			{Title: "Admitted per minute against the dial", Unit: "per minute, over the last minute", Lines: []report.Line{
+				offeredPerMinute(series), line("claimed (fans who came in)", func(p crowd.Point) int64 { return p.Admitted }, false),
+				line("new_users_per_minute", func(p crowd.Point) int64 { return p.Dial }, true)}},
+			{Title: "Active sessions", Lines: []report.Line{line("active", func(p crowd.Point) int64 { return p.Active }, false),
+				line("total_active_users", func(p crowd.Point) int64 { return p.Cap }, true)}},
+			{Title: "Holds and bookings", Unit: "cumulative", Lines: []report.Line{
+				line("holds", func(p crowd.Point) int64 { return p.Holds }, false), line("confirmed bookings", func(p crowd.Point) int64 { return p.Confirmed }, false)}},
+			{Title: "Seats", Lines: []report.Line{line("remaining", func(p crowd.Point) int64 { return p.Available }, false),
+				line("held", func(p crowd.Point) int64 { return p.Held }, false), line("sold", func(p crowd.Point) int64 { return p.Sold }, false)}},
+			{Title: "Status polls answered", Unit: "per second", Lines: []report.Line{{Name: "polls", Points: polls}}},
+			cpuChart(o),
+		},
+		Errors: st.ErrorsByKind(),
+	}
+	for _, x := range res {
+		r.Checks = append(r.Checks, report.Check{Name: x.Name, Detail: x.Detail, Pass: x.Pass})
+	}
+	ms := func(x time.Duration) float64 { return float64(x) / 1e6 }
+	for _, l := range st.Latencies() {
+		r.Latencies = append(r.Latencies, report.Latency{Route: l.Route, Count: l.Count, P50: ms(l.P50), P90: ms(l.P90), P99: ms(l.P99), Max: ms(l.Max)})
+	}
+	for _, u := range o.procs {
+		r.Processes = append(r.Processes, report.Process{Name: u.Name, CPUPeak: u.CPUPeak, CPUMean: u.CPUMean,
+			MemPeakMB: float64(u.MemPeak) / (1 << 20), Procs: u.Procs})
+	}
+	return report.Write(c.Report, r)
+}
+
+// cpuChart is each watched process's CPU, in cores, by second after onsale.
+func cpuChart(o outcome) report.Chart {
+	cpu := report.Chart{Title: "CPU per process", Unit: "cores"}
+	for i, t := range o.targets {
+		l := report.Line{Name: t.Name}
+		for _, s := range o.cpu {
+			l.Points = append(l.Points, report.Point{T: s.At.Sub(o.onsale).Seconds(), V: s.Cores[i]})
+		}
+		cpu.Lines = append(cpu.Lines, l)
+	}
+	return cpu
+}

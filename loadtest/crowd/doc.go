@@ -1,0 +1,21 @@
+// Package crowd is the demo sale's crowd: fans who arrive before onsale, in
+// the wall right after it and over a tail; poll their place at the interval
+// the gateway asks for; once admitted read the seat map, hold seats (best
+// available, or picked from a map that may be a second stale), pay by UPI or
+// card, or walk away, in stated proportions; and leave the room when done.
+// Bots hammer the queue with no token or a forged one, and the operators set
+// the dials and read their screens once a second.
+//
+// Where things live:
+//
+//   - mix.go: the stated proportions and when each fan arrives;
+//   - fan.go: one fan, from joining the line to leaving it;
+//   - seats.go: the layout, and picking seats from an availability bitmap;
+//   - bots.go: the bots;
+//   - operators.go: the operators' dials and screens (the checker's samples);
+//   - client.go: the HTTP client (fasthttp, cookies kept by hand);
+//   - stats.go: what the crowd saw, counted as it happens;
+//   - forecast.go: the sale's course predicted by Little's law.
+//
+// The crowd is black-box: it speaks only the gateway's HTTP API.
+package crowd

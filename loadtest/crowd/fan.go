@@ -1,0 +1,329 @@
+package crowd
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/onsale/onsale/loadtest/check"
+)
+
+// fan is one member of the crowd.
+type fan struct {
+	crowd *Crowd
+	n     int // the fan's number (its idempotency keys and phone)
+	cl    *Client
+	admit string    // the admit token, once admitted
+	until time.Time // the session ends
+	trace check.Admission
+	done  bool // says so when leaving
+}
+
+// shop is the fan's whole visit: the line, then seats, then payment. A fan
+// who is done (tickets bought, payment failed, mind changed, no seats to be
+// had) says so, and the room goes to the next in line; a fan who closes the
+// app mid-hold says nothing and keeps the room until the session runs out.
+func (f *fan) shop(ctx context.Context) {
+	if !f.queue(ctx) {
+		return
+	}
+	f.crowd.st.Admitted.Add(1)
+	defer func() {
+		if f.done {
+			f.leave()
+		}
+	}()
+	count := ticketCounts[rand.IntN(len(ticketCounts))]
+	id, expires, ok := f.hold(ctx, count)
+	if !ok {
+		return
+	}
+	f.crowd.st.Held.Add(1)
+	switch p := rand.Float64(); {
+	case p < shareClose: // closes the app: the hold lapses (the sweeper returns it)
+		f.crowd.st.Abandoned.Add(1)
+	case p < shareClose+shareRelease: // changes their mind: releases
+		f.release(ctx, id)
+		f.crowd.st.Abandoned.Add(1)
+		f.done = true
+	case p < shareClose+shareRelease+shareCard:
+		f.payCard(ctx, id)
+	default:
+		f.payUPI(ctx, id, expires)
+	}
+}
+
+func (f *fan) auth() []string { return []string{"Authorization", "Bearer " + f.admit} }
+
+func (f *fan) band() string { return f.crowd.bands[rand.IntN(len(f.crowd.bands))] }
+
+// queue joins the line and polls at the interval the gateway asks for until
+// the fan is admitted (true), or the line ends for it: sold out, closed,
+// its one session over, a join refused, or the sale's end (false).
+func (f *fan) queue(ctx context.Context) bool {
+	st, ev := f.crowd.st, f.crowd.event
+	r := f.cl.Do(ctx, "join", "POST", f.crowd.url("/v1/events/%d/queue", ev), nil)
+	f.trace.Prequeue = r.Status == 200 && r.Body["state"] == "prequeue"
+	f.trace.First = int64(number(r.Body["position"]))
+	if r.Status != 200 {
+		st.Fail(fmt.Sprintf("join %d", r.Status))
+		return false
+	}
+	st.Joined.Add(1)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pollWait(r)):
+		}
+		r = f.cl.Do(ctx, "status", "GET", f.crowd.url("/v1/events/%d/queue/status", ev), nil)
+		switch {
+		case r.Status == 409: // the room was reset: join again
+			st.Rejoin.Add(1)
+			r = f.cl.Do(ctx, "join", "POST", f.crowd.url("/v1/events/%d/queue", ev), nil)
+			continue
+		case r.Status == 410:
+			return false
+		}
+		if p := int64(number(r.Body["position"])); r.Status == 200 && p > 0 {
+			f.trace.Position = p
+			if f.trace.First == 0 {
+				f.trace.First = p
+			}
+		}
+		if r.Status != 200 {
+			continue
+		}
+		switch r.Body["state"] {
+		case "admitted":
+			f.admitted(r)
+			return true
+		case "sold_out", "closed":
+			return false
+		}
+	}
+}
+
+// pollWait is how long the fan waits before the next poll: what the gateway
+// asked for, or after a refusal at least 2 s (longer if Retry-After says so).
+func pollWait(r Reply) time.Duration {
+	if r.Status != 200 {
+		return max(2*time.Second, r.Retry)
+	}
+	return time.Duration(number(r.Body["poll_after_ms"])) * time.Millisecond
+}
+
+// admitted takes the admit token and the session's end from the status
+// that admits the fan.
+func (f *fan) admitted(r Reply) {
+	f.admit = r.Body["admit_token"].(string)
+	f.until, _ = time.Parse(time.RFC3339Nano, fmt.Sprint(r.Body["admit_expires_at"]))
+	f.trace.Position = int64(number(r.Body["position"]))
+	f.trace.AdmittedAt = time.Now()
+}
+
+// leave tells the waiting room the fan is done (the queue cookie says who).
+// It runs after the sale's context may have ended, so it has its own.
+func (f *fan) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := f.cl.Do(ctx, "leave", "DELETE", f.crowd.url("/v1/events/%d/queue", f.crowd.event), nil)
+	if r.Status == 200 && r.Body["outcome"] == "ended" {
+		f.crowd.st.Left.Add(1)
+		f.crowd.st.SessionNanos.Add(int64(time.Since(f.trace.AdmittedAt)))
+	}
+}
+
+// bestAvailable is the hold request for count seats in a random band.
+func (f *fan) bestAvailable(count int) map[string]any {
+	return map[string]any{"best_available": map[string]any{"band": f.band(), "count": count}}
+}
+
+// firstAsk browses the map and says what the fan asks to hold first:
+// best available (the rest), seats picked from the map (sharePicked; the
+// map may be a second stale), or too many tickets (shareOverLimit).
+func (f *fan) firstAsk(ctx context.Context, count int) map[string]any {
+	m := f.cl.Do(ctx, "seatmap", "GET", f.crowd.url("/v1/events/%d/seatmap", f.crowd.event), nil)
+	switch p := rand.Float64(); {
+	case p < shareOverLimit:
+		return f.bestAvailable(overLimit)
+	case p < shareOverLimit+sharePicked && m.Status == 200:
+		if seats := f.pick(ctx, m.Body, count); seats != nil {
+			return map[string]any{"seats": seats}
+		}
+	}
+	return f.bestAvailable(count)
+}
+
+// pick chooses count adjacent free seats from the map, as a fan tapping
+// seats would (asking for the layout first, as a browser does).
+func (f *fan) pick(ctx context.Context, m map[string]any, count int) []string {
+	free := decodeBitmap(m["available"])
+	target := f.crowd.url("/v1/events/%d/layout", f.crowd.event)
+	f.cl.Do(ctx, "layout", "GET", target, nil)
+	return PickFront(f.crowd.layout.get(target), free, count)
+}
+
+// hold holds count seats: the first ask, then best available after a lost
+// race (or 4 seats after the limit). After three misses every seat is held
+// or sold: half give up; the rest keep the page open and watch the map for
+// seats coming back (lapsed holds, failed payments) while the session
+// lasts. ok is false when the fan got no hold (done says whether it leaves).
+func (f *fan) hold(ctx context.Context, count int) (id string, expires time.Time, ok bool) {
+	body := f.firstAsk(ctx, count)
+	for try := 0; ; try++ {
+		if try == 3 && rand.IntN(2) == 0 {
+			f.done = true
+			return "", time.Time{}, false
+		}
+		if try >= 3 {
+			seats, soldOut := f.watchMap(ctx, count)
+			if soldOut {
+				f.done = true // the page says sold out: the fan leaves
+			}
+			if seats == nil {
+				return "", time.Time{}, false // sold out, or the session (or the sale) is over
+			}
+			body = map[string]any{"seats": seats}
+		}
+		h := f.cl.Do(ctx, "hold", "POST", f.crowd.url("/v1/events/%d/holds", f.crowd.event), body, f.auth()...)
+		switch h.Status {
+		case 201:
+			expires, _ := time.Parse(time.RFC3339Nano, h.Body["expires_at"].(string))
+			return h.Body["hold_id"].(string), expires, true
+		case 409:
+			f.crowd.st.Taken.Add(1)
+			body = f.bestAvailable(count)
+		case 422:
+			f.crowd.st.Limit.Add(1)
+			body = f.bestAvailable(limitRetry)
+		default:
+			f.done = true
+			return "", time.Time{}, false
+		}
+	}
+}
+
+// watchMap looks at the seat map every few seconds until some seats are
+// free, and picks up to count of them (together in a row if it can, else
+// wherever they are); nil when the session or the sale ends first, and
+// soldOut when nothing is left even on hold.
+func (f *fan) watchMap(ctx context.Context, count int) (seats []string, soldOut bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(time.Duration(2000+rand.IntN(3000)) * time.Millisecond):
+		}
+		if time.Until(f.until) < 5*time.Second {
+			return nil, false
+		}
+		m := f.cl.Do(ctx, "seatmap", "GET", f.crowd.url("/v1/events/%d/seatmap", f.crowd.event), nil)
+		if m.Status == 200 && number(m.Body["available_count"]) == 0 {
+			s := f.cl.Do(ctx, "event stats", "GET", f.crowd.url("/v1/events/%d/stats", f.crowd.event), nil)
+			if s.Status == 200 && number(s.Body["available"]) == 0 && number(s.Body["held"]) == 0 {
+				return nil, true
+			}
+			continue
+		}
+		if m.Status != 200 {
+			continue
+		}
+		target := f.crowd.url("/v1/events/%d/layout", f.crowd.event)
+		if seats := PickFree(f.crowd.layout.get(target), decodeBitmap(m.Body["available"]), count); seats != nil {
+			return seats, false
+		}
+	}
+}
+
+// release lets the held seats go.
+func (f *fan) release(ctx context.Context, id string) {
+	f.cl.Do(ctx, "release", "DELETE", f.crowd.url("/v1/holds/%s", id), nil, f.auth()...)
+}
+
+// payCard pays by card and double-clicks Confirm: two confirms with one
+// idempotency key, at once. Declined, the fan lets the seats go rather than
+// leave them held.
+func (f *fan) payCard(ctx context.Context, id string) {
+	st := f.crowd.st
+	hdr := append(f.auth(), "Idempotency-Key", fmt.Sprintf("confirm-%d-%s", f.n, id))
+	var wg sync.WaitGroup
+	var got atomic.Int32
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := f.cl.Do(ctx, "confirm", "POST", f.crowd.url("/v1/holds/%s/confirm", id), map[string]any{"payment_token": "tok_visa"}, hdr...)
+			if c.Status == 200 || c.Status == 202 {
+				got.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	f.done = true
+	st.Paid.Add(1)
+	if got.Load() > 0 {
+		st.Confirmed.Add(1)
+		return
+	}
+	st.FailedPay.Add(1)
+	f.release(ctx, id)
+}
+
+// payUPI pays by UPI: shareSlowUPI of payers wait until 20 s before the
+// hold ends first. Then the fan waits for the outcome.
+func (f *fan) payUPI(ctx context.Context, id string, expires time.Time) {
+	if rand.Float64() < shareSlowUPI {
+		if slow := time.Until(expires) - 20*time.Second; slow > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(slow): // the payer's dawdling, not a wait for anything
+			}
+		}
+	}
+	p := f.cl.Do(ctx, "pay", "POST", f.crowd.url("/v1/holds/%s/payment", id), map[string]any{"phone": fmt.Sprintf("+9198%08d", f.n)},
+		append(f.auth(), "Idempotency-Key", fmt.Sprintf("pay-%d-%s", f.n, id))...)
+	if p.Status != 201 {
+		if p.Status == 410 {
+			f.crowd.st.Abandoned.Add(1)
+		}
+		f.done = true
+		return
+	}
+	f.crowd.st.Paid.Add(1)
+	f.awaitBooking(ctx, id, int64(number(p.Body["booking"].(map[string]any)["booking_id"])))
+}
+
+// awaitBooking looks at the booking once a second until its payment is
+// settled (the simulated payer approves after a few seconds), the session
+// ends (the outcome still reaches the fan by SMS) or the sale does.
+func (f *fan) awaitBooking(ctx context.Context, hold string, booking int64) {
+	st := f.crowd.st
+	for ctx.Err() == nil {
+		time.Sleep(time.Second) // a fan looking at the page, as a browser polls
+		g := f.cl.Do(ctx, "booking", "GET", f.crowd.url("/v1/bookings/%d", booking), nil, f.auth()...)
+		switch g.Body["status"] {
+		case "CONFIRMED":
+			st.Confirmed.Add(1)
+			f.done = true
+			return
+		case "FAILED":
+			// The fan gives up and lets the seats go (the page offers it).
+			st.FailedPay.Add(1)
+			f.release(ctx, hold)
+			f.done = true
+			return
+		case "REFUND_DUE", "REFUNDED":
+			st.Refunded.Add(1)
+			f.done = true
+			return
+		}
+		if g.Status == 401 {
+			return
+		}
+	}
+}
