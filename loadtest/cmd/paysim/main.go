@@ -8,19 +8,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/onsale/onsale/loadtest/paysim"
+	"github.com/onsale/onsale/shared/config"
 )
 
 func main() {
@@ -28,7 +27,7 @@ func main() {
 	defer stop()
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if config.IsHelp(err) {
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, err)
@@ -40,16 +39,124 @@ func main() {
 	}
 }
 
-// Config is paysim's configuration: environment variables, overridden by flags.
+// Config is paysim's configuration (shared/config: defaults, then the
+// environment, then flags). The behaviour starts from
+// paysim.DefaultBehaviour, is overlaid with ONSALE_PAYSIM_BEHAVIOUR (JSON, as
+// /_sim/config takes it), and then with the flags of single knobs.
 type Config struct {
-	Addr            string
-	APIKey          string
-	WebhookSecret   string
-	WebhookURL      string
-	Control         bool
-	Behaviour       paysim.Behaviour
-	ShutdownTimeout time.Duration
-	LogLevel        slog.Level
+	Addr            string        `env:"ONSALE_PAYSIM_ADDR" flag:"addr" default:"127.0.0.1:18090" help:"listen address (host:port)"`
+	APIKey          string        `env:"ONSALE_PAYSIM_API_KEY" flag:"api-key" default:"sk_test_paysim" secret:"true" help:"the Bearer API key clients must send"`
+	WebhookSecret   string        `env:"ONSALE_PAYSIM_WEBHOOK_SECRET" flag:"webhook-secret" default:"whsec_test_paysim" secret:"true" help:"secret that signs webhooks"`
+	WebhookURL      string        `env:"ONSALE_PAYSIM_WEBHOOK_URL" flag:"webhook-url" default:"http://127.0.0.1:8081/v1/webhooks/payments" help:"where webhooks are POSTed"`
+	Control         bool          `env:"ONSALE_PAYSIM_CONTROL" flag:"control" default:"false" help:"serve /_sim/config and the /_sim/ test hooks, without auth"`
+	ShutdownTimeout time.Duration `env:"ONSALE_PAYSIM_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"10s" min:"1ms" max:"10m" help:"grace period for in-flight requests on SIGTERM"`
+	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"debug, info, warn or error; logs are JSON on stderr"`
+	BehaviourJSON   behaviourJSON `env:"ONSALE_PAYSIM_BEHAVIOUR" flag:"behaviour" help:"the behaviour as JSON, as PUT /_sim/config takes it (fields absent keep their value); the knobs' flags below override it"`
+	Behaviour       knobs
+}
+
+// knobs are the behaviour's single settings (paysim.Behaviour). Their
+// defaults are paysim.DefaultBehaviour's (a test keeps them equal); they
+// have no variables of their own: ONSALE_PAYSIM_BEHAVIOUR sets any of them.
+type knobs struct {
+	UPIDelayMin        time.Duration `flag:"upi-delay-min" default:"1s" min:"0s" help:"shortest time a UPI payer takes to approve"`
+	UPIDelayMax        time.Duration `flag:"upi-delay-max" default:"5s" min:"0s" help:"longest time a UPI payer takes to approve (uniform in between)"`
+	UPISlowFraction    float64       `flag:"upi-slow-fraction" default:"0" min:"0" max:"1" help:"fraction of UPI payers who take -upi-slow-delay instead"`
+	UPISlowDelay       time.Duration `flag:"upi-slow-delay" default:"2m" min:"0s" help:"how long the slow UPI payers take"`
+	FailRate           float64       `flag:"fail-rate" default:"0" min:"0" max:"1" help:"fraction of payments that fail"`
+	DuplicateRate      float64       `flag:"duplicate-rate" default:"0" min:"0" max:"1" help:"fraction of webhook events delivered twice, concurrently"`
+	ReorderWindow      time.Duration `flag:"reorder-window" default:"0s" min:"0s" help:"hold each webhook a random time up to this long (0: send at once)"`
+	TimeoutRate        float64       `flag:"timeout-rate" default:"0" min:"0" max:"1" help:"fraction of successful POSTs answered only after -timeout-delay"`
+	TimeoutDelay       time.Duration `flag:"timeout-delay" default:"30s" min:"0s" help:"how long those answers are held back"`
+	Outages            outages       `flag:"outage" help:"an outage window START/END (RFC 3339), or +OFFSET/LENGTH from start-up, e.g. +1m/30s; repeatable, or comma-separated"`
+	WebhookRetryBase   time.Duration `flag:"webhook-retry-base" default:"1s" min:"0s" help:"wait after the first failed webhook attempt, doubled per attempt"`
+	WebhookRetryMax    time.Duration `flag:"webhook-retry-max" default:"1m" min:"0s" help:"longest wait between webhook attempts"`
+	WebhookMaxAttempts int           `flag:"webhook-max-attempts" default:"12" min:"0" help:"webhook attempts before a delivery is given up"`
+}
+
+// behaviour is the knobs as the simulator takes them.
+func (k knobs) behaviour() paysim.Behaviour {
+	return paysim.Behaviour{UPIDelayMin: k.UPIDelayMin, UPIDelayMax: k.UPIDelayMax, UPISlowFraction: k.UPISlowFraction,
+		UPISlowDelay: k.UPISlowDelay, FailRate: k.FailRate, DuplicateRate: k.DuplicateRate, ReorderWindow: k.ReorderWindow,
+		TimeoutRate: k.TimeoutRate, TimeoutDelay: k.TimeoutDelay, Outages: k.Outages.windows, WebhookRetryBase: k.WebhookRetryBase,
+		WebhookRetryMax: k.WebhookRetryMax, WebhookMaxAttempts: k.WebhookMaxAttempts}
+}
+
+// setBehaviour sets the knobs from b.
+func (k *knobs) setBehaviour(b paysim.Behaviour) {
+	*k = knobs{UPIDelayMin: b.UPIDelayMin, UPIDelayMax: b.UPIDelayMax, UPISlowFraction: b.UPISlowFraction,
+		UPISlowDelay: b.UPISlowDelay, FailRate: b.FailRate, DuplicateRate: b.DuplicateRate, ReorderWindow: b.ReorderWindow,
+		TimeoutRate: b.TimeoutRate, TimeoutDelay: b.TimeoutDelay, Outages: outages{b.Outages}, WebhookRetryBase: b.WebhookRetryBase,
+		WebhookRetryMax: b.WebhookRetryMax, WebhookMaxAttempts: b.WebhookMaxAttempts}
+}
+
+// Validate applies the behaviour's own rules (those across fields, such as
+// upi_delay_min <= upi_delay_max).
+func (c *Config) Validate() error { return c.Behaviour.behaviour().Validate() }
+
+// behaviourJSON is ONSALE_PAYSIM_BEHAVIOUR: JSON overlaid on the knobs as it
+// is read (the environment is read before the flags, so the knobs' flags
+// win).
+type behaviourJSON struct {
+	into *knobs
+	raw  string
+}
+
+func (j *behaviourJSON) UnmarshalText(text []byte) error {
+	b := j.into.behaviour()
+	if err := json.Unmarshal(text, &b); err != nil {
+		return err
+	}
+	j.into.setBehaviour(b)
+	j.raw = string(text)
+	return nil
+}
+
+func (j behaviourJSON) MarshalText() ([]byte, error) { return []byte(j.raw), nil }
+
+// outages are -outage windows; each value read adds its windows (so the
+// flag is repeatable). Relative windows count from when they are read: the
+// start-up. (A struct, not a slice: shared/config shows slices as []string.)
+type outages struct{ windows []paysim.Window }
+
+func (o *outages) UnmarshalText(text []byte) error {
+	for _, v := range strings.Split(string(text), ",") {
+		w, err := parseWindow(strings.TrimSpace(v), time.Now())
+		if err != nil {
+			return err
+		}
+		o.windows = append(o.windows, w)
+	}
+	return nil
+}
+
+func (o outages) MarshalText() ([]byte, error) {
+	parts := make([]string, len(o.windows))
+	for i, w := range o.windows {
+		parts[i] = w.Start.Format(time.RFC3339) + "/" + w.End.Format(time.RFC3339)
+	}
+	return []byte(strings.Join(parts, ",")), nil
+}
+
+// parseWindow reads START/END (RFC 3339) or +OFFSET/LENGTH from start.
+func parseWindow(v string, start time.Time) (paysim.Window, error) {
+	from, to, ok := strings.Cut(v, "/")
+	if !ok {
+		return paysim.Window{}, errors.New("want START/END or +OFFSET/LENGTH")
+	}
+	if off, ok := strings.CutPrefix(from, "+"); ok {
+		o, err1 := time.ParseDuration(off)
+		l, err2 := time.ParseDuration(to)
+		if err := errors.Join(err1, err2); err != nil {
+			return paysim.Window{}, err
+		}
+		return paysim.Window{Start: start.Add(o), End: start.Add(o + l)}, nil
+	}
+	var w paysim.Window
+	var err1, err2 error
+	w.Start, err1 = time.Parse(time.RFC3339, from)
+	w.End, err2 = time.Parse(time.RFC3339, to)
+	return w, errors.Join(err1, err2)
 }
 
 // Main is the program, testable: ParseFlags, Run until ctx ends, and Addr
@@ -59,72 +166,19 @@ type Main struct {
 	Log    *slog.Logger
 	ready  chan net.Addr
 	addr   net.Addr
+	lookup func(string) (string, bool) // the environment
 }
 
-// NewMain returns a Main with the defaults and the environment applied
-// (ONSALE_PAYSIM_BEHAVIOUR is read by ParseFlags, which can report errors).
+// NewMain returns a Main that reads the process's environment.
 func NewMain() *Main {
-	c := Config{
-		Addr:            envOr("ONSALE_PAYSIM_ADDR", "127.0.0.1:18090"),
-		APIKey:          envOr("ONSALE_PAYSIM_API_KEY", "sk_test_paysim"),
-		WebhookSecret:   envOr("ONSALE_PAYSIM_WEBHOOK_SECRET", "whsec_test_paysim"),
-		WebhookURL:      envOr("ONSALE_PAYSIM_WEBHOOK_URL", "http://127.0.0.1:8081/v1/webhooks/payments"),
-		Control:         os.Getenv("ONSALE_PAYSIM_CONTROL") == "true" || os.Getenv("ONSALE_PAYSIM_CONTROL") == "1",
-		Behaviour:       paysim.DefaultBehaviour(),
-		ShutdownTimeout: 10 * time.Second,
-	}
-	_ = c.LogLevel.UnmarshalText([]byte(envOr("ONSALE_LOG_LEVEL", "info")))
-	return &Main{Config: c, ready: make(chan net.Addr, 1)}
+	return &Main{ready: make(chan net.Addr, 1), lookup: os.LookupEnv}
 }
 
-// ParseFlags applies ONSALE_PAYSIM_BEHAVIOUR (JSON, as /_sim/config) and
-// then the command-line flags, and validates.
+// ParseFlags loads the configuration: defaults, the environment, then args;
+// an error names any setting it cannot parse or that is out of range.
 func (m *Main) ParseFlags(args []string) error {
-	c := &m.Config
-	if v := os.Getenv("ONSALE_PAYSIM_BEHAVIOUR"); v != "" {
-		if err := json.Unmarshal([]byte(v), &c.Behaviour); err != nil {
-			return fmt.Errorf("paysim: ONSALE_PAYSIM_BEHAVIOUR: %w", err)
-		}
-	}
-	b := &c.Behaviour
-	fs := flag.NewFlagSet("paysim", flag.ContinueOnError)
-	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address (env ONSALE_PAYSIM_ADDR)")
-	// The secrets' flags show no default: help must not print a secret.
-	apiKey := fs.String("api-key", "", "the Bearer API key clients must send (env ONSALE_PAYSIM_API_KEY; default sk_test_paysim)")
-	secret := fs.String("webhook-secret", "", "secret that signs webhooks (env ONSALE_PAYSIM_WEBHOOK_SECRET; default whsec_test_paysim)")
-	fs.StringVar(&c.WebhookURL, "webhook-url", c.WebhookURL, "where webhooks are POSTed (env ONSALE_PAYSIM_WEBHOOK_URL)")
-	fs.BoolVar(&c.Control, "control", c.Control, "serve /_sim/config and the /_sim/ test hooks, without auth (env ONSALE_PAYSIM_CONTROL=true)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "grace period for in-flight requests on SIGTERM, e.g. 10s")
-	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env ONSALE_LOG_LEVEL)")
-	fs.DurationVar(&b.UPIDelayMin, "upi-delay-min", b.UPIDelayMin, "shortest time a UPI payer takes to approve, e.g. 1s")
-	fs.DurationVar(&b.UPIDelayMax, "upi-delay-max", b.UPIDelayMax, "longest time a UPI payer takes to approve (uniform in between), e.g. 5s")
-	fs.Float64Var(&b.UPISlowFraction, "upi-slow-fraction", b.UPISlowFraction, "fraction (0..1) of UPI payers who take -upi-slow-delay instead")
-	fs.DurationVar(&b.UPISlowDelay, "upi-slow-delay", b.UPISlowDelay, "how long the slow UPI payers take, e.g. 2m")
-	fs.Float64Var(&b.FailRate, "fail-rate", b.FailRate, "fraction (0..1) of payments that fail")
-	fs.Float64Var(&b.DuplicateRate, "duplicate-rate", b.DuplicateRate, "fraction (0..1) of webhook events delivered twice, concurrently")
-	fs.DurationVar(&b.ReorderWindow, "reorder-window", b.ReorderWindow, "hold each webhook a random time up to this long, e.g. 3s (0: send at once)")
-	fs.Float64Var(&b.TimeoutRate, "timeout-rate", b.TimeoutRate, "fraction (0..1) of successful POSTs answered only after -timeout-delay")
-	fs.DurationVar(&b.TimeoutDelay, "timeout-delay", b.TimeoutDelay, "how long those answers are held back, e.g. 30s")
-	fs.Var(outageFlag{b, time.Now()}, "outage", "an outage window START/END (RFC 3339), or +OFFSET/LENGTH from start-up, e.g. +1m/30s; repeatable")
-	fs.DurationVar(&b.WebhookRetryBase, "webhook-retry-base", b.WebhookRetryBase, "wait after the first failed webhook attempt, doubled per attempt, e.g. 1s")
-	fs.DurationVar(&b.WebhookRetryMax, "webhook-retry-max", b.WebhookRetryMax, "longest wait between webhook attempts, e.g. 1m")
-	fs.IntVar(&b.WebhookMaxAttempts, "webhook-max-attempts", b.WebhookMaxAttempts, "webhook attempts before a delivery is given up")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *apiKey != "" {
-		c.APIKey = *apiKey
-	}
-	if *secret != "" {
-		c.WebhookSecret = *secret
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("paysim: unexpected arguments %q", fs.Args())
-	case c.ShutdownTimeout <= 0:
-		return errors.New("paysim: shutdown timeout must be positive")
-	}
-	if err := c.Behaviour.Validate(); err != nil {
+	m.Config.BehaviourJSON.into = &m.Config.Behaviour
+	if err := config.Load(&m.Config, args, m.lookup); err != nil {
 		return fmt.Errorf("paysim: %w", err)
 	}
 	return nil
@@ -147,11 +201,10 @@ func (m *Main) Run(ctx context.Context) error {
 		m.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
 	}
 	log := m.Log.With("service", "paysim")
-	log.Info("starting", "addr", c.Addr, "api_key", mask(c.APIKey), "webhook_secret", mask(c.WebhookSecret),
-		"webhook_url", c.WebhookURL, "control", c.Control, "behaviour", c.Behaviour)
+	config.Log(log, &m.Config)
 
 	sim, err := paysim.New(paysim.Config{APIKey: c.APIKey, WebhookSecret: c.WebhookSecret, WebhookURL: c.WebhookURL,
-		Control: c.Control, Behaviour: c.Behaviour}, log)
+		Control: c.Control, Behaviour: c.Behaviour.behaviour()}, log)
 	if err != nil {
 		return err
 	}
@@ -186,47 +239,4 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// outageFlag appends an outage window to the behaviour per -outage.
-type outageFlag struct {
-	b     *paysim.Behaviour
-	start time.Time // relative windows count from here
-}
-
-func (f outageFlag) String() string { return "" }
-
-func (f outageFlag) Set(v string) error {
-	from, to, ok := strings.Cut(v, "/")
-	if !ok {
-		return errors.New("want START/END or +OFFSET/LENGTH")
-	}
-	var w paysim.Window
-	if off, ok := strings.CutPrefix(from, "+"); ok {
-		o, err1 := time.ParseDuration(off)
-		l, err2 := time.ParseDuration(to)
-		if err := errors.Join(err1, err2); err != nil {
-			return err
-		}
-		w = paysim.Window{Start: f.start.Add(o), End: f.start.Add(o + l)}
-	} else {
-		var err1, err2 error
-		w.Start, err1 = time.Parse(time.RFC3339, from)
-		w.End, err2 = time.Parse(time.RFC3339, to)
-		if err := errors.Join(err1, err2); err != nil {
-			return err
-		}
-	}
-	f.b.Outages = append(f.b.Outages, w)
-	return nil
-}
-
-// mask shows a secret's length, never the secret.
-func mask(s string) string { return "(" + strconv.Itoa(len(s)) + " characters)" }
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
