@@ -9,8 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -18,15 +16,18 @@ import (
 	"github.com/onsale/onsale/loadtest/check"
 	"github.com/onsale/onsale/loadtest/crowd"
 	"github.com/onsale/onsale/loadtest/procstat"
+	"github.com/onsale/onsale/shared/config"
 )
 
-// Config is the sale's setup; deploy/local/demo.sh passes it as flags.
+// Config is the sale's setup (shared/config); deploy/local/demo.sh passes it
+// as flags. A tool run by scripts: its settings have no variables of their
+// own (but DATABASE_URL) and no README table; -h lists them.
 type Config struct {
 	Gateway     string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
 	Paysim      string        `flag:"paysim" default:"http://127.0.0.1:18090" help:"payment simulator base URL"`
 	ProviderKey string        `flag:"provider-key" default:"sk_test_paysim" secret:"true" help:"payment simulator API key (for its ledger)"`
 	AdminToken  string        `flag:"admin-token" secret:"true" help:"gateway admin token"`
-	DatabaseURL string        `env:"DATABASE_URL" flag:"database-url" secret:"true" help:"the core's database (for the checker)"`
+	DatabaseURL string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"the core's database (for the checker)"`
 	Event       int64         `flag:"event" default:"1" min:"1" help:"the event on sale"`
 	Fans        int           `flag:"fans" default:"4000" min:"0" help:"fans in the crowd"`
 	Bots        int           `flag:"bots" default:"4" min:"0" help:"bots hammering the queue"`
@@ -46,8 +47,8 @@ type Config struct {
 
 func main() {
 	var c Config
-	if err := loadConfig(&c, os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	if err := config.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
+		if config.IsHelp(err) {
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "flashsale:", err)

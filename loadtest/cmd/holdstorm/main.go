@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,16 +23,29 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onsale/onsale/shared/admission"
+	shconfig "github.com/onsale/onsale/shared/config"
 )
 
+// config is the storm's setup (shared/config): flags, and DATABASE_URL. A
+// tool run by hand: no README table; -h lists the settings.
+type config struct {
+	Core        string `flag:"core" default:"http://127.0.0.1:8081" help:"core base URL"`
+	DatabaseURL string `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"the core's database, for the final check"`
+	AdmitKey    string `flag:"admit-key" default:".run/keys/admit.key" help:"admit-token private key (the gateway's, in development)"`
+	Fans        int    `flag:"fans" default:"3000" min:"1" help:"fans in the storm"`
+	Concurrency int    `flag:"concurrency" default:"48" min:"1" help:"fans acting at once"`
+}
+
 func main() {
-	core := flag.String("core", "http://127.0.0.1:8081", "core base URL")
-	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "the core's database, for the final check")
-	key := flag.String("admit-key", ".run/keys/admit.key", "admit-token private key (the gateway's, in development)")
-	fans := flag.Int("fans", 3000, "fans in the storm")
-	conc := flag.Int("concurrency", 48, "fans acting at once")
-	flag.Parse()
-	if err := run(context.Background(), *core, *dbURL, *key, *fans, *conc); err != nil {
+	var c config
+	if err := shconfig.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
+		if shconfig.IsHelp(err) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "holdstorm:", err)
+		os.Exit(2)
+	}
+	if err := run(context.Background(), c.Core, c.DatabaseURL, c.AdmitKey, c.Fans, c.Concurrency); err != nil {
 		fmt.Fprintln(os.Stderr, "holdstorm:", err)
 		os.Exit(1)
 	}

@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -22,28 +21,33 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/loadtest/procstat"
+	shconfig "github.com/onsale/onsale/shared/config"
 )
 
+// config is the benchmark's setup (shared/config); deploy/local/bench.sh
+// passes it as flags. A tool run by a script: no variables, no README
+// table; -h lists the settings.
 type config struct {
-	gateway, adminToken, out string
-	event                    int64
-	fans, conns, rounds      int
-	duration                 time.Duration
-	gatewayPID               int
+	Gateway    string        `flag:"gateway" default:"127.0.0.1:18080" help:"the running gateway (host:port)"`
+	AdminToken string        `flag:"admin-token" secret:"true" help:"the gateway's admin token (to set the dials)"`
+	Event      int64         `flag:"event" default:"1" min:"1" help:"a seated event the core knows"`
+	Fans       int           `flag:"fans" default:"20000" min:"1" help:"fans who join (their queue tokens are polled in turn)"`
+	Conns      int           `flag:"conns" default:"64" min:"1" help:"concurrent connections"`
+	Rounds     int           `flag:"rounds" default:"3" min:"1" help:"rounds of each, alternating"`
+	Duration   time.Duration `flag:"duration" default:"5s" min:"100ms" help:"length of a round"`
+	GatewayPID int           `flag:"gateway-pid" default:"0" min:"0" help:"the gateway's process, for CPU time per poll (0: not measured)"`
+	Out        string        `flag:"out" help:"also write the results as JSON to this file"`
 }
 
 func main() {
 	var c config
-	flag.StringVar(&c.gateway, "gateway", "127.0.0.1:18080", "the running gateway (host:port)")
-	flag.StringVar(&c.adminToken, "admin-token", "", "the gateway's admin token (to set the dials)")
-	flag.Int64Var(&c.event, "event", 1, "a seated event the core knows")
-	flag.IntVar(&c.fans, "fans", 20000, "fans who join (their queue tokens are polled in turn)")
-	flag.IntVar(&c.conns, "conns", 64, "concurrent connections")
-	flag.IntVar(&c.rounds, "rounds", 3, "rounds of each, alternating")
-	flag.DurationVar(&c.duration, "duration", 5*time.Second, "length of a round")
-	flag.IntVar(&c.gatewayPID, "gateway-pid", 0, "the gateway's process, for CPU time per poll")
-	flag.StringVar(&c.out, "out", "", "also write the results as JSON to this file")
-	flag.Parse()
+	if err := shconfig.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
+		if shconfig.IsHelp(err) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "pollbench:", err)
+		os.Exit(2)
+	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "pollbench:", err)
 		os.Exit(1)
@@ -59,16 +63,16 @@ type result struct {
 }
 
 func run(c config) error {
-	hc := &fasthttp.HostClient{Addr: c.gateway, MaxConns: c.conns + 8}
+	hc := &fasthttp.HostClient{Addr: c.Gateway, MaxConns: c.Conns + 8}
 	// Nobody is let in, so every fan stays in line and every poll is the
 	// steady-state kind.
 	dials := fmt.Sprintf(`{"prequeue_at":%q,"onsale_at":%q,"new_users_per_minute":0,"claim_seconds":90}`,
 		time.Now().Add(-time.Hour).Format(time.RFC3339), time.Now().Add(-time.Second).Format(time.RFC3339))
-	admin := "/admin/v1/events/" + fmt.Sprint(c.event)
-	if code, body := call(hc, "GET", admin, "", c.adminToken); code != 200 {
+	admin := "/admin/v1/events/" + fmt.Sprint(c.Event)
+	if code, body := call(hc, "GET", admin, "", c.AdminToken); code != 200 {
 		return fmt.Errorf("GET %s: %d %s", admin, code, body)
 	}
-	if code, body := call(hc, "PATCH", admin, dials, c.adminToken); code != 200 {
+	if code, body := call(hc, "PATCH", admin, dials, c.AdminToken); code != 200 {
 		return fmt.Errorf("PATCH %s: %d %s", admin, code, body)
 	}
 	time.Sleep(300 * time.Millisecond) // the dials reach the gateway's view
@@ -76,7 +80,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("pollbench: %d fans in line, %d connections, %d rounds of %v each\n", len(tokens), c.conns, c.rounds, c.duration)
+	fmt.Printf("pollbench: %d fans in line, %d connections, %d rounds of %v each\n", len(tokens), c.Conns, c.Rounds, c.Duration)
 
 	// The baseline: fasthttp answering a status-sized JSON reply.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -90,19 +94,19 @@ func run(c config) error {
 		ctx.Response.Header.Set("Cache-Control", "private, no-store")
 		ctx.SetBody(reply)
 	})
-	hello := &fasthttp.HostClient{Addr: ln.Addr().String(), MaxConns: c.conns + 8}
-	path := fmt.Sprintf("/v1/events/%d/queue/status", c.event)
+	hello := &fasthttp.HostClient{Addr: ln.Addr().String(), MaxConns: c.Conns + 8}
+	path := fmt.Sprintf("/v1/events/%d/queue/status", c.Event)
 
 	var gw *procstat.Watcher
-	if c.gatewayPID > 0 {
+	if c.GatewayPID > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		if gw, err = procstat.Watch(ctx, []procstat.Target{{Name: "gateway", PID: c.gatewayPID}}, time.Hour); err != nil {
+		if gw, err = procstat.Watch(ctx, []procstat.Target{{Name: "gateway", PID: c.GatewayPID}}, time.Hour); err != nil {
 			return err
 		}
 	}
 	var helloRuns, gwRuns []result
-	for r := range c.rounds {
+	for r := range c.Rounds {
 		h := load(hello, "/", nil, c, nil)
 		g := load(hc, path, tokens, c, gw)
 		helloRuns, gwRuns = append(helloRuns, h), append(gwRuns, g)
@@ -116,10 +120,10 @@ func run(c config) error {
 	h, g := med(helloRuns), med(gwRuns)
 	fmt.Printf("median: gateway status polls %.0f/s, fasthttp hello-world %.0f/s on the same machine and client: ratio %.2f\n",
 		g.PerSecond, h.PerSecond, g.PerSecond/h.PerSecond)
-	if c.out != "" {
+	if c.Out != "" {
 		b, _ := json.MarshalIndent(map[string]any{"gateway_status": gwRuns, "hello_world": helloRuns,
-			"ratio": g.PerSecond / h.PerSecond, "fans": len(tokens), "conns": c.conns}, "", "  ")
-		return os.WriteFile(c.out, b, 0o644)
+			"ratio": g.PerSecond / h.PerSecond, "fans": len(tokens), "conns": c.Conns}, "", "  ")
+		return os.WriteFile(c.Out, b, 0o644)
 	}
 	return nil
 }
@@ -143,22 +147,22 @@ func call(hc *fasthttp.HostClient, method, path, body, admin string) (int, strin
 	return resp.StatusCode(), string(resp.Body())
 }
 
-// join puts c.fans fresh visitors in line and returns their queue tokens.
+// join puts c.Fans fresh visitors in line and returns their queue tokens.
 func join(hc *fasthttp.HostClient, c config) ([]string, error) {
-	tokens := make([]string, c.fans)
+	tokens := make([]string, c.Fans)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Int64
-	for range c.conns {
+	for range c.Conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(c.fans) {
+				if i >= int64(c.Fans) {
 					return
 				}
-				code, body := call(hc, "POST", fmt.Sprintf("/v1/events/%d/queue", c.event), "", "")
+				code, body := call(hc, "POST", fmt.Sprintf("/v1/events/%d/queue", c.Event), "", "")
 				var r struct {
 					Token string `json:"queue_token"`
 				}
@@ -172,22 +176,22 @@ func join(hc *fasthttp.HostClient, c config) ([]string, error) {
 	}
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
-		return nil, fmt.Errorf("%d of %d joins failed", n, c.fans)
+		return nil, fmt.Errorf("%d of %d joins failed", n, c.Fans)
 	}
 	return tokens, nil
 }
 
-// load polls path from c.conns connections for c.duration; tokens, when
+// load polls path from c.Conns connections for c.Duration; tokens, when
 // given, are used in turn as bearer tokens.
 func load(hc *fasthttp.HostClient, path string, tokens []string, c config, cpu *procstat.Watcher) result {
 	var done, errs atomic.Int64
-	lat := make([][]time.Duration, c.conns)
+	lat := make([][]time.Duration, c.Conns)
 	var next atomic.Int64
-	stop := time.Now().Add(c.duration)
+	stop := time.Now().Add(c.Duration)
 	before := cpuOf(cpu)
 	t0 := time.Now()
 	var wg sync.WaitGroup
-	for w := range c.conns {
+	for w := range c.Conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/shared/config"
+)
+
+func TestConfig(t *testing.T) {
+	var c Config
+	env := map[string]string{"DATABASE_URL": "postgres://x/y"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	// The flags deploy/local/demo.sh passes.
+	args := []string{"-gateway", "http://127.0.0.1:18080", "-paysim", "http://127.0.0.1:18090", "-admin-token", "a", "-event", "1",
+		"-fans", "24000", "-per-minute", "6000", "-max-active", "2000", "-session", "90s", "-onsale-in", "10s", "-wall", "10s",
+		"-claim", "30s", "-deadline", "4m", "-sweep", "5s", "-report", "/tmp/r/index.html", "-watch", "paysim=1,core=2"}
+	if err := config.Load(&c, args, lookup); err != nil {
+		t.Fatal(err)
+	}
+	if c.DatabaseURL != "postgres://x/y" || c.Fans != 24000 || c.Session != 90*time.Second || c.Bots != 4 || c.Tail != 30*time.Second || c.Conns != 1024 {
+		t.Errorf("config = %+v", c)
+	}
+	for _, bad := range [][]string{{"-fans", "-1"}, {"-onsale-in", "0s"}, {"-session", "soon"}, {"-conns", "0"}, {"-event", "0"}} {
+		var c Config
+		if err := config.Load(&c, bad, lookup); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("Load(%v) = %v; want an error naming %s", bad, err, bad[0])
+		}
+	}
+}
