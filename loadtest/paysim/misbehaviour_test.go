@@ -3,6 +3,7 @@ package paysim_test
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,14 +39,22 @@ func TestOutage(t *testing.T) {
 		t.Errorf("list during outage = %d", r.status)
 	}
 
-	// The payer approves during the outage: the webhook waits.
+	// The payer approves during the outage: the webhook waits. Wait until
+	// the scheduler has looked at the queued webhook (a wrong scheduler
+	// would have taken it off the queue and sent it by then).
+	var sawQueued atomic.Bool
+	paysim.SetAfterDue(e.sim, func(queued int) {
+		if queued > 0 {
+			sawQueued.Store(true)
+		}
+	})
 	if _, err := e.sim.Settle(p.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.sim.FlushWebhooks(); n != 0 {
 		t.Errorf("flush in an outage sent %d", n)
 	}
-	time.Sleep(50 * time.Millisecond) // give a wrong scheduler the chance to send
+	eventually(t, sawQueued.Load, "the scheduler to look at the queued webhook")
 	if d := e.sim.Deliveries(); len(e.recv.all()) != 0 || len(d) != 1 || d[0].State != paysim.DeliveryQueued || d[0].Attempts != 0 {
 		t.Fatalf("in an outage: %d received, deliveries %+v; want none, one queued", len(e.recv.all()), d)
 	}
@@ -60,6 +69,9 @@ func TestOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := e.recv.wait(t, 1)
+	// The receiver has the webhook before the simulator has its answer:
+	// wait for the delivery to be answered before counting its attempts.
+	eventually(t, func() bool { return e.sim.Deliveries()[0].State == paysim.DeliveryDelivered }, "the delivery answered")
 	if got[0].event.Type != paysim.EventPaymentSucceeded || e.sim.Deliveries()[0].Attempts != 1 {
 		t.Errorf("after the outage: %+v, %+v; want payment.succeeded at the first attempt", got[0].event, e.sim.Deliveries()[0])
 	}
@@ -77,7 +89,7 @@ func TestOutageWindowOpensLater(t *testing.T) {
 	beh.ReorderWindow = 0
 	e := newEnv(t, beh, nil)
 	p := e.pay(t, upi("booking-1", 100))
-	time.Sleep(time.Until(start))
+	time.Sleep(time.Until(start)) // the window opens at a time of day: wait for that time itself
 	if r := e.call(t, "GET", "/v1/payments/"+p.ID, nil); r.status != 503 {
 		t.Fatalf("GET in the window = %d; want 503", r.status)
 	}

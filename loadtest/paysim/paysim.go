@@ -91,6 +91,12 @@ type Sim struct {
 	// Idempotency-Key is claimed: it widens the window for races.
 	beforeExec func()
 
+	// afterDue, when set (by tests, under mu), is called by the webhook
+	// scheduler each time it has looked at the queue, with mu held and
+	// the number of deliveries it left queued: a test can wait for the
+	// scheduler to have seen a delivery instead of sleeping.
+	afterDue func(queued int)
+
 	// Background work: the webhook scheduler and its workers, UPI
 	// settlement timers, delayed responses. Close ends all of it.
 	ctx  context.Context // canceled by Close

@@ -162,6 +162,9 @@ func (s *Sim) schedule() {
 func (s *Sim) due() ([]*delivery, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.afterDue != nil {
+		defer func() { s.afterDue(len(s.queue)) }()
+	}
 	now := s.now()
 	if s.webhookURL == "" {
 		return nil, -1
