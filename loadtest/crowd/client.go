@@ -121,10 +121,10 @@ func (c *Client) keepCookies(resp *fasthttp.Response) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	resp.Header.VisitAllCookie(func(key, value []byte) {
+	for key, value := range resp.Header.Cookies() {
 		var ck fasthttp.Cookie
 		if ck.ParseBytes(value) != nil {
-			return
+			continue
 		}
 		if c.cookies == nil {
 			c.cookies = map[string]string{}
@@ -134,7 +134,7 @@ func (c *Client) keepCookies(resp *fasthttp.Response) {
 		} else {
 			c.cookies[string(key)] = string(ck.Value())
 		}
-	})
+	}
 }
 
 // number reads a JSON number from a decoded body (0 when absent).

@@ -105,7 +105,6 @@ func (w *Watcher) sample(first bool) {
 	type info struct {
 		ppid int
 		cpu  float64
-		pss  uint64
 	}
 	all := make(map[int]*info, len(procs))
 	children := map[int][]int{}
