@@ -1,0 +1,206 @@
+package crowd_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// fakeGateway answers the gateway's API just enough for a crowd to go
+// through every step, and counts what the crowd asked. Every fan is
+// admitted at its first poll; the seat map shows every seat free; a best
+// available hold always succeeds, one for more than 6 seats gets 422, seats
+// picked succeed unless another hold has one; every tenth payment fails.
+type fakeGateway struct {
+	addr   string
+	mu     sync.Mutex
+	counts map[string]int
+	held   map[string]bool // seats held by picked holds
+	// confirmKeys counts the confirms per Idempotency-Key.
+	confirmKeys map[string]int
+	next        atomic.Int64
+}
+
+// the layout: one section of 10 rows of 10 seats.
+const fakeRows, fakeSeats = 10, 10
+
+func newFakeGateway(tb testing.TB) *fakeGateway {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g := &fakeGateway{addr: "http://" + ln.Addr().String(), counts: map[string]int{}, held: map[string]bool{}, confirmKeys: map[string]int{}}
+	srv := &fasthttp.Server{Handler: g.serve}
+	go srv.Serve(ln)
+	tb.Cleanup(func() { srv.Shutdown() })
+	return g
+}
+
+func (g *fakeGateway) count(k string) {
+	g.mu.Lock()
+	g.counts[k]++
+	g.mu.Unlock()
+}
+
+// Counts is a copy of the counts so far.
+func (g *fakeGateway) Counts() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range g.counts {
+		out[k] = v
+	}
+	return out
+}
+
+func reply(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, _ := json.Marshal(v)
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+func (g *fakeGateway) serve(ctx *fasthttp.RequestCtx) {
+	path, method := string(ctx.Path()), string(ctx.Method())
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	auth := string(ctx.Request.Header.Peek("Authorization"))
+	switch {
+	case strings.HasPrefix(path, "/admin/"):
+		g.count("admin " + method)
+		if auth != "Bearer admin" {
+			reply(ctx, 401, map[string]any{"error": "unauthorized"})
+			return
+		}
+		reply(ctx, 200, map[string]any{"stats": map[string]any{"queued": 0}, "dials": map[string]any{}})
+	case path == "/v1/events/1":
+		g.count("event")
+		reply(ctx, 200, map[string]any{"capacity": fakeRows * fakeSeats, "hold_seconds": 21, "price_bands": []map[string]any{{"code": "A"}, {"code": "B"}}})
+	case path == "/v1/events/1/stats":
+		g.count("stats")
+		reply(ctx, 200, map[string]any{"available": fakeRows * fakeSeats, "held": 0, "sold": 0})
+	case path == "/v1/events/1/queue" && method == "POST":
+		g.join(ctx)
+	case path == "/v1/events/1/queue" && method == "DELETE":
+		g.count("leave")
+		reply(ctx, 200, map[string]any{"outcome": "ended"})
+	case path == "/v1/events/1/queue/status":
+		if len(ctx.Request.Header.Cookie("q")) == 0 {
+			g.count("status without a cookie")
+			reply(ctx, 401, map[string]any{"error": "no_token"})
+			return
+		}
+		g.count("status")
+		reply(ctx, 200, map[string]any{"state": "admitted", "position": 1, "admit_token": "admit",
+			"admit_expires_at": time.Now().Add(time.Minute).Format(time.RFC3339Nano)})
+	case path == "/v1/events/1/seatmap":
+		g.count("seatmap")
+		reply(ctx, 200, map[string]any{"available": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xff}, fakeRows*fakeSeats/8+1)),
+			"available_count": fakeRows * fakeSeats})
+	case path == "/v1/events/1/layout":
+		g.count("layout")
+		var rows []map[string]any
+		for r := range fakeRows {
+			nums := make([]int, fakeSeats)
+			for i := range nums {
+				nums[i] = i + 1
+			}
+			rows = append(rows, map[string]any{"label": strconv.Itoa(r + 1), "pos": r * fakeSeats, "numbers": nums})
+		}
+		reply(ctx, 200, map[string]any{"sections": []map[string]any{{"code": "S", "rows": rows}}})
+	case path == "/v1/events/1/holds":
+		g.hold(ctx, auth)
+	case len(parts) == 3 && parts[1] == "holds" && method == "DELETE":
+		g.count("release")
+		reply(ctx, 200, map[string]any{})
+	case len(parts) == 4 && parts[3] == "confirm":
+		g.count("confirm")
+		g.mu.Lock()
+		g.confirmKeys[string(ctx.Request.Header.Peek("Idempotency-Key"))]++
+		g.mu.Unlock()
+		n, _ := strconv.Atoi(strings.TrimPrefix(parts[2], "h"))
+		if n%10 == 0 {
+			reply(ctx, 402, map[string]any{"error": "declined"})
+			return
+		}
+		reply(ctx, 200, map[string]any{"status": "CONFIRMED"})
+	case len(parts) == 4 && parts[3] == "payment":
+		g.count("pay")
+		n, _ := strconv.Atoi(strings.TrimPrefix(parts[2], "h"))
+		reply(ctx, 201, map[string]any{"booking": map[string]any{"booking_id": n}})
+	case len(parts) == 3 && parts[1] == "bookings":
+		g.count("booking")
+		status := "CONFIRMED"
+		if n, _ := strconv.Atoi(parts[2]); n%10 == 0 {
+			status = "FAILED"
+		}
+		reply(ctx, 200, map[string]any{"status": status})
+	default:
+		g.count("unknown " + method + " " + path)
+		reply(ctx, 404, map[string]any{"error": "not_found"})
+	}
+}
+
+func (g *fakeGateway) join(ctx *fasthttp.RequestCtx) {
+	g.count("join")
+	n := g.next.Add(1)
+	var ck fasthttp.Cookie
+	ck.SetKey("q")
+	ck.SetValue(strconv.FormatInt(n, 10))
+	ctx.Response.Header.SetCookie(&ck)
+	reply(ctx, 200, map[string]any{"state": "waiting", "position": n, "poll_after_ms": 5})
+}
+
+func (g *fakeGateway) hold(ctx *fasthttp.RequestCtx, auth string) {
+	if auth != "Bearer admit" {
+		g.count("hold without admission")
+		reply(ctx, 401, nil)
+		return
+	}
+	var body struct {
+		Seats []string `json:"seats"`
+		Best  *struct {
+			Band  string `json:"band"`
+			Count int    `json:"count"`
+		} `json:"best_available"`
+	}
+	json.Unmarshal(ctx.PostBody(), &body)
+	id := fmt.Sprintf("h%d", g.next.Add(1))
+	ok := map[string]any{"hold_id": id, "expires_at": time.Now().Add(21 * time.Second).Format(time.RFC3339Nano)}
+	switch {
+	case body.Best != nil && body.Best.Count > 6:
+		g.count(fmt.Sprintf("hold best %d", body.Best.Count))
+		reply(ctx, 422, map[string]any{"error": "limit_exceeded"})
+	case body.Best != nil:
+		g.count(fmt.Sprintf("hold best %s", map[bool]string{true: "1-6", false: "other"}[body.Best.Count >= 1 && body.Best.Count <= 6]))
+		reply(ctx, 201, ok)
+	default:
+		g.count("hold picked")
+		g.mu.Lock()
+		taken := false
+		for _, s := range body.Seats {
+			taken = taken || g.held[s]
+		}
+		if !taken {
+			for _, s := range body.Seats {
+				g.held[s] = true
+			}
+		}
+		g.mu.Unlock()
+		if taken {
+			reply(ctx, 409, map[string]any{"error": "seats_taken"})
+			return
+		}
+		reply(ctx, 201, ok)
+	}
+}
