@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -57,11 +58,7 @@ func (g *fakeGateway) count(k string) {
 func (g *fakeGateway) Counts() map[string]int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range g.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(g.counts)
 }
 
 func reply(ctx *fasthttp.RequestCtx, status int, v any) {
