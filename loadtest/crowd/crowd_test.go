@@ -60,24 +60,39 @@ func TestCrowdProportions(t *testing.T) {
 		t.Errorf("Stats: joined %d, admitted %d; want %d", st.Joined.Load(), n, fans)
 	}
 
+	// A fourth of the fans (the unlucky ones) lose every race: three
+	// misses, then half give up, the rest watch the map until it says sold
+	// out. Every such fan is done.
+	unlucky := fans / 4
+	lucky := fans - unlucky
+	watchers := got["stats (unlucky)"]
+	if got["hold lost (unlucky)"] != 3*unlucky {
+		t.Errorf("unlucky fans asked for %d holds; want exactly three each (%d)", got["hold lost (unlucky)"], 3*unlucky)
+	}
+	within(t, "unlucky fans who watch the map after three misses", watchers, unlucky, 0.5)
+	if got["seatmap (unlucky)"] != unlucky+watchers {
+		t.Errorf("unlucky fans read the map %d times; want once before the hold, and once more each of %d who watched", got["seatmap (unlucky)"], watchers)
+	}
+
 	// The first ask: 5% over the limit (then 4 seats), 35% picked from
 	// the map (after asking for the layout), the rest best available.
-	within(t, "over the limit first", got["hold best 9"], fans, 0.05)
-	within(t, "picked from the map", got["hold picked"], fans, 0.35)
-	if got["layout"] != got["hold picked"]+1 || got["seatmap"] != fans {
-		t.Errorf("layout %d, seat maps %d; want one layout per picked hold (and the crowd's own, parsed once), one map per fan",
-			got["layout"], got["seatmap"])
+	picks := got["layout"] - 1 + got["layout (unlucky)"] // the crowd's own copy of the layout, parsed once
+	within(t, "over the limit first", got["hold best 9"], lucky, 0.05)
+	within(t, "picked from the map", picks, fans, 0.35)
+	if got["hold picked"] != got["layout"]-1 || got["seatmap"] != lucky {
+		t.Errorf("picked holds %d, layouts %d, seat maps %d; want one layout per picked hold (and the crowd's own), one map per lucky fan (%d)",
+			got["hold picked"], got["layout"], got["seatmap"], lucky)
 	}
 	if st.Limit.Load() != int64(got["hold best 9"]) || got["hold best other"] != 0 {
 		t.Errorf("Stats.Limit %d, gateway 422s %d, odd counts %d", st.Limit.Load(), got["hold best 9"], got["hold best other"])
 	}
-	// Every fan gets a hold here (a lost race retries best available).
+	// Every lucky fan gets a hold (a lost race retries best available).
 	held := int(st.Held.Load())
-	if held != fans {
-		t.Errorf("held %d; want %d", held, fans)
+	if held != lucky {
+		t.Errorf("held %d; want %d", held, lucky)
 	}
 	// A hold asked for is a 201, a lost race (409) or over the limit (422).
-	if asked := got["hold best 9"] + got["hold best 1-6"] + got["hold picked"]; asked != held+int(st.Taken.Load()+st.Limit.Load()) {
+	if asked := got["hold best 9"] + got["hold best 1-6"] + got["hold picked"] + got["hold lost (unlucky)"]; asked != held+int(st.Taken.Load()+st.Limit.Load()) {
 		t.Errorf("%d holds asked for; want held %d + lost races %d + over the limit %d", asked, held, st.Taken.Load(), st.Limit.Load())
 	}
 
@@ -105,7 +120,8 @@ func TestCrowdProportions(t *testing.T) {
 		t.Errorf("confirmed %d + failed %d; want every payment %d", st.Confirmed.Load(), st.FailedPay.Load(), card+got["pay"])
 	}
 
-	// Everyone but those who closed the app says they are done.
+	// Everyone but those who closed the app says they are done (the
+	// unlucky too: they gave up, or the map said sold out).
 	if leaves := got["leave"]; leaves != fans-(held-card-got["pay"]-released) || st.Left.Load() != int64(leaves) {
 		t.Errorf("leaves %d (Stats.Left %d); want every fan but those who closed the app", leaves, st.Left.Load())
 	}

@@ -19,9 +19,11 @@ import (
 
 // fakeGateway answers the gateway's API just enough for a crowd to go
 // through every step, and counts what the crowd asked. Every fan is
-// admitted at its first poll; the seat map shows every seat free; a best
-// available hold always succeeds, one for more than 6 seats gets 422, seats
-// picked succeed unless another hold has one; every tenth payment fails.
+// admitted at its first poll. Every fourth fan to join (an unlucky one)
+// loses every seat race and, once it watches the map, finds the sale sold
+// out. For the others the seat map shows every seat free; a best available
+// hold always succeeds, one for more than 6 seats gets 422, seats picked
+// succeed unless another hold has one; every tenth payment fails.
 type fakeGateway struct {
 	addr   string
 	mu     sync.Mutex
@@ -29,7 +31,8 @@ type fakeGateway struct {
 	held   map[string]bool // seats held by picked holds
 	// confirmKeys counts the confirms per Idempotency-Key.
 	confirmKeys map[string]int
-	next        atomic.Int64
+	joins       atomic.Int64 // numbers the fans in the order they join
+	holds       atomic.Int64 // numbers the holds
 }
 
 // the layout: one section of 10 rows of 10 seats.
@@ -83,6 +86,9 @@ func (g *fakeGateway) serve(ctx *fasthttp.RequestCtx) {
 	case path == "/v1/events/1":
 		g.count("event")
 		reply(ctx, 200, map[string]any{"capacity": fakeRows * fakeSeats, "hold_seconds": 21, "price_bands": []map[string]any{{"code": "A"}, {"code": "B"}}})
+	case path == "/v1/events/1/stats" && unlucky(ctx):
+		g.count("stats (unlucky)")
+		reply(ctx, 200, map[string]any{"available": 0, "held": 0, "sold": fakeRows * fakeSeats})
 	case path == "/v1/events/1/stats":
 		g.count("stats")
 		reply(ctx, 200, map[string]any{"available": fakeRows * fakeSeats, "held": 0, "sold": 0})
@@ -98,14 +104,24 @@ func (g *fakeGateway) serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		g.count("status")
-		reply(ctx, 200, map[string]any{"state": "admitted", "position": 1, "admit_token": "admit",
+		reply(ctx, 200, map[string]any{"state": "admitted", "position": 1, "admit_token": "admit-" + string(ctx.Request.Header.Cookie("q")),
 			"admit_expires_at": time.Now().Add(time.Minute).Format(time.RFC3339Nano)})
 	case path == "/v1/events/1/seatmap":
-		g.count("seatmap")
+		free := fakeRows * fakeSeats
+		if unlucky(ctx) {
+			g.count("seatmap (unlucky)")
+			free = 0 // but the bitmap is still all free: a stale map
+		} else {
+			g.count("seatmap")
+		}
 		reply(ctx, 200, map[string]any{"available": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xff}, fakeRows*fakeSeats/8+1)),
-			"available_count": fakeRows * fakeSeats})
+			"available_count": free})
 	case path == "/v1/events/1/layout":
-		g.count("layout")
+		if unlucky(ctx) {
+			g.count("layout (unlucky)")
+		} else {
+			g.count("layout")
+		}
 		var rows []map[string]any
 		for r := range fakeRows {
 			nums := make([]int, fakeSeats)
@@ -148,9 +164,16 @@ func (g *fakeGateway) serve(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// unlucky says whether the fan asking is one of every four who never get a
+// seat (by its queue cookie).
+func unlucky(ctx *fasthttp.RequestCtx) bool {
+	n, err := strconv.Atoi(string(ctx.Request.Header.Cookie("q")))
+	return err == nil && n%4 == 0
+}
+
 func (g *fakeGateway) join(ctx *fasthttp.RequestCtx) {
 	g.count("join")
-	n := g.next.Add(1)
+	n := g.joins.Add(1)
 	var ck fasthttp.Cookie
 	ck.SetKey("q")
 	ck.SetValue(strconv.FormatInt(n, 10))
@@ -159,9 +182,14 @@ func (g *fakeGateway) join(ctx *fasthttp.RequestCtx) {
 }
 
 func (g *fakeGateway) hold(ctx *fasthttp.RequestCtx, auth string) {
-	if auth != "Bearer admit" {
+	if !strings.HasPrefix(auth, "Bearer admit-") {
 		g.count("hold without admission")
 		reply(ctx, 401, nil)
+		return
+	}
+	if n, _ := strconv.Atoi(strings.TrimPrefix(auth, "Bearer admit-")); n%4 == 0 {
+		g.count("hold lost (unlucky)")
+		reply(ctx, 409, map[string]any{"error": "seats_taken"})
 		return
 	}
 	var body struct {
@@ -172,7 +200,7 @@ func (g *fakeGateway) hold(ctx *fasthttp.RequestCtx, auth string) {
 		} `json:"best_available"`
 	}
 	json.Unmarshal(ctx.PostBody(), &body)
-	id := fmt.Sprintf("h%d", g.next.Add(1))
+	id := fmt.Sprintf("h%d", g.holds.Add(1))
 	ok := map[string]any{"hold_id": id, "expires_at": time.Now().Add(21 * time.Second).Format(time.RFC3339Nano)}
 	switch {
 	case body.Best != nil && body.Best.Count > 6:
