@@ -21,7 +21,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/onsale/onsale/gateway/coreclient"
 	gwhttp "github.com/onsale/onsale/gateway/http"
+	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/redis"
 	"github.com/onsale/onsale/gateway/token"
 	"github.com/onsale/onsale/shared/admission"
@@ -177,22 +179,18 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	defer store.Close()
-	room := gwhttp.NewRoom(store, c.CoreURL, log)
-	srv := &gwhttp.Server{Room: room, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
+	core := coreclient.New(c.CoreURL, log)
+	rm := room.New(store, core, log)
+	srv, err := gwhttp.NewServer(gwhttp.Config{Store: store, Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
 		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log, CheckoutURL: c.CheckoutURL,
-		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)}
+		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)})
+	if err != nil {
+		return err
+	}
 	hs := &fasthttp.Server{Handler: srv.Handler(), Name: "onsale", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log},
-		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
-			// Requests fasthttp refuses before any handler (too large, malformed) still get JSON.
-			code := fasthttp.StatusBadRequest
-			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-				code = fasthttp.StatusRequestEntityTooLarge
-			}
-			ctx.SetStatusCode(code)
-			ctx.SetContentType("application/json")
-			ctx.SetBodyString(`{"error":"invalid_request","message":"the request could not be read"}` + "\n")
-		}}
+		// Requests fasthttp refuses before any handler (too large, malformed) still get JSON.
+		ErrorHandler: srv.ErrorHandler}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
@@ -209,7 +207,7 @@ func (m *Main) Run(ctx context.Context) error {
 		defer ps.Close()
 	}
 	ticked := make(chan struct{})
-	go func() { defer close(ticked); room.Run(bg, c.Tick) }()
+	go func() { defer close(ticked); rm.Run(bg, c.Tick) }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -184,7 +184,7 @@ func TestRateAcrossGateways(t *testing.T) {
 	var claimed int64
 	for stop := time.Now().Add(4 * time.Second); time.Now().Before(stop); {
 		for p := claimed + 1; p <= serving(t, s, capped); p++ {
-			if st, _, err := s.Claim(ctx, capped, fmt.Sprintf("fan-%d", p-1), p); err != nil || st != redis.ClaimAdmitted {
+			if st, _, err := s.Claim(ctx, capped, fmt.Sprintf("fan-%d", p-1), p); err != nil || st != gateway.ClaimAdmitted {
 				t.Fatalf("claim %d = %s, %v", p, st, err)
 			}
 			claimed = p
