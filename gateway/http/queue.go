@@ -43,7 +43,9 @@ func setCookie(ctx *fasthttp.RequestCtx, name, value string, maxAge time.Duratio
 	ctx.Response.Header.SetCookie(&c)
 }
 
-func clearCookie(ctx *fasthttp.RequestCtx, event int64) { setCookie(ctx, cookieName(event), "", -time.Hour) }
+func clearCookie(ctx *fasthttp.RequestCtx, event int64) {
+	setCookie(ctx, cookieName(event), "", -time.Hour)
+}
 
 // unavailableFor is the fail-closed answer when the store cannot be reached.
 func unavailableFor(what string) error {

@@ -119,7 +119,7 @@ func NewServer(c Config) (*Server, error) {
 		ipLimit:    newLimiter(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), 200_000),
 		tokenLimit: newLimiter(or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10)), 1_000_000),
 		metrics:    m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
-		jwks:       jwks, maps: newSeatmaps()}, nil
+		jwks: jwks, maps: newSeatmaps()}, nil
 }
 
 // Handler returns the fasthttp handler: the route table's handler for the

@@ -197,7 +197,7 @@ func TestAdmission(t *testing.T) {
 			s.Join(ctx, ev, fmt.Sprint(f))
 		}
 		s.Tick(ctx, ev)
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // time is the bucket's input: 300 ms at 1,000/s fill it past the cap
 		tk, err := s.Tick(ctx, ev)
 		if err != nil || tk.Serving != 5 || tk.Offers != 5 || tk.Queue != 20 {
 			t.Fatalf("tick = %+v, %v; want 5 offered (total_active_users), 20 in line", tk, err)
@@ -211,7 +211,7 @@ func TestAdmission(t *testing.T) {
 		if st, _, _ := s.Claim(ctx, ev, "5", 6); st != gateway.ClaimWaiting {
 			t.Fatalf("claim beyond serving = %s; want waiting", st)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // tokens enough for more, were there room
 		if tk, _ = s.Tick(ctx, ev); tk.Serving != 5 || tk.Active != 5 {
 			t.Fatalf("tick with 5 sessions = %+v; want nothing more offered", tk)
 		}
@@ -258,7 +258,7 @@ func TestLapseRequeueAndEnd(t *testing.T) {
 		if st, _, _ := s.Claim(ctx, ev, "2", 3); st != gateway.ClaimAdmitted {
 			t.Fatalf("claim after a long pause = %s; want admitted (the pause stops the claim clock)", st)
 		}
-		// Fan 0 lets its offer lapse.
+		// Fan 0 lets its offer lapse (the claim window is one second).
 		time.Sleep(1100 * time.Millisecond)
 		s.Tick(ctx, ev)
 		st, n, _ := s.Claim(ctx, ev, "0", 1)
@@ -274,7 +274,8 @@ func TestLapseRequeueAndEnd(t *testing.T) {
 			t.Fatalf("line has %d places; want 4 (3 fans, one sent back once)", tk.Queue)
 		}
 		// Fan 2's one-second session ends: it cannot claim or join again.
-		time.Sleep(1100 * time.Millisecond)
+		time.Sleep(1100 * time.Millisecond) // the session's own length
+
 		if st, _, _ := s.Claim(ctx, ev, "2", 3); st != gateway.ClaimEnded {
 			t.Fatalf("claim after the session = %s; want ended", st)
 		}

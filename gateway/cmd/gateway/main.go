@@ -23,8 +23,8 @@ import (
 
 	"github.com/onsale/onsale/gateway/coreclient"
 	gwhttp "github.com/onsale/onsale/gateway/http"
-	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/redis"
+	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/token"
 	"github.com/onsale/onsale/shared/admission"
 )
