@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"math/bits"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/shared/seatmap"
 )
 
 // seatmaps caches, per event, the static layout (fetched from the core once),
@@ -75,7 +75,8 @@ func (s *Server) layout(ctx *fasthttp.RequestCtx, p params) error {
 }
 
 // seatmap serves which seats can be held, from the bitmap the core keeps in
-// Redis, read at most once a second; with Redis down, the last map.
+// Redis (its format: shared/seatmap), read at most once a second; with
+// Redis down, the last map.
 func (s *Server) seatmap(ctx *fasthttp.RequestCtx, p params) error {
 	ev, err := p.event()
 	if err != nil {
@@ -103,15 +104,10 @@ func (s *Server) seatmap(ctx *fasthttp.RequestCtx, p params) error {
 			s.maps.mu.Unlock()
 		}
 	}
-	free := 0
-	for _, x := range cur.b {
-		free += bits.OnesCount8(x)
-	}
 	ctx.Response.Header.Set("Cache-Control", "public, max-age=1, stale-while-revalidate=1")
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"event_id": ev, "layout": fmt.Sprintf("/v1/events/%d/layout", ev),
 		"available":       base64.StdEncoding.EncodeToString(cur.b),
-		"available_count": free, "bits": len(cur.b) * 8, "as_of": cur.at,
-		"encoding": "bit i (most significant first) of the base64 bytes is seat position i of the layout; 1 = can be held"})
+		"available_count": seatmap.Count(cur.b), "bits": len(cur.b) * 8, "as_of": cur.at, "encoding": seatmap.Encoding})
 	return nil
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/token"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/seatmap"
 )
 
 var ctx = context.Background()
@@ -427,7 +428,7 @@ func TestRateLimit(t *testing.T) {
 
 func TestSeatmap(t *testing.T) {
 	g := newGateway(t, redistest.Addrs(t, false), nil)
-	key := fmt.Sprintf("{evt:%d}:seatmap", g.event)
+	key := seatmap.Key(g.event)
 	if r := g.do(t, nil, "GET", g.path("/seatmap"), ""); r.status != 404 {
 		t.Fatalf("seat map before the core wrote one = %d %s", r.status, r.raw)
 	}

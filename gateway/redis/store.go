@@ -14,6 +14,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/shared/redisconn"
+	"github.com/onsale/onsale/shared/seatmap"
 )
 
 // Every script is the prelude (clock, dials), the pre-queue draw's
@@ -51,20 +53,12 @@ type Store struct {
 }
 
 // Open connects to one server (redis://...) or a cluster (a comma-separated
-// list of host:port) and pings it.
+// list of host:port), the one way every onsale service does (shared/redisconn),
+// and pings it.
 func Open(ctx context.Context, addrs string) (*Store, error) {
-	var opts goredis.UniversalOptions
-	if u, err := goredis.ParseURL(addrs); err == nil {
-		opts = goredis.UniversalOptions{Addrs: []string{u.Addr}, DB: u.DB, Username: u.Username, Password: u.Password}
-	} else {
-		opts = goredis.UniversalOptions{Addrs: splitAddrs(addrs), IsClusterMode: true}
-	}
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-	opts.MaxRetries = 1
-	rdb := goredis.NewUniversalClient(&opts)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis %s: %w", addrs, err)
+	rdb, err := redisconn.Open(ctx, addrs)
+	if err != nil {
+		return nil, err
 	}
 	return &Store{rdb: rdb}, nil
 }
@@ -77,20 +71,6 @@ func (s *Store) Close() error { return s.rdb.Close() }
 
 // Client exposes the client to tests.
 func (s *Store) Client() goredis.UniversalClient { return s.rdb }
-
-func splitAddrs(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
-}
 
 // keys of one event; the {evt:<id>} hash tag puts them in one cluster slot.
 type keys struct{ dials, pre, ids, frozen, seq, bucket, offers, active, claims string }
@@ -335,7 +315,7 @@ func (s *Store) Forget(ctx context.Context, event int64) error {
 // Seatmap returns an event's availability bitmap as the core keeps it (nil
 // when there is none).
 func (s *Store) Seatmap(ctx context.Context, event int64) ([]byte, error) {
-	b, err := s.rdb.Get(ctx, "{evt:"+strconv.FormatInt(event, 10)+"}:seatmap").Bytes()
+	b, err := s.rdb.Get(ctx, seatmap.Key(event)).Bytes()
 	if err == goredis.Nil {
 		return nil, nil
 	}
