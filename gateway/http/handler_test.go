@@ -78,7 +78,9 @@ func (f *fake) call(method, path, body string, hdr ...string) resp {
 	}
 	f.handler(&ctx)
 	r := resp{status: ctx.Response.StatusCode(), header: http.Header{}, raw: string(ctx.Response.Body())}
-	ctx.Response.Header.VisitAll(func(k, v []byte) { r.header.Add(string(k), string(v)) })
+	for k, v := range ctx.Response.Header.All() {
+		r.header.Add(string(k), string(v))
+	}
 	json.Unmarshal(ctx.Response.Body(), &r.body)
 	return r
 }

@@ -7,6 +7,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -64,17 +65,19 @@ func (m *Memory) SetSeatmap(ev int64, b []byte) {
 	m.mu.Unlock()
 }
 
-// lock takes the lock and reports ErrUnavailable when down; the caller
-// unlocks.
-func (m *Memory) lock() error {
-	m.mu.Lock()
+// up reports ErrUnavailable when the store is down; m.mu is held.
+func (m *Memory) up() error {
 	if m.down {
 		return fmt.Errorf("%w: storetest: down", gateway.ErrUnavailable)
 	}
 	return nil
 }
 
+// event finds ev, or ErrNoEvent, or ErrUnavailable; m.mu is held.
 func (m *Memory) event(ev int64) (*event, error) {
+	if err := m.up(); err != nil {
+		return nil, err
+	}
 	e := m.events[ev]
 	if e == nil {
 		return nil, gateway.ErrNoEvent
@@ -101,11 +104,8 @@ func (e *event) place(id string) int64 {
 
 // Join implements gateway.Store.
 func (m *Memory) Join(_ context.Context, ev int64, id string) (gateway.JoinResult, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		return gateway.JoinResult{}, err
-	}
 	e, err := m.event(ev)
 	if err != nil {
 		return gateway.JoinResult{}, err
@@ -136,11 +136,8 @@ func (m *Memory) Join(_ context.Context, ev int64, id string) (gateway.JoinResul
 
 // Position implements gateway.Store.
 func (m *Memory) Position(_ context.Context, ev int64, id string) (int64, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		return 0, err
-	}
 	e, err := m.event(ev)
 	if err != nil {
 		return 0, err
@@ -154,11 +151,8 @@ func (m *Memory) Position(_ context.Context, ev int64, id string) (int64, error)
 
 // Claim implements gateway.Store.
 func (m *Memory) Claim(_ context.Context, ev int64, id string, position int64) (gateway.ClaimOutcome, int64, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		return "", 0, err
-	}
 	e, err := m.event(ev)
 	if err != nil {
 		return "", 0, err
@@ -189,14 +183,14 @@ func (m *Memory) Claim(_ context.Context, ev int64, id string, position int64) (
 
 // Leave implements gateway.Store.
 func (m *Memory) Leave(_ context.Context, ev int64, id string) (gateway.LeaveOutcome, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		return "", err
-	}
 	e, err := m.event(ev)
-	if err != nil {
+	switch {
+	case errors.Is(err, gateway.ErrNoEvent):
 		return gateway.LeaveNone, nil
+	case err != nil:
+		return "", err
 	}
 	if exp, ok := e.active[id]; ok {
 		delete(e.active, id)
@@ -219,14 +213,14 @@ func (m *Memory) Leave(_ context.Context, ev int64, id string) (gateway.LeaveOut
 
 // Tick implements gateway.Store: it reports, and offers nothing by itself.
 func (m *Memory) Tick(_ context.Context, ev int64) (gateway.Tick, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
+	if err := m.up(); err != nil {
 		return gateway.Tick{}, err
 	}
 	now := time.Now()
-	e, err := m.event(ev)
-	if err != nil {
+	e := m.events[ev]
+	if e == nil {
 		return gateway.Tick{DialsVersion: -1, Now: now}, nil
 	}
 	e.freeze(now)
@@ -241,9 +235,9 @@ func (m *Memory) Tick(_ context.Context, ev int64) (gateway.Tick, error) {
 
 // Events implements gateway.Store.
 func (m *Memory) Events(context.Context) ([]int64, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
+	if err := m.up(); err != nil {
 		return nil, err
 	}
 	var out []int64
@@ -255,11 +249,8 @@ func (m *Memory) Events(context.Context) ([]int64, error) {
 
 // Dials implements gateway.Store.
 func (m *Memory) Dials(_ context.Context, ev int64) (gateway.Dials, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		return gateway.Dials{}, err
-	}
 	e, err := m.event(ev)
 	if err != nil {
 		return gateway.Dials{}, err
@@ -269,9 +260,9 @@ func (m *Memory) Dials(_ context.Context, ev int64) (gateway.Dials, error) {
 
 // InitDials implements gateway.Store; an event's dials are set once.
 func (m *Memory) InitDials(_ context.Context, ev int64, d gateway.Dials) error {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
+	if err := m.up(); err != nil {
 		return err
 	}
 	if m.events[ev] == nil {
@@ -283,11 +274,8 @@ func (m *Memory) InitDials(_ context.Context, ev int64, d gateway.Dials) error {
 
 // PatchDials implements gateway.Store.
 func (m *Memory) PatchDials(_ context.Context, ev int64, d gateway.Dials, changed []string) (int64, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		return 0, err
-	}
 	e, err := m.event(ev)
 	if err != nil {
 		return 0, err
@@ -304,14 +292,14 @@ func (m *Memory) PatchDials(_ context.Context, ev int64, d gateway.Dials, change
 
 // Frozen implements gateway.Store.
 func (m *Memory) Frozen(_ context.Context, ev int64) (bool, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		return false, err
-	}
 	e, err := m.event(ev)
-	if err != nil {
+	switch {
+	case errors.Is(err, gateway.ErrNoEvent):
 		return false, nil
+	case err != nil:
+		return false, err
 	}
 	e.freeze(time.Now())
 	return e.frozen, nil
@@ -319,9 +307,9 @@ func (m *Memory) Frozen(_ context.Context, ev int64) (bool, error) {
 
 // Seatmap implements gateway.Store.
 func (m *Memory) Seatmap(_ context.Context, ev int64) ([]byte, error) {
-	err := m.lock()
+	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
+	if err := m.up(); err != nil {
 		return nil, err
 	}
 	return m.seatmap[ev], nil

@@ -223,6 +223,17 @@ func TestCapAcrossGateways(t *testing.T) {
 	}
 }
 
+// dialFleet is three gateways that all know one event.
+func dialFleet(tb testing.TB) (*fleet, int64) {
+	s := redistest.NewStore(tb, false)
+	ev := newEvent(tb, s, func(d *gateway.Dials) {})
+	f := startFleet(tb, 3, redistest.Addrs(tb, false))
+	for _, a := range f.addrs {
+		adminCall(tb, a, "GET", ev, "")
+	}
+	return f, ev
+}
+
 // dialLags changes an event's new_users_per_minute through the first
 // gateway five times and returns, per change, how long each gateway took to
 // show it (giving up at deadline).
@@ -263,12 +274,7 @@ func dialLags(tb testing.TB, f *fleet, ev int64, deadline time.Duration) [][]tim
 // A dial change made through one gateway reaches the others (how fast is
 // BenchmarkDialPropagation's: within a second).
 func TestDialChangeReachesEveryGateway(t *testing.T) {
-	s := redistest.NewStore(t, false)
-	ev := newEvent(t, s, func(d *gateway.Dials) {})
-	f := startFleet(t, 3, redistest.Addrs(t, false))
-	for _, a := range f.addrs {
-		adminCall(t, a, "GET", ev, "")
-	}
+	f, ev := dialFleet(t)
 	const deadline = 10 * time.Second
 	for round, lag := range dialLags(t, f, ev, deadline) {
 		for i, l := range lag {
@@ -287,12 +293,7 @@ func TestDialChangeReachesEveryGateway(t *testing.T) {
 //
 // It fails past one second and reports the slowest gateway (max_lag_ms).
 func BenchmarkDialPropagation(b *testing.B) {
-	s := redistest.NewStore(b, false)
-	ev := newEvent(b, s, func(d *gateway.Dials) {})
-	f := startFleet(b, 3, redistest.Addrs(b, false))
-	for _, a := range f.addrs {
-		adminCall(b, a, "GET", ev, "")
-	}
+	f, ev := dialFleet(b)
 	var worst time.Duration
 	for round, lag := range dialLags(b, f, ev, 3*time.Second) {
 		for i, l := range lag {
