@@ -249,15 +249,15 @@ func compare(a, b float64) int {
 // show is the field's current value as a person reads it.
 func (f *Field) show() string {
 	v := f.v
-	switch {
-	case v.Type() == durationType:
+	if v.Type() == durationType {
 		return time.Duration(v.Int()).String()
-	case v.Kind() == reflect.Slice:
-		return strings.Join(v.Interface().([]string), ",")
 	}
 	if m, ok := v.Addr().Interface().(encoding.TextMarshaler); ok {
 		b, _ := m.MarshalText()
 		return string(b)
+	}
+	if l, ok := v.Interface().([]string); ok {
+		return strings.Join(l, ",")
 	}
 	return fmt.Sprint(v.Interface())
 }

@@ -22,6 +22,7 @@ type sample struct {
 	List  []string      `env:"T_LIST" flag:"list" help:"items"`
 	Key   string        `env:"T_KEY" flag:"key" secret:"true" help:"api key"`
 	DB    string        `env:"T_DB,T_DB_OLD" flag:"db" secret:"url" help:"database URL"`
+	Hosts hostList      `env:"T_HOSTS" flag:"host" help:"repeatable"`
 	Group struct {
 		Inner int `env:"T_INNER" flag:"inner" default:"3" help:"grouped"`
 	}
@@ -174,5 +175,30 @@ func TestUsageHidesSecrets(t *testing.T) {
 	}
 	if s := out.String(); strings.Contains(s, "sk_live_env") || strings.Contains(s, "pw_env") || !strings.Contains(s, "-key") {
 		t.Fatalf("usage after a bad flag shows a secret from the environment (or no flags):\n%s", s)
+	}
+}
+
+// hostList is a slice type that parses itself: Log and -h must show it
+// through its own methods, not assume every slice is []string.
+type hostList []string
+
+func (h *hostList) UnmarshalText(b []byte) error {
+	*h = append(*h, string(b))
+	return nil
+}
+
+func TestTextSlice(t *testing.T) {
+	var c sample
+	var out bytes.Buffer
+	if err := load(&c, []string{"-host", "a", "-host", "b"}, env(nil), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Hosts) != 2 || c.Hosts[1] != "b" {
+		t.Fatalf("Hosts = %q; want [a b]", c.Hosts)
+	}
+	var buf bytes.Buffer
+	Log(slog.New(slog.NewJSONHandler(&buf, nil)), &c) // must not panic
+	if !strings.Contains(buf.String(), `"host":"[a b]"`) {
+		t.Fatalf("log = %s", buf.String())
 	}
 }

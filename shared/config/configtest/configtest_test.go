@@ -24,7 +24,7 @@ func (r *recorder) Fatalf(f string, a ...any) {
 	r.failed = f
 	panic(r)
 }
-func (r *recorder) Fatal(a ...any) { r.Fatalf("fatal") }
+func (r *recorder) Fatal(a ...any)      { r.Fatalf("fatal") }
 func (r *recorder) Logf(string, ...any) {}
 
 func check(t *testing.T, path string) (failed string) {
