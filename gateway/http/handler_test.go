@@ -1,12 +1,16 @@
 package http_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +40,13 @@ const fakeEvent = 7
 
 func newFake(t *testing.T, d gateway.Dials) *fake {
 	t.Helper()
+	return newFakeWith(t, d, nil, slog.New(slog.DiscardHandler))
+}
+
+// newFakeWith is newFake with the room over wrap(the in-memory store) when
+// wrap is not nil, and log as the server's logger.
+func newFakeWith(t *testing.T, d gateway.Dials, wrap func(*storetest.Memory) gateway.Store, log *slog.Logger) *fake {
+	t.Helper()
 	f := &fake{store: storetest.New()}
 	f.core.Store(&map[string]int{})
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,13 +63,16 @@ func newFake(t *testing.T, d gateway.Dials) *fake {
 	if err := f.store.InitDials(ctx, fakeEvent, d); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
 	core := coreclient.New(coreSrv.URL, log)
-	f.room = room.New(f.store, core, log)
+	var store gateway.Store = f.store
+	if wrap != nil {
+		store = wrap(f.store)
+	}
+	f.room = room.New(store, core, log)
 	key, _ := admission.GenerateKey()
 	ring, _ := token.NewRing(key)
 	f.queue, _ = token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	s, err := gwhttp.NewServer(gwhttp.Config{Store: f.store, Room: f.room, Core: core, Queue: f.queue, Admit: ring,
+	s, err := gwhttp.NewServer(gwhttp.Config{Room: f.room, Core: core, Queue: f.queue, Admit: ring,
 		AdminToken: adminToken, Log: log, IPRate: 1000, IPBurst: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +201,7 @@ func TestCoreDown(t *testing.T) {
 	key, _ := admission.GenerateKey()
 	ring, _ := token.NewRing(key)
 	queue, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	s, err := gwhttp.NewServer(gwhttp.Config{Store: f.store, Room: room.New(f.store, core, log), Core: core, Queue: queue, Admit: ring, Log: log})
+	s, err := gwhttp.NewServer(gwhttp.Config{Room: room.New(f.store, core, log), Core: core, Queue: queue, Admit: ring, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +250,56 @@ func TestJourneyInMemory(t *testing.T) {
 	if again := f.call("POST", path, "", "Cookie", "onsale_vid="+vid); again.status != 410 || again.body["error"] != gateway.ESessionEnded {
 		t.Fatalf("join after leaving = %d %s; want 410 session_ended", again.status, again.raw)
 	}
+}
+
+// panickingStore is a store whose Join panics, as a bug in a handler's
+// path would.
+type panickingStore struct{ *storetest.Memory }
+
+func (panickingStore) Join(context.Context, int64, string) (gateway.JoinResult, error) {
+	panic("storetest: a bug in Join")
+}
+
+// A handler that panics is answered 500 internal through the one error
+// writer, logged with its stack and counted, and the server goes on
+// serving (fasthttp does not recover: without this the process dies).
+func TestHandlerPanic(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	f := newFakeWith(t, openDials(), func(m *storetest.Memory) gateway.Store { return panickingStore{m} }, log)
+	path := fmt.Sprintf("/v1/events/%d/queue", fakeEvent)
+	r := f.call("POST", path, "")
+	if r.status != 500 || r.body["error"] != gateway.EInternal || r.body["message"] != "internal error" {
+		t.Fatalf("POST %s with a panicking store = %d %s; want 500 internal", path, r.status, r.raw)
+	}
+	if c := r.header.Get("Content-Type"); c != "application/json" {
+		t.Errorf("Content-Type = %q; want application/json", c)
+	}
+	mu.Lock()
+	got := logs.String()
+	mu.Unlock()
+	for _, want := range []string{`"msg":"handler panicked"`, `"route":"join"`, "storetest: a bug in Join", "panickingStore.Join"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
+		}
+	}
+	m := f.call("GET", "/metrics", "")
+	if want := `onsale_gateway_handler_panics_total{route="join"} 1`; !strings.Contains(m.raw, want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+	if h := f.call("GET", "/healthz", ""); h.status != 200 {
+		t.Errorf("healthz after the panic = %d; want 200", h.status)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

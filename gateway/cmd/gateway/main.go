@@ -147,7 +147,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	core := coreclient.New(c.CoreURL, log)
 	rm := room.New(m.store, core, log)
-	srv, err := gwhttp.NewServer(gwhttp.Config{Store: m.store, Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
+	srv, err := gwhttp.NewServer(gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
 		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log, CheckoutURL: c.CheckoutURL,
 		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)})
 	if err != nil {
