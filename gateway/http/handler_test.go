@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway"
@@ -40,13 +41,23 @@ const fakeEvent = 7
 
 func newFake(t *testing.T, d gateway.Dials) *fake {
 	t.Helper()
-	return newFakeWith(t, d, nil, slog.New(slog.DiscardHandler))
+	return newFakeWith(t, d, fakeOpts{})
 }
 
-// newFakeWith is newFake with the room over wrap(the in-memory store) when
-// wrap is not nil, and log as the server's logger.
-func newFakeWith(t *testing.T, d gateway.Dials, wrap func(*storetest.Memory) gateway.Store, log *slog.Logger) *fake {
+// fakeOpts vary a fake: the room over wrap(the in-memory store), the
+// server's logger, a change to the server's Config.
+type fakeOpts struct {
+	wrap func(*storetest.Memory) gateway.Store
+	log  *slog.Logger
+	edit func(*gwhttp.Config)
+}
+
+func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
 	t.Helper()
+	log, wrap := o.log, o.wrap
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	f := &fake{store: storetest.New()}
 	f.core.Store(&map[string]int{})
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -72,8 +83,12 @@ func newFakeWith(t *testing.T, d gateway.Dials, wrap func(*storetest.Memory) gat
 	key, _ := admission.GenerateKey()
 	ring, _ := token.NewRing(key)
 	f.queue, _ = token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	s, err := gwhttp.NewServer(gwhttp.Config{Room: f.room, Core: core, Queue: f.queue, Admit: ring,
-		AdminToken: adminToken, Log: log, IPRate: 1000, IPBurst: 1000})
+	cfg := gwhttp.Config{Room: f.room, Core: core, Queue: f.queue, Admit: ring,
+		AdminToken: adminToken, Log: log, IPRate: 1000, IPBurst: 1000}
+	if o.edit != nil {
+		o.edit(&cfg)
+	}
+	s, err := gwhttp.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +125,14 @@ func TestErrorAnswers(t *testing.T) {
 	ev := fmt.Sprintf("/v1/events/%d", fakeEvent)
 	admin := fmt.Sprintf("/admin/v1/events/%d", fakeEvent)
 	auth := []string{"Authorization", "Bearer " + adminToken}
+	accounts := func(c *gwhttp.Config) { c.AccountSecret = []byte(accountSecret) }
+	required := func(c *gwhttp.Config) { accounts(c); c.RequireIdentity = true }
+	unverified := []string{"Authorization", "Bearer " + accountJWT(t, "acct-1", false)}
 	for _, tc := range []struct {
 		name         string
 		dials        func(*gateway.Dials)
 		setup        func(*fake)
+		cfg          func(*gwhttp.Config)
 		method, path string
 		body         string
 		hdr          []string
@@ -140,6 +159,12 @@ func TestErrorAnswers(t *testing.T) {
 		}, method: "POST", path: ev + "/queue", status: 409, code: gateway.ENotOpen, detail: "opens_at"},
 		{name: "join after close", dials: func(d *gateway.Dials) { d.ClosesAt = time.Now().Add(-time.Second) },
 			method: "POST", path: ev + "/queue", status: 410, code: gateway.EClosed},
+		{name: "join without an account where one is required", cfg: required, method: "POST", path: ev + "/queue",
+			status: 401, code: gateway.EIdentity},
+		{name: "join with a forged account token", cfg: accounts, method: "POST", path: ev + "/queue",
+			hdr: []string{"Authorization", "Bearer x.y.z"}, status: 401, code: gateway.EIdentity},
+		{name: "join with an unverified phone", cfg: accounts, method: "POST", path: ev + "/queue", hdr: unverified,
+			status: 403, code: gateway.EPhoneUnverified},
 		{name: "join without proof of work", dials: func(d *gateway.Dials) { d.PowDifficulty = 20 },
 			method: "POST", path: ev + "/queue", status: 428, code: gateway.EProofOfWork, detail: "challenge"},
 		{name: "admin without a token", method: "GET", path: admin, status: 401, code: gateway.EUnauthorized, authenticate: true},
@@ -168,7 +193,7 @@ func TestErrorAnswers(t *testing.T) {
 			if tc.dials != nil {
 				tc.dials(&d)
 			}
-			f := newFake(t, d)
+			f := newFakeWith(t, d, fakeOpts{edit: tc.cfg})
 			if tc.setup != nil {
 				tc.setup(f)
 			}
@@ -267,7 +292,7 @@ func TestHandlerPanic(t *testing.T) {
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
-	f := newFakeWith(t, openDials(), func(m *storetest.Memory) gateway.Store { return panickingStore{m} }, log)
+	f := newFakeWith(t, openDials(), fakeOpts{wrap: func(m *storetest.Memory) gateway.Store { return panickingStore{m} }, log: log})
 	path := fmt.Sprintf("/v1/events/%d/queue", fakeEvent)
 	r := f.call("POST", path, "")
 	if r.status != 500 || r.body["error"] != gateway.EInternal || r.body["message"] != "internal error" {
@@ -302,4 +327,17 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+const accountSecret = "account-secret"
+
+// accountJWT is an account token as the accounts service signs it.
+func accountJWT(t *testing.T, sub string, phoneVerified bool) string {
+	t.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "phone_verified": phoneVerified,
+		"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(accountSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
