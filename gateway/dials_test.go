@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,20 +38,41 @@ func TestDialPatch(t *testing.T) {
 	}
 }
 
-// DialList names every dial of Dials once: a dial added to the struct and
-// not to the list would never be stored or patched.
+// DialList names every field of Dials once, under the field's JSON name:
+// a dial added to the struct and not to the list would never be stored or
+// patched, and a dial whose name is not its JSON tag would be patched
+// under one name and shown under another. Only the store's own fields are
+// not dials.
 func TestDialListComplete(t *testing.T) {
+	notDials := map[string]bool{"Version": true, "Epoch": true} // the store keeps them
 	var d Dials
-	seen := map[any]string{}
-	for _, dl := range DialList {
-		ptr := dl.Field(&d)
-		if other, dup := seen[ptr]; dup {
-			t.Errorf("dials %s and %s are one field", dl.Name, other)
-		}
-		seen[ptr] = dl.Name
+	v := reflect.ValueOf(&d).Elem()
+	// Each field's address: what a dial's Field returns for it.
+	fields := map[uintptr]reflect.StructField{}
+	for i := range v.NumField() {
+		fields[v.Field(i).Addr().Pointer()] = v.Type().Field(i)
 	}
-	// Version and Epoch are the store's, not dials.
-	if n := len(seen) + 2; n != 13 {
-		t.Errorf("DialList and the store's two fields cover %d fields of Dials; want 13", n)
+	listed := map[string]string{} // field name: dial name
+	for _, dl := range DialList {
+		f, ok := fields[reflect.ValueOf(dl.Field(&d)).Pointer()]
+		if !ok {
+			t.Errorf("dial %s points at no field of Dials", dl.Name)
+			continue
+		}
+		if other, dup := listed[f.Name]; dup {
+			t.Errorf("dials %s and %s are one field, %s", dl.Name, other, f.Name)
+		}
+		listed[f.Name] = dl.Name
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); dl.Name != tag {
+			t.Errorf("dial %s reads and writes Dials.%s, whose JSON name is %q", dl.Name, f.Name, tag)
+		}
+		if notDials[f.Name] {
+			t.Errorf("dial %s is Dials.%s, which the store keeps", dl.Name, f.Name)
+		}
+	}
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if _, ok := listed[f.Name]; !ok && !notDials[f.Name] {
+			t.Errorf("Dials.%s is in no dial of DialList (nor one of the store's fields)", f.Name)
+		}
 	}
 }

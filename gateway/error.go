@@ -59,7 +59,8 @@ func (e *Error) With(key string, v any) *Error {
 }
 
 // ErrorCode returns the code of err: the *Error in its chain, not_found for
-// ErrNoEvent, unavailable for ErrUnavailable, else internal.
+// ErrNoEvent, session_ended for ErrEnded, unavailable for ErrUnavailable,
+// else internal.
 func ErrorCode(err error) string {
 	var e *Error
 	switch {
@@ -67,6 +68,8 @@ func ErrorCode(err error) string {
 		return e.Code
 	case errors.Is(err, ErrNoEvent):
 		return ENotFound
+	case errors.Is(err, ErrEnded):
+		return ESessionEnded
 	case errors.Is(err, ErrUnavailable):
 		return EUnavailable
 	}
@@ -76,5 +79,6 @@ func ErrorCode(err error) string {
 // Errors of the store and the room.
 var (
 	ErrNoEvent     = errors.New("no such event in the waiting room")
+	ErrEnded       = errors.New("this identity's session in the event is over")
 	ErrUnavailable = errors.New("waiting room store unavailable")
 )

@@ -78,7 +78,9 @@ type Store interface {
 	// Join gives identity a place in line, or returns the place it has.
 	Join(ctx context.Context, event int64, identity string) (JoinResult, error)
 	// Position is a pre-queue fan's drawn place once the pre-queue is
-	// frozen (0 while it is not).
+	// frozen (0 while it is not); ErrEnded when the identity has no place
+	// any more (it left, or had its session); ErrNoEvent when the frozen
+	// pre-queue never knew it.
 	Position(ctx context.Context, event int64, identity string) (int64, error)
 	// Claim takes an offered place and starts identity's session.
 	Claim(ctx context.Context, event int64, identity string, position int64) (ClaimOutcome, int64, error)

@@ -18,32 +18,55 @@ import (
 	"github.com/onsale/onsale/gateway"
 )
 
-// Client talks to one core over a bounded pool of connections.
+// Client talks to one core over two bounded pools of connections: one for
+// the booking API it passes through (Proxy), one for the gateway's own
+// reads (Event, Layout, Stats). The proxy's requests may each take up to
+// 30 s (a payment waits on its provider), so under booking load its pool
+// is full; the room's reads (the first join of an event, a rejoin after
+// Redis lost a room) must never queue behind them, or joins would 503
+// exactly when the sale is busiest.
 type Client struct {
-	hc   *fasthttp.HostClient
-	base string // scheme://host:port
-	log  *slog.Logger
+	proxy *fasthttp.HostClient
+	reads *fasthttp.HostClient
+	base  string // scheme://host:port
+	log   *slog.Logger
 }
 
 var _ gateway.Catalog = (*Client)(nil)
 
-// New returns a client of the core at coreURL (http://host:port).
+// Pool sizes. The proxy's request waits up to 3 s for one of its 512
+// connections before it is shed with 503 busy (without the wait, any burst
+// past 512 was refused at once). The reads are few (cached: an event's
+// times once per room, a layout once, counts once a second) and small.
+const (
+	proxyConns    = 512
+	readConns     = 32
+	maxReadBody   = 16 << 20 // a seat layout of a stadium is a few MiB
+	proxyWaitConn = 3 * time.Second
+	readWaitConn  = time.Second
+)
+
+// New returns a client of the core at coreURL (http://host:port); a nil
+// log discards.
 func New(coreURL string, log *slog.Logger) *Client {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	tls := strings.HasPrefix(coreURL, "https://")
 	host := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(coreURL, "http://"), "https://"), "/")
 	scheme := "http://"
 	if tls {
 		scheme = "https://"
 	}
-	// A request waits up to 3 s for one of the 512 connections before it is
-	// shed with 503 busy (without the wait, any burst past 512 was refused at once).
-	hc := &fasthttp.HostClient{Addr: host, IsTLS: tls, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second,
-		MaxConns: 512, MaxConnWaitTimeout: 3 * time.Second, DisablePathNormalizing: true}
-	return &Client{hc: hc, base: scheme + host, log: log}
+	proxy := &fasthttp.HostClient{Addr: host, IsTLS: tls, ReadTimeout: proxyTimeout, WriteTimeout: 10 * time.Second,
+		MaxConns: proxyConns, MaxConnWaitTimeout: proxyWaitConn, DisablePathNormalizing: true}
+	reads := &fasthttp.HostClient{Addr: host, IsTLS: tls, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
+		MaxConns: readConns, MaxConnWaitTimeout: readWaitConn, MaxResponseBodySize: maxReadBody}
+	return &Client{proxy: proxy, reads: reads, base: scheme + host, log: log}
 }
 
 // Addr is the core's host:port.
-func (c *Client) Addr() string { return c.hc.Addr }
+func (c *Client) Addr() string { return c.proxy.Addr }
 
 // Timeouts of the gateway's own reads (the proxy's is longer: a payment
 // may take the provider a while).
@@ -86,7 +109,7 @@ func (c *Client) get(ctx context.Context, path, what string) ([]byte, error) {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	err := c.hc.DoDeadline(req, resp, deadline)
+	err := c.reads.DoDeadline(req, resp, deadline)
 	if err != nil {
 		c.log.Warn("the core did not answer", "path", path, "err", err)
 	}
@@ -128,8 +151,8 @@ func (c *Client) Stats(ctx context.Context, id int64) ([]byte, error) {
 func (c *Client) Proxy(ctx *fasthttp.RequestCtx) error {
 	req := &ctx.Request
 	req.Header.Del("Connection")
-	req.SetHost(c.hc.Addr)
-	err := c.hc.DoTimeout(req, &ctx.Response, proxyTimeout)
+	req.SetHost(c.proxy.Addr)
+	err := c.proxy.DoTimeout(req, &ctx.Response, proxyTimeout)
 	if err == nil {
 		return nil
 	}

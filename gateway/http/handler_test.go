@@ -1,16 +1,21 @@
 package http_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway"
@@ -36,6 +41,23 @@ const fakeEvent = 7
 
 func newFake(t *testing.T, d gateway.Dials) *fake {
 	t.Helper()
+	return newFakeWith(t, d, fakeOpts{})
+}
+
+// fakeOpts vary a fake: the room over wrap(the in-memory store), the
+// server's logger, a change to the server's Config.
+type fakeOpts struct {
+	wrap func(*storetest.Memory) gateway.Store
+	log  *slog.Logger
+	edit func(*gwhttp.Config)
+}
+
+func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
+	t.Helper()
+	log, wrap := o.log, o.wrap
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	f := &fake{store: storetest.New()}
 	f.core.Store(&map[string]int{})
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,14 +74,21 @@ func newFake(t *testing.T, d gateway.Dials) *fake {
 	if err := f.store.InitDials(ctx, fakeEvent, d); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
 	core := coreclient.New(coreSrv.URL, log)
-	f.room = room.New(f.store, core, log)
+	var store gateway.Store = f.store
+	if wrap != nil {
+		store = wrap(f.store)
+	}
+	f.room = room.New(store, core, log)
 	key, _ := admission.GenerateKey()
 	ring, _ := token.NewRing(key)
 	f.queue, _ = token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	s, err := gwhttp.NewServer(gwhttp.Config{Store: f.store, Room: f.room, Core: core, Queue: f.queue, Admit: ring,
-		AdminToken: adminToken, Log: log, IPRate: 1000, IPBurst: 1000})
+	cfg := gwhttp.Config{Room: f.room, Core: core, Queue: f.queue, Admit: ring,
+		AdminToken: adminToken, Log: log, IPRate: 1000, IPBurst: 1000}
+	if o.edit != nil {
+		o.edit(&cfg)
+	}
+	s, err := gwhttp.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +125,14 @@ func TestErrorAnswers(t *testing.T) {
 	ev := fmt.Sprintf("/v1/events/%d", fakeEvent)
 	admin := fmt.Sprintf("/admin/v1/events/%d", fakeEvent)
 	auth := []string{"Authorization", "Bearer " + adminToken}
+	accounts := func(c *gwhttp.Config) { c.AccountSecret = []byte(accountSecret) }
+	required := func(c *gwhttp.Config) { accounts(c); c.RequireIdentity = true }
+	unverified := []string{"Authorization", "Bearer " + accountJWT(t, "acct-1", false)}
 	for _, tc := range []struct {
 		name         string
 		dials        func(*gateway.Dials)
 		setup        func(*fake)
+		cfg          func(*gwhttp.Config)
 		method, path string
 		body         string
 		hdr          []string
@@ -126,6 +159,12 @@ func TestErrorAnswers(t *testing.T) {
 		}, method: "POST", path: ev + "/queue", status: 409, code: gateway.ENotOpen, detail: "opens_at"},
 		{name: "join after close", dials: func(d *gateway.Dials) { d.ClosesAt = time.Now().Add(-time.Second) },
 			method: "POST", path: ev + "/queue", status: 410, code: gateway.EClosed},
+		{name: "join without an account where one is required", cfg: required, method: "POST", path: ev + "/queue",
+			status: 401, code: gateway.EIdentity},
+		{name: "join with a forged account token", cfg: accounts, method: "POST", path: ev + "/queue",
+			hdr: []string{"Authorization", "Bearer x.y.z"}, status: 401, code: gateway.EIdentity},
+		{name: "join with an unverified phone", cfg: accounts, method: "POST", path: ev + "/queue", hdr: unverified,
+			status: 403, code: gateway.EPhoneUnverified},
 		{name: "join without proof of work", dials: func(d *gateway.Dials) { d.PowDifficulty = 20 },
 			method: "POST", path: ev + "/queue", status: 428, code: gateway.EProofOfWork, detail: "challenge"},
 		{name: "admin without a token", method: "GET", path: admin, status: 401, code: gateway.EUnauthorized, authenticate: true},
@@ -154,7 +193,7 @@ func TestErrorAnswers(t *testing.T) {
 			if tc.dials != nil {
 				tc.dials(&d)
 			}
-			f := newFake(t, d)
+			f := newFakeWith(t, d, fakeOpts{edit: tc.cfg})
 			if tc.setup != nil {
 				tc.setup(f)
 			}
@@ -187,7 +226,7 @@ func TestCoreDown(t *testing.T) {
 	key, _ := admission.GenerateKey()
 	ring, _ := token.NewRing(key)
 	queue, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	s, err := gwhttp.NewServer(gwhttp.Config{Store: f.store, Room: room.New(f.store, core, log), Core: core, Queue: queue, Admit: ring, Log: log})
+	s, err := gwhttp.NewServer(gwhttp.Config{Room: room.New(f.store, core, log), Core: core, Queue: queue, Admit: ring, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +275,69 @@ func TestJourneyInMemory(t *testing.T) {
 	if again := f.call("POST", path, "", "Cookie", "onsale_vid="+vid); again.status != 410 || again.body["error"] != gateway.ESessionEnded {
 		t.Fatalf("join after leaving = %d %s; want 410 session_ended", again.status, again.raw)
 	}
+}
+
+// panickingStore is a store whose Join panics, as a bug in a handler's
+// path would.
+type panickingStore struct{ *storetest.Memory }
+
+func (panickingStore) Join(context.Context, int64, string) (gateway.JoinResult, error) {
+	panic("storetest: a bug in Join")
+}
+
+// A handler that panics is answered 500 internal through the one error
+// writer, logged with its stack and counted, and the server goes on
+// serving (fasthttp does not recover: without this the process dies).
+func TestHandlerPanic(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	f := newFakeWith(t, openDials(), fakeOpts{wrap: func(m *storetest.Memory) gateway.Store { return panickingStore{m} }, log: log})
+	path := fmt.Sprintf("/v1/events/%d/queue", fakeEvent)
+	r := f.call("POST", path, "")
+	if r.status != 500 || r.body["error"] != gateway.EInternal || r.body["message"] != "internal error" {
+		t.Fatalf("POST %s with a panicking store = %d %s; want 500 internal", path, r.status, r.raw)
+	}
+	if c := r.header.Get("Content-Type"); c != "application/json" {
+		t.Errorf("Content-Type = %q; want application/json", c)
+	}
+	mu.Lock()
+	got := logs.String()
+	mu.Unlock()
+	for _, want := range []string{`"msg":"handler panicked"`, `"route":"join"`, "storetest: a bug in Join", "panickingStore.Join"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
+		}
+	}
+	m := f.call("GET", "/metrics", "")
+	if want := `onsale_gateway_handler_panics_total{route="join"} 1`; !strings.Contains(m.raw, want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+	if h := f.call("GET", "/healthz", ""); h.status != 200 {
+		t.Errorf("healthz after the panic = %d; want 200", h.status)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+const accountSecret = "account-secret"
+
+// accountJWT is an account token as the accounts service signs it.
+func accountJWT(t *testing.T, sub string, phoneVerified bool) string {
+	t.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "phone_verified": phoneVerified,
+		"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(accountSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

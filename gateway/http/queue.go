@@ -234,6 +234,12 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		pos, err := s.store.Position(c, ev, q.Subject)
+		if errors.Is(err, gateway.ErrEnded) {
+			// The fan left the pre-queue (or had its session): what the
+			// claim path answers such a fan.
+			clearCookie(ctx, ev)
+			return gateway.Errorf(gateway.ESessionEnded, "you have had your turn in this sale")
+		}
 		if err == nil && pos > 0 {
 			q.Position = pos
 			newTok, _ = s.cfg.Queue.Sign(ev, q.Subject, pos, 0, v.Dials.Epoch)

@@ -14,12 +14,16 @@ type handler func(s *Server, ctx *fasthttp.RequestCtx, p params) error
 
 // route is one row of the route table. A pattern is slash-separated
 // segments: a literal, {id} (an event id), {name} (any one segment), or a
-// final * (any number of segments, none included). Method "" matches any.
-// Name labels the route in the latency metric.
+// final * (any number of segments, none included). A pattern of literals
+// only matches exactly that path (/healthz/ is not /healthz: a health
+// check or a key URL has one spelling); a pattern with captures ignores a
+// trailing slash. Method "" matches any. Name labels the route in the
+// latency metric.
 type route struct {
 	method, pattern, name string
 	handle                handler
 	segs                  []string
+	exact                 bool // literals only: the path must be the pattern
 }
 
 // routes is the gateway's surface, matched top to bottom: the first row
@@ -48,6 +52,7 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/events/{name}", name: "page", handle: page("waiting.html")},
 	{method: "GET", pattern: "/events/{name}/book", name: "page", handle: page("book.html")},
 	{method: "GET", pattern: "/admin", name: "page", handle: page("admin.html")},
+	{method: "GET", pattern: "/admin/", name: "page", handle: page("admin.html")},
 	{method: "GET", pattern: "/static/{name}", name: "static", handle: (*Server).static},
 	{method: "GET", pattern: "/web-config.json", name: "page", handle: (*Server).webConfig},
 
@@ -64,6 +69,7 @@ var unmatched = route{name: "unmatched", handle: func(*Server, *fasthttp.Request
 func compile(rs []route) []route {
 	for i := range rs {
 		rs[i].segs = split(rs[i].pattern)
+		rs[i].exact = !strings.ContainsAny(rs[i].pattern, "{*")
 	}
 	return rs
 }
@@ -85,11 +91,18 @@ func (p params) event() (int64, error) {
 
 // match finds the request's route and captures.
 func match(ctx *fasthttp.RequestCtx) (*route, params) {
-	segs := split(string(ctx.Path()))
+	path := string(ctx.Path())
+	segs := split(path)
 	method := string(ctx.Method())
 	for i := range routes {
 		r := &routes[i]
 		if r.method != "" && r.method != method {
+			continue
+		}
+		if r.exact {
+			if path == r.pattern {
+				return r, params{}
+			}
 			continue
 		}
 		if p, ok := r.match(segs); ok {

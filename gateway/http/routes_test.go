@@ -48,6 +48,17 @@ func TestRouteTable(t *testing.T) {
 		{"GET", "/v1", "unmatched", "", ""},
 		{"GET", "/", "unmatched", "", ""},
 		{"GET", "/v1/queue", "unmatched", "", ""},
+		// Literal-only routes match their one path exactly.
+		{"GET", "/healthz/", "unmatched", "", ""},
+		{"GET", "/readyz/", "unmatched", "", ""},
+		{"GET", "/metrics/", "unmatched", "", ""},
+		{"GET", "/metrics/x", "unmatched", "", ""},
+		{"GET", "/.well-known/jwks.json/", "unmatched", "", ""},
+		{"GET", "/web-config.json/", "unmatched", "", ""},
+		{"GET", "/admin/x", "unmatched", "", ""},
+		// Patterns with captures ignore a trailing slash, as before.
+		{"GET", "/v1/events/12/queue/status/", "status", "12", ""},
+		{"GET", "/events/12/", "page", "", "12"},
 	} {
 		var ctx fasthttp.RequestCtx
 		ctx.Request.Header.SetMethod(tc.method)

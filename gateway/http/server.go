@@ -13,7 +13,9 @@ package http
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -31,8 +33,9 @@ import (
 
 // Config is what a Server is built from.
 type Config struct {
-	Store gateway.Store
-	Room  *room.Room         // the views of the events, over Store
+	// Room is the views of the events; the server's joins, claims and
+	// leaves go to the store it is over (Room.Store), never another.
+	Room  *room.Room
 	Core  *coreclient.Client // the only way to the core
 	Queue *token.QueueSigner
 	Admit *token.Ring
@@ -75,6 +78,7 @@ type metrics struct {
 	joins    *prometheus.CounterVec
 	polls    *prometheus.CounterVec
 	leaves   *prometheus.CounterVec
+	panics   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -87,8 +91,10 @@ func newMetrics() *metrics {
 			[]string{"state", "redis"}),
 		leaves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_leaves_total",
 			Help: "Fans who said they were done, by outcome (ended: a session's room went back to the line)."}, []string{"outcome"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_handler_panics_total",
+			Help: "Requests whose handler panicked (a bug), answered 500 internal, by route."}, []string{"route"}),
 	}
-	m.reg.MustRegister(m.requests, m.joins, m.polls, m.leaves, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.requests, m.joins, m.polls, m.leaves, m.panics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -96,8 +102,8 @@ func newMetrics() *metrics {
 // missing.
 func NewServer(c Config) (*Server, error) {
 	switch {
-	case c.Store == nil || c.Room == nil || c.Core == nil:
-		return nil, errors.New("gateway http: Store, Room and Core are required")
+	case c.Room == nil || c.Room.Store() == nil || c.Core == nil:
+		return nil, errors.New("gateway http: a Room over a store, and Core, are required")
 	case c.Queue == nil || c.Admit == nil:
 		return nil, errors.New("gateway http: the queue signer and the admit key ring are required")
 	}
@@ -115,7 +121,7 @@ func NewServer(c Config) (*Server, error) {
 		return nil, err
 	}
 	m := newMetrics()
-	return &Server{cfg: c, store: c.Store, room: c.Room, core: c.Core, log: c.Log,
+	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log,
 		ipLimit:    newLimiter(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), 200_000),
 		tokenLimit: newLimiter(or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10)), 1_000_000),
 		metrics:    m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
@@ -124,13 +130,25 @@ func NewServer(c Config) (*Server, error) {
 
 // Handler returns the fasthttp handler: the route table's handler for the
 // request, its error answered by writeError, its latency observed by route.
+// A handler that panics is answered 500 internal, logged with its stack and
+// counted: fasthttp does not recover, and one fan's request must never take
+// the process, and every fan in it, down.
 func (s *Server) Handler() fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
 		r, p := match(ctx)
+		defer func() {
+			if v := recover(); v != nil {
+				s.metrics.panics.WithLabelValues(r.name).Inc()
+				s.log.Error("handler panicked", "route", r.name, "method", string(ctx.Method()), "path", string(ctx.Path()),
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				ctx.Response.Reset() // nothing half-written goes out
+				s.writeError(ctx, &gateway.Error{Code: gateway.EInternal, Message: plainMessage[gateway.EInternal]})
+			}
+			s.metrics.requests.WithLabelValues(r.name, strconv.Itoa(ctx.Response.StatusCode())).Observe(time.Since(start).Seconds())
+		}()
 		if err := r.handle(s, ctx, p); err != nil {
 			s.writeError(ctx, err)
 		}
-		s.metrics.requests.WithLabelValues(r.name, strconv.Itoa(ctx.Response.StatusCode())).Observe(time.Since(start).Seconds())
 	}
 }

@@ -79,7 +79,7 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	log := slog.New(slog.DiscardHandler)
 	core := coreclient.New(coreSrv.URL, log)
 	rm := room.New(store, core, log)
-	cfg := gwhttp.Config{Store: store, Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: adminToken, Log: log}
+	cfg := gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: adminToken, Log: log}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -545,5 +545,37 @@ func TestCountsCached(t *testing.T) {
 	}
 	if r := g.do(t, nil, "GET", "/v1/events/abc/stats", ""); r.status != 404 || r.body["error"] == nil {
 		t.Fatalf("stats of a non-numeric event = %d %s", r.status, r.raw)
+	}
+}
+
+// A fan who joined the pre-queue and left polls after onsale with its old
+// token: it is told its session is over (410 session_ended, as a claim
+// tells it). The position script once answered such a fan a reply Redis
+// cut short, and the store's indexing of it killed the gateway.
+func TestLeftFanPollsAfterOnsale(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "cluster"}[cluster], func(t *testing.T) {
+			g := newGateway(t, redistest.Addrs(t, cluster), nil)
+			g.dials(t, func(d *gateway.Dials) {
+				d.PrequeueAt, d.OnsaleAt = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+			})
+			fan := g.fan()
+			j := g.do(t, fan, "POST", g.path("/queue"), "")
+			if j.status != 200 || j.body["state"] != gateway.StatePrequeue {
+				t.Fatalf("join before onsale = %d %s", j.status, j.raw)
+			}
+			bearer := []string{"Authorization", "Bearer " + j.body["queue_token"].(string)}
+			if l := g.do(t, fan, "DELETE", g.path("/queue"), "", bearer...); l.status != 200 || l.body["outcome"] != string(gateway.LeaveLeft) {
+				t.Fatalf("leave = %d %s; want 200 left", l.status, l.raw)
+			}
+			g.dials(t, func(d *gateway.Dials) { d.OnsaleAt = time.Now().Add(-time.Second) })
+			st := g.do(t, fan, "GET", g.path("/queue/status"), "", bearer...)
+			if st.status != 410 || st.body["error"] != gateway.ESessionEnded {
+				t.Fatalf("status of a fan who left, after onsale = %d %s; want 410 session_ended", st.status, st.raw)
+			}
+			if h := g.do(t, nil, "GET", "/healthz", ""); h.status != 200 {
+				t.Fatalf("healthz after the poll = %d; want 200", h.status)
+			}
+		})
 	}
 }

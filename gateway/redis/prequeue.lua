@@ -4,10 +4,13 @@
 -- it enters the pre-queue ({evt}:pre, a sorted set) with a score the
 -- gateway draws from crypto/rand (53 bits, exact in a score; prequeue.go),
 -- or its arrival time when the queueing dial is fifo, and its ids entry
--- says 'pre'. At onsale the first script to run for the event (any
--- gateway's join, position, claim or tick) freezes the pre-queue, exactly
--- once: {evt}:frozen records its size N, the members' ranks become places
--- 1..N, and every later arrival gets N + its arrival number ({evt}:seq).
+-- says 'pre'. At onsale the first join, position or tick to run for the
+-- event (on any gateway) freezes the pre-queue, exactly once: {evt}:frozen
+-- records its size N, the members' ranks become places 1..N, and every
+-- later arrival gets N + its arrival number ({evt}:seq). A claim never
+-- freezes first: it reads the frozen flag (a pre-queue fan before the
+-- draw is told to wait), and calls freeze only to requeue a fan whose
+-- offer lapsed, when an offer, hence a tick, has already frozen the draw.
 --
 -- Why. Everyone who came before onsale is equal: a random order gives a
 -- bot or a fast network nothing for arriving first (TestShuffleUniform

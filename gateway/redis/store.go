@@ -87,6 +87,36 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %v", gateway.ErrUnavailable, err)
 }
 
+// decode reads a script's reply into dst (each a *string or an *int64), or
+// says why it cannot: never an index out of range or a failed type
+// assertion, which would panic in the handler. Redis cuts a reply table
+// at its first nil, so a script that returns a nil by mistake answers
+// fewer values than it declares.
+func decode(script string, v []any, dst ...any) error {
+	if len(v) != len(dst) {
+		return malformed(script, v, len(dst))
+	}
+	for i, d := range dst {
+		ok := false
+		switch d := d.(type) {
+		case *string:
+			*d, ok = v[i].(string)
+		case *int64:
+			*d, ok = v[i].(int64)
+		}
+		if !ok {
+			return fmt.Errorf("redis: the %s script answered %v: value %d is a %T", script, v, i, v[i])
+		}
+	}
+	return nil
+}
+
+// malformed is the error of a reply of the wrong length: a bug in a script
+// (or a script of another version), not Redis being unreachable.
+func malformed[T any](script string, v []T, want int) error {
+	return fmt.Errorf("redis: the %s script answered %v: %d values, want %d", script, v, len(v), want)
+}
+
 // Join gives identity a place in line (join.lua), or returns the place it has.
 func (s *Store) Join(ctx context.Context, event int64, identity string) (gateway.JoinResult, error) {
 	k := keysOf(event)
@@ -94,8 +124,13 @@ func (s *Store) Join(ctx context.Context, event int64, identity string) (gateway
 	if err != nil {
 		return gateway.JoinResult{}, unavailable(err)
 	}
-	r := gateway.JoinResult{Position: v[1].(int64), At: time.UnixMilli(v[2].(int64))}
-	switch v[0].(string) {
+	var state string
+	var pos, at int64
+	if err := decode("join", v, &state, &pos, &at); err != nil {
+		return gateway.JoinResult{}, err
+	}
+	r := gateway.JoinResult{Position: pos, At: time.UnixMilli(at)}
+	switch state {
 	case "no_event":
 		return r, gateway.ErrNoEvent
 	case "pre":
@@ -113,17 +148,26 @@ func (s *Store) Join(ctx context.Context, event int64, identity string) (gateway
 }
 
 // Position returns a pre-queue fan's place once the pre-queue is frozen
-// (0 while it is not).
+// (0 while it is not): ErrEnded for an identity that left or had its
+// session, ErrNoEvent for one the frozen pre-queue never knew.
 func (s *Store) Position(ctx context.Context, event int64, identity string) (int64, error) {
 	k := keysOf(event)
 	v, err := positionScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.ids, k.frozen}, identity).Slice()
 	if err != nil {
 		return 0, unavailable(err)
 	}
-	if v[0].(string) == "unknown" {
-		return 0, gateway.ErrNoEvent
+	var state string
+	var pos int64
+	if err := decode("position", v, &state, &pos); err != nil {
+		return 0, err
 	}
-	return v[1].(int64), nil
+	switch state {
+	case "unknown":
+		return 0, gateway.ErrNoEvent
+	case "ended":
+		return 0, gateway.ErrEnded
+	}
+	return pos, nil
 }
 
 // Tick advances the admission bucket (admission_bucket.lua) and reports the
@@ -133,6 +177,9 @@ func (s *Store) Tick(ctx context.Context, event int64) (gateway.Tick, error) {
 	v, err := admissionBucketScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims}).Int64Slice()
 	if err != nil {
 		return gateway.Tick{}, unavailable(err)
+	}
+	if len(v) != 7 {
+		return gateway.Tick{}, malformed("admission bucket", v, 7)
 	}
 	return gateway.Tick{Serving: v[0], Queue: v[1], Active: v[2], Offers: v[3], ClaimsPerMinute: v[4], DialsVersion: v[5],
 		Now: time.UnixMilli(v[6])}, nil
@@ -147,7 +194,12 @@ func (s *Store) Claim(ctx context.Context, event int64, identity string, positio
 	if err != nil {
 		return "", 0, unavailable(err)
 	}
-	return gateway.ClaimOutcome(v[0].(string)), v[1].(int64), nil
+	var outcome string
+	var n int64
+	if err := decode("claim", v, &outcome, &n); err != nil {
+		return "", 0, err
+	}
+	return gateway.ClaimOutcome(outcome), n, nil
 }
 
 // Leave ends identity's session early, or gives up its place in line, and

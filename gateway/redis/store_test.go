@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -358,6 +359,58 @@ func TestLeave(t *testing.T) {
 			if p, err := s.Position(ctx, pre, f); err != nil || p < 1 || p > 2 {
 				t.Fatalf("fan %s drawn at %d, %v; want 1 or 2", f, p, err)
 			}
+		}
+	})
+}
+
+// A fan who left (before or after the draw) or had its session has no
+// place: Position says ErrEnded. The script once answered {'pos', nil},
+// which Redis cut to {'pos'}, and indexing the missing place panicked the
+// gateway.
+func TestPositionAfterLeave(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		ev := redistest.Event(t, s)
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+			d.NewUsersPerMinute, d.ClaimSeconds = 60000, 30
+		})
+		for _, f := range []string{"before", "after", "stays", "claims"} {
+			if r, err := s.Join(ctx, ev, f); err != nil || r.State != gateway.StatePrequeue {
+				t.Fatalf("join %s before onsale = %+v, %v", f, r, err)
+			}
+		}
+		if st, err := s.Leave(ctx, ev, "before"); err != nil || st != gateway.LeaveLeft {
+			t.Fatalf("leave before the draw = %q, %v; want left", st, err)
+		}
+		if p, err := s.Position(ctx, ev, "before"); err != nil || p != 0 {
+			t.Fatalf("Position(before) before onsale = %d, %v; want 0, nil", p, err)
+		}
+		setDials(t, s, ev, func(d *gateway.Dials) { d.OnsaleAt = time.Now().Add(-time.Second) })
+		if st, err := s.Leave(ctx, ev, "after"); err != nil || st != gateway.LeaveLeft {
+			t.Fatalf("leave after the draw = %q, %v; want left", st, err)
+		}
+		for _, f := range []string{"before", "after"} {
+			if p, err := s.Position(ctx, ev, f); !errors.Is(err, gateway.ErrEnded) {
+				t.Errorf("Position(%s) after leaving = %d, %v; want ErrEnded", f, p, err)
+			}
+		}
+		p, err := s.Position(ctx, ev, "stays")
+		if err != nil || p < 1 || p > 3 {
+			t.Fatalf("Position(stays) = %d, %v; want a place 1..3", p, err)
+		}
+		if p, err := s.Position(ctx, ev, "stranger"); !errors.Is(err, gateway.ErrNoEvent) {
+			t.Errorf("Position(stranger) = %d, %v; want ErrNoEvent", p, err)
+		}
+		// A fan admitted from the draw has had its session: ended too.
+		claims, _ := s.Position(ctx, ev, "claims")
+		s.Tick(ctx, ev)
+		time.Sleep(100 * time.Millisecond)
+		s.Tick(ctx, ev)
+		if st, _, err := s.Claim(ctx, ev, "claims", claims); err != nil || st != gateway.ClaimAdmitted {
+			t.Fatalf("claim of place %d = %s, %v; want admitted", claims, st, err)
+		}
+		if p, err := s.Position(ctx, ev, "claims"); !errors.Is(err, gateway.ErrEnded) {
+			t.Errorf("Position(claims) after its session began = %d, %v; want ErrEnded", p, err)
 		}
 	})
 }

@@ -46,10 +46,19 @@ type Room struct {
 	ok     bool // the last tick reached the store
 }
 
-// New returns a room over store, learning new events' times from catalog.
+// New returns a room over store, learning new events' times from catalog;
+// a nil log discards.
 func New(store gateway.Store, catalog gateway.Catalog, log *slog.Logger) *Room {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Room{store: store, catalog: catalog, log: log, events: make(map[int64]*View)}
 }
+
+// Store is the store the room is over: the HTTP edge takes it from here,
+// so its joins, claims and leaves go to the store whose ticks the room
+// shows.
+func (r *Room) Store() gateway.Store { return r.store }
 
 // View returns a copy of an event's view, false when unknown.
 func (r *Room) View(event int64) (View, bool) {
@@ -76,7 +85,12 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 	var lastList time.Time
 	for {
 		if time.Since(lastList) > time.Second {
-			if ids, err := r.store.Events(ctx); err == nil {
+			// A deadline, as every tick has (Refresh): a store that hangs
+			// must not stop the ticker.
+			lctx, cancel := context.WithTimeout(ctx, time.Second)
+			ids, err := r.store.Events(lctx)
+			cancel()
+			if err == nil {
 				r.mu.Lock()
 				for _, id := range ids {
 					if _, ok := r.events[id]; !ok {

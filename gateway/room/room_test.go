@@ -73,3 +73,65 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// hangingStore's Events never answers by itself: only its context's end
+// releases it (a store that stopped answering).
+type hangingStore struct{ *storetest.Memory }
+
+func (hangingStore) Events(ctx context.Context) ([]int64, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Listing the events has a deadline, as a tick does: a store that hangs
+// does not stop the ticker.
+func TestRunListDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store := storetest.New()
+	d := gateway.DefaultDials(time.Now().Add(time.Hour), time.Now().Add(48*time.Hour))
+	if err := store.InitDials(ctx, 1, d); err != nil {
+		t.Fatal(err)
+	}
+	r := room.New(hangingStore{store}, &catalog{}, nil)
+	v, err := r.Ensure(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx, 10*time.Millisecond) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if now, _ := r.View(1); now.Fetched.After(v.Fetched) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no tick within 5 s of Run: the ticker waits on a store that does not answer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+// A room made without a logger discards: a failed tick, which it logs,
+// does not panic.
+func TestNilLogger(t *testing.T) {
+	ctx := context.Background()
+	store := storetest.New()
+	d := gateway.DefaultDials(time.Now().Add(time.Hour), time.Now().Add(48*time.Hour))
+	if err := store.InitDials(ctx, 1, d); err != nil {
+		t.Fatal(err)
+	}
+	r := room.New(store, &catalog{}, nil)
+	if _, err := r.Ensure(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	store.SetDown(true)
+	rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	r.Run(rctx, 10*time.Millisecond) // ticks fail, and are logged
+	if r.Healthy() {
+		t.Error("Healthy() after failed ticks = true")
+	}
+}

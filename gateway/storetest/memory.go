@@ -143,8 +143,14 @@ func (m *Memory) Position(_ context.Context, ev int64, id string) (int64, error)
 		return 0, err
 	}
 	e.freeze(time.Now())
-	if _, ok := e.places[id]; !ok && e.frozen {
+	if !e.frozen {
+		return 0, nil
+	}
+	switch e.places[id] {
+	case "":
 		return 0, gateway.ErrNoEvent
+	case "done": // left, or had its session, as position.lua answers
+		return 0, gateway.ErrEnded
 	}
 	return e.place(id), nil
 }
@@ -290,7 +296,9 @@ func (m *Memory) PatchDials(_ context.Context, ev int64, d gateway.Dials, change
 	return e.dials.Version, nil
 }
 
-// Frozen implements gateway.Store.
+// Frozen implements gateway.Store. It only reports, as the Redis store
+// does: the draw is made by the first join, position, claim or tick after
+// onsale, never by asking whether it has been.
 func (m *Memory) Frozen(_ context.Context, ev int64) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -301,7 +309,6 @@ func (m *Memory) Frozen(_ context.Context, ev int64) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	e.freeze(time.Now())
 	return e.frozen, nil
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/onsale/onsale/shared/config"
 	"github.com/onsale/onsale/shared/config/configtest"
 )
 
@@ -42,6 +45,14 @@ func TestConfig(t *testing.T) {
 	if c, err := load(map[string]string{"ONSALE_DEBUG_ADDR": "127.0.0.1:6060"}, "-tick", "50ms"); err != nil || c.DebugAddr != "127.0.0.1:6060" || c.Tick != 50*time.Millisecond {
 		t.Errorf("debug address and tick = %q %v, %v", c.DebugAddr, c.Tick, err)
 	}
+	// The profiler's old name still works (an old deploy keeps its
+	// profiler); the new name wins when both are set.
+	if c, err := load(map[string]string{"ONSALE_PPROF_ADDR": "127.0.0.1:6061"}); err != nil || c.DebugAddr != "127.0.0.1:6061" {
+		t.Errorf("ONSALE_PPROF_ADDR = %q, %v; want it used as the debug address", c.DebugAddr, err)
+	}
+	if c, err := load(map[string]string{"ONSALE_PPROF_ADDR": "127.0.0.1:6061", "ONSALE_DEBUG_ADDR": "127.0.0.1:6060"}); err != nil || c.DebugAddr != "127.0.0.1:6060" {
+		t.Errorf("both profiler names = %q, %v; want ONSALE_DEBUG_ADDR's", c.DebugAddr, err)
+	}
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -63,5 +74,21 @@ func TestConfig(t *testing.T) {
 		if _, err := load(tc.env, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error naming %s", tc.name, err, tc.want)
 		}
+	}
+}
+
+// The effective configuration is logged with a password in the core's or
+// the checkout's URL masked.
+func TestConfigLogMasksURLs(t *testing.T) {
+	var b bytes.Buffer
+	c := Config{CoreURL: "http://gw:hunter2@core:8081", CheckoutURL: "https://shop:hunter3@pay/checkout", QueueSecret: "q"}
+	config.Log(slog.New(slog.NewJSONHandler(&b, nil)), &c)
+	for _, secret := range []string{"hunter2", "hunter3"} {
+		if strings.Contains(b.String(), secret) {
+			t.Errorf("the config log shows the password %q: %s", secret, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), "core:8081") || !strings.Contains(b.String(), "pay/checkout") {
+		t.Errorf("the config log lost the URLs themselves: %s", b.String())
 	}
 }

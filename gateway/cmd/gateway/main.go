@@ -54,8 +54,8 @@ func main() {
 type Config struct {
 	Addr            string        `env:"ONSALE_GATEWAY_ADDR" flag:"addr" default:"127.0.0.1:8080" help:"listen address (host:port)"`
 	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis: redis://host:port/db for one server, or host:port,host:port,... for a cluster (required)"`
-	CoreURL         string        `env:"ONSALE_CORE_URL" flag:"core-url" default:"http://127.0.0.1:8081" help:"the core's base URL: event times, seat layouts and counts, and the booking API passed through"`
-	CheckoutURL     string        `env:"ONSALE_CHECKOUT_URL" flag:"checkout-url" default:"http://127.0.0.1:18090/checkout" help:"the payment provider's hosted checkout, linked from the booking page"`
+	CoreURL         string        `env:"ONSALE_CORE_URL" flag:"core-url" default:"http://127.0.0.1:8081" secret:"url" help:"the core's base URL: event times, seat layouts and counts, and the booking API passed through"`
+	CheckoutURL     string        `env:"ONSALE_CHECKOUT_URL" flag:"checkout-url" default:"http://127.0.0.1:18090/checkout" secret:"url" help:"the payment provider's hosted checkout, linked from the booking page"`
 	AdmitKeys       []string      `env:"ONSALE_ADMIT_KEYS" flag:"admit-keys" help:"Ed25519 PEM key files, comma-separated: the first signs admit tokens, all are published (required)"`
 	QueueSecret     string        `env:"ONSALE_QUEUE_SECRET" flag:"queue-secret" secret:"true" help:"HMAC secret of queue tokens, 32 bytes or more, the same on every gateway (required)"`
 	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"bearer token of the operators' API; empty: the API refuses everyone"`
@@ -66,7 +66,7 @@ type Config struct {
 	TokenRate       float64       `env:"ONSALE_TOKEN_RATE" flag:"token-rate" default:"2" min:"0.001" help:"status polls per second per queue token, burst 5x"`
 	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"10s" min:"0s" max:"10m" help:"how long requests in flight may finish at shutdown"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"debug, info, warn or error"`
-	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR" flag:"debug-addr" help:"serve Go's profiler (/debug/pprof) on this address, e.g. 127.0.0.1:6060; empty: off"`
+	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR,ONSALE_PPROF_ADDR" flag:"debug-addr" help:"serve Go's profiler (/debug/pprof) on this address, e.g. 127.0.0.1:6060; empty: off (ONSALE_PPROF_ADDR is its old name)"`
 }
 
 // Validate checks the rules across settings, and what a setting must have.
@@ -147,7 +147,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	core := coreclient.New(c.CoreURL, log)
 	rm := room.New(m.store, core, log)
-	srv, err := gwhttp.NewServer(gwhttp.Config{Store: m.store, Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
+	srv, err := gwhttp.NewServer(gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
 		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log, CheckoutURL: c.CheckoutURL,
 		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)})
 	if err != nil {

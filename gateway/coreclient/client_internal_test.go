@@ -1,0 +1,65 @@
+package coreclient
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The gateway's own reads have their own connections: with every proxy
+// connection taken by a slow booking request (here the pool is shrunk to
+// one), an event's times and a layout are still read at once. A layout is
+// read up to 16 MiB, no further.
+func TestReadsBesideAFullProxy(t *testing.T) {
+	inHold, release := make(chan struct{}, 1), make(chan struct{})
+	big := strings.Repeat(" ", maxReadBody+1)
+	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/holds":
+			inHold <- struct{}{}
+			<-release // a payment waiting on its provider
+		case "/v1/events/1":
+			fmt.Fprint(w, `{"onsale_at":"2030-01-01T00:00:00Z","starts_at":"2030-01-02T00:00:00Z"}`)
+		case "/v1/events/1/layout":
+			fmt.Fprint(w, `{"capacity":1}`)
+		case "/v1/events/2/layout":
+			fmt.Fprint(w, `{"capacity":1}`+big)
+		}
+	}))
+	defer core.Close()
+	defer close(release)
+	c := New(core.URL, nil)
+	c.proxy.MaxConns = 1
+
+	proxied := make(chan error, 1)
+	go func() {
+		var rc fasthttp.RequestCtx
+		rc.Request.Header.SetMethod("POST")
+		rc.Request.SetRequestURI("/v1/holds")
+		proxied <- c.Proxy(&rc)
+	}()
+	<-inHold // the proxy's one connection is taken
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if ev, err := c.Event(ctx, 1); err != nil || ev.OnsaleAt.Year() != 2030 {
+		t.Fatalf("Event(1) beside a full proxy = %+v, %v; want the event", ev, err)
+	}
+	if b, err := c.Layout(ctx, 1); err != nil || string(b) != `{"capacity":1}` {
+		t.Fatalf("Layout(1) beside a full proxy = %q, %v", b, err)
+	}
+	if b, err := c.Layout(ctx, 2); err == nil {
+		t.Fatalf("Layout(2) of %d bytes = %d bytes, nil; want an error past %d", len(big), len(b), maxReadBody)
+	}
+	select {
+	case err := <-proxied:
+		t.Fatalf("the held proxy request ended early: %v", err)
+	default:
+	}
+}
