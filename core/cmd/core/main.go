@@ -15,12 +15,9 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/http"
@@ -29,6 +26,7 @@ import (
 	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/provider"
+	"github.com/onsale/onsale/core/redis"
 	"github.com/onsale/onsale/core/seatmap"
 	"github.com/onsale/onsale/core/sweeper"
 	"github.com/onsale/onsale/core/ticket"
@@ -198,12 +196,12 @@ func (m *Main) Run(ctx context.Context) error {
 	var keeper *seatmap.Keeper
 	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy}
 	if c.Redis != "" {
-		rdb, err := openRedis(ctx, c.Redis)
+		maps, err := redis.Open(ctx, c.Redis)
 		if err != nil {
 			return err
 		}
-		defer rdb.Close()
-		keeper = &seatmap.Keeper{Redis: rdb, Log: log}
+		defer maps.Close()
+		keeper = &seatmap.Keeper{Cache: maps, Log: log}
 		opts.OnSeats = keeper.Changed
 	}
 	db, err := postgres.Open(ctx, c.DatabaseURL, opts)
@@ -276,11 +274,16 @@ func (m *Main) Run(ctx context.Context) error {
 		go func() { defer workers.Done(); reconciler.Run(bg, max(c.ReconcileAfter/4, time.Second)) }()
 		go func() { defer workers.Done(); purgeKeys(bg, db, log) }()
 	}
-	go func() { workers.Wait(); close(done) }()
 	if c.AdmitJWKSURL != "" {
-		go admission.RefreshJWKS(bg, verifier, nethttp.DefaultClient, c.AdmitJWKSURL, c.JWKSRefresh,
-			func(err error) { log.Warn("jwks refresh failed; keeping the previous keys", "err", err) })
+		// Joined like the others: shutdown waits for a fetch under way.
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			admission.RefreshJWKS(bg, verifier, nethttp.DefaultClient, c.AdmitJWKSURL, c.JWKSRefresh,
+				func(err error) { log.Warn("jwks refresh failed; keeping the previous keys", "err", err) })
+		}()
 	}
+	go func() { workers.Wait(); close(done) }()
 
 	if c.DebugAddr != "" {
 		dbg := &nethttp.Server{Addr: c.DebugAddr, Handler: nethttp.DefaultServeMux, ReadHeaderTimeout: 5 * time.Second}
@@ -307,22 +310,6 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// openRedis connects to one server (redis://...) or a cluster (a
-// comma-separated host:port list).
-func openRedis(ctx context.Context, addrs string) (goredis.UniversalClient, error) {
-	opts := goredis.UniversalOptions{Addrs: strings.Split(addrs, ","), IsClusterMode: true}
-	if u, err := goredis.ParseURL(addrs); err == nil {
-		opts = goredis.UniversalOptions{Addrs: []string{u.Addr}, DB: u.DB, Username: u.Username, Password: u.Password}
-	}
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-	rdb := goredis.NewUniversalClient(&opts)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	return rdb, nil
 }
 
 // purgeKeys deletes idempotency keys past their 24-hour retention, hourly.

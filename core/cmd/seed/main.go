@@ -46,7 +46,7 @@ func run(ctx context.Context, dbURL string, reset, asJSON bool, onsaleIn time.Du
 	}
 	defer db.Close()
 	if reset {
-		if _, err := db.Pool().Exec(ctx, `TRUNCATE venues, events, price_bands, seats, ga_inventory, holds, account_tickets`); err != nil {
+		if err := db.ResetCatalog(ctx); err != nil {
 			return fmt.Errorf("reset: %w", err)
 		}
 	}
@@ -62,9 +62,11 @@ func run(ctx context.Context, dbURL string, reset, asJSON bool, onsaleIn time.Du
 		if moveOnsale && s.Kind == "concert" {
 			s.OnsaleAt = now.Add(onsaleIn).Truncate(time.Second)
 		}
-		var id int64
-		err := db.Pool().QueryRow(ctx, `SELECT id FROM events WHERE name = $1 AND starts_at = $2`, s.Name, s.StartsAt).Scan(&id)
-		existed := err == nil
+		id, err := db.EventID(ctx, s.Name, s.StartsAt)
+		if err != nil {
+			return err
+		}
+		existed := id != 0
 		if !existed {
 			if id, err = db.CreateEvent(ctx, s); err != nil {
 				return err
