@@ -1,5 +1,6 @@
 // Package seatmap keeps each live event's seat availability in the
-// seat-map cache (one bit per seat position, set when the seat can be held):
+// seat-map cache (shared/seatmap's format: one bit per seat position, set
+// when the seat can be held):
 // flipped per seat after every hold, release and sweep, and rebuilt from
 // PostgreSQL every few seconds so a missed update heals itself. The gateway
 // serves it, at most a second or two stale; PostgreSQL decides.
@@ -10,10 +11,9 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-)
 
-// ttl lets the bitmap of an event no longer maintained disappear.
-const ttl = time.Minute
+	"github.com/onsale/onsale/shared/seatmap"
+)
 
 // Store is what the keeper reads of the database (core/postgres).
 type Store interface {
@@ -119,7 +119,7 @@ func (k *Keeper) Rebuild(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := k.Cache.Replace(ctx, ev, capacity, free, ttl); err != nil {
+		if err := k.Cache.Replace(ctx, ev, capacity, free, seatmap.TTL); err != nil {
 			return err
 		}
 	}

@@ -15,18 +15,18 @@ import (
 	coreredis "github.com/onsale/onsale/core/redis"
 	"github.com/onsale/onsale/core/seatmap"
 	"github.com/onsale/onsale/core/seed"
+	"github.com/onsale/onsale/shared/redisconn"
+	sharedseatmap "github.com/onsale/onsale/shared/seatmap"
 	"github.com/onsale/onsale/shared/servicetest"
 )
 
 var ctx = context.Background()
 
 func redisClient(t *testing.T) goredis.UniversalClient {
-	u := servicetest.Env(t, "REDIS_URL")
-	o, err := goredis.ParseURL(u)
+	c, err := redisconn.Open(ctx, servicetest.Env(t, "REDIS_URL"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := goredis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -34,7 +34,7 @@ func redisClient(t *testing.T) goredis.UniversalClient {
 // bit reads a seat's bit.
 func bit(t *testing.T, rdb goredis.UniversalClient, ev int64, pos int) int64 {
 	t.Helper()
-	v, err := rdb.GetBit(ctx, coreredis.Key(ev), int64(pos)).Result()
+	v, err := rdb.GetBit(ctx, sharedseatmap.Key(ev), int64(pos)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestKeeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rdb.Del(ctx, coreredis.Key(ev)) })
+	t.Cleanup(func() { rdb.Del(ctx, sharedseatmap.Key(ev)) })
 	if err := k.Rebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +100,11 @@ func TestKeeper(t *testing.T) {
 		t.Fatal("a swept seat is not marked available again")
 	}
 	// A missed update (here: the bitmap wiped) heals at the next rebuild.
-	rdb.Set(ctx, coreredis.Key(ev), []byte{0}, time.Minute)
+	rdb.Set(ctx, sharedseatmap.Key(ev), []byte{0}, time.Minute)
 	if err := k.Rebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n, _ := rdb.BitCount(ctx, coreredis.Key(ev), nil).Result()
+	n, _ := rdb.BitCount(ctx, sharedseatmap.Key(ev), nil).Result()
 	if n != 250 {
 		t.Fatalf("after a rebuild %d seats marked available; want all 250", n)
 	}
