@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/onsale/onsale/core"
 )
 
@@ -52,7 +54,12 @@ const freePositionsSQL = `SELECT pos FROM seats WHERE event_id = $1 AND ` + seat
 // FreePositions returns the positions of the event's seats that can be held
 // now: free, or held by an expired hold.
 func (db *DB) FreePositions(ctx context.Context, event int64) ([]int, error) {
-	return queryInts(ctx, db, freePositionsSQL, event)
+	rows, err := db.pool.Query(ctx, freePositionsSQL, event)
+	if err != nil {
+		return nil, translate(err)
+	}
+	free, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	return free, translate(err)
 }
 
 // seatPositionsSQL maps seat ids to positions (static per event).
@@ -134,22 +141,4 @@ func (db *DB) Counts(ctx context.Context, event int64) (*core.Counts, error) {
 	}
 	err = db.pool.QueryRow(ctx, q, event).Scan(&c.Available, &c.Held, &c.Sold)
 	return c, translate(err)
-}
-
-// queryInts runs a query of one integer column.
-func queryInts(ctx context.Context, db *DB, sql string, args ...any) ([]int, error) {
-	rows, err := db.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	var out []int
-	for rows.Next() {
-		var n int
-		if err := rows.Scan(&n); err != nil {
-			return nil, translate(err)
-		}
-		out = append(out, n)
-	}
-	return out, translate(rows.Err())
 }

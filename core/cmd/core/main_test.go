@@ -197,6 +197,6 @@ func TestMainJWKS(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the core still accepts a token whose key left the JWKS")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll interval: the loop waits on the refusal itself
 	}
 }
