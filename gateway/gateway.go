@@ -1,11 +1,14 @@
 // Package gateway is the waiting room's vocabulary: an event's admission
-// dials, the states a fan's place in line goes through, and what a tick of
-// the admission bucket reports. The Redis store (gateway/redis), the tokens
+// dials, the states a fan's place in line goes through, what a tick of the
+// admission bucket reports, the errors fans are told about, and the two
+// interfaces the room and the HTTP edge consume: the Store (the waiting
+// room's shared state, in gateway/redis) and the Catalog (the core's
+// events, in gateway/coreclient). The room (gateway/room), the tokens
 // (gateway/token) and the HTTP edge (gateway/http) are built on it.
 package gateway
 
 import (
-	"errors"
+	"context"
 	"time"
 )
 
@@ -21,59 +24,10 @@ const (
 	StateEnded    = "ended"    // this fan's session is over: one per identity
 )
 
-// Dials are an event's admission settings, changed live by operators.
-// Times are absolute; zero means unset.
-type Dials struct {
-	NewUsersPerMinute int       `json:"new_users_per_minute"`
-	TotalActiveUsers  int       `json:"total_active_users"`
-	SessionSeconds    int       `json:"session_seconds"`
-	ClaimSeconds      int       `json:"claim_seconds"`
-	PrequeueAt        time.Time `json:"prequeue_at"`
-	OnsaleAt          time.Time `json:"onsale_at"`
-	ClosesAt          time.Time `json:"closes_at"`
-	Paused            bool      `json:"paused"`
-	Queueing          string    `json:"queueing"` // random (pre-queue shuffled at onsale) or fifo
-	PowDifficulty     int       `json:"pow_difficulty"`
-	SoldOut           bool      `json:"sold_out"`
-	Version           int64     `json:"version"`
-	// Epoch names this incarnation of the event's room: set once, kept in
-	// queue tokens; a token of another epoch (Redis lost the room) rejoins.
-	Epoch string `json:"epoch"`
-}
-
-// DefaultDials are the dials of an event the gateway sees for the first
-// time: the seeds' numbers (1,000 a minute, 10,000 inside, ten minutes).
-func DefaultDials(onsale, closes time.Time) Dials {
-	return Dials{NewUsersPerMinute: 1000, TotalActiveUsers: 10000, SessionSeconds: 600, ClaimSeconds: 120,
-		PrequeueAt: onsale.Add(-time.Hour), OnsaleAt: onsale, ClosesAt: closes, Queueing: "random"}
-}
-
-// Validate checks dials an operator sets.
-func (d Dials) Validate() error {
-	switch {
-	case d.NewUsersPerMinute < 0 || d.NewUsersPerMinute > 10_000_000:
-		return errors.New("new_users_per_minute must be 0 to 10,000,000")
-	case d.TotalActiveUsers < 0 || d.TotalActiveUsers > 10_000_000:
-		return errors.New("total_active_users must be 0 to 10,000,000")
-	case d.SessionSeconds < 30 || d.SessionSeconds > 86400:
-		return errors.New("session_seconds must be 30 to 86,400")
-	case d.ClaimSeconds < 10 || d.ClaimSeconds > 3600:
-		return errors.New("claim_seconds must be 10 to 3,600")
-	case d.Queueing != "random" && d.Queueing != "fifo":
-		return errors.New("queueing must be random or fifo")
-	case d.PowDifficulty < 0 || d.PowDifficulty > 28:
-		return errors.New("pow_difficulty must be 0 to 28 bits")
-	case !d.PrequeueAt.IsZero() && !d.OnsaleAt.IsZero() && d.PrequeueAt.After(d.OnsaleAt):
-		return errors.New("prequeue_at must not be after onsale_at")
-	case !d.ClosesAt.IsZero() && !d.OnsaleAt.IsZero() && !d.ClosesAt.After(d.OnsaleAt):
-		return errors.New("closes_at must be after onsale_at")
-	}
-	return nil
-}
-
 // Tick is what one tick of the admission bucket reports: the serving
 // counter (every place up to it has been offered), the length of the line,
-// live sessions, open offers, claims in the last minute, the dials' version.
+// live sessions, open offers, claims in the last minute, the dials' version
+// (-1: the event has no dials: its room is gone).
 type Tick struct {
 	Serving         int64
 	Queue           int64
@@ -84,8 +38,78 @@ type Tick struct {
 	Now             time.Time
 }
 
-// Errors.
-var (
-	ErrNoEvent     = errors.New("no such event in the waiting room")
-	ErrUnavailable = errors.New("waiting room store unavailable")
+// JoinResult is a fan's place after joining: State is prequeue (Position
+// unknown until onsale), waiting (Position known), not_open or closed (At
+// says when it opens or closed), or ended (the identity had its session).
+type JoinResult struct {
+	State    string
+	Position int64
+	At       time.Time
+}
+
+// ClaimOutcome is what a claim of an offered place did.
+type ClaimOutcome string
+
+// Claim outcomes; N is the number Claim returns beside the outcome.
+const (
+	ClaimAdmitted ClaimOutcome = "admitted" // N: the session's end (unix ms)
+	ClaimWaiting  ClaimOutcome = "waiting"  // not offered yet
+	ClaimPaused   ClaimOutcome = "paused"   // admission is paused
+	ClaimMoved    ClaimOutcome = "moved"    // N: the fan's current place (the token was stale)
+	ClaimRequeued ClaimOutcome = "requeued" // N: the new place (the offer lapsed unclaimed)
+	ClaimEnded    ClaimOutcome = "ended"    // the identity's session is over
+	ClaimUnknown  ClaimOutcome = "unknown"  // the identity is not in line
 )
+
+// LeaveOutcome is what a leave did; fans see it as "outcome".
+type LeaveOutcome string
+
+// Leave outcomes.
+const (
+	LeaveEnded LeaveOutcome = "ended" // a live session ended: its room goes to the line
+	LeaveLeft  LeaveOutcome = "left"  // a place in line was given up
+	LeaveNone  LeaveOutcome = "none"  // nothing to leave
+)
+
+// Store is the waiting room's state shared by every gateway. Errors are
+// ErrNoEvent (the event has no room) or wrap ErrUnavailable (the store
+// cannot be reached: callers fail closed). Every operation is safe to retry.
+type Store interface {
+	// Join gives identity a place in line, or returns the place it has.
+	Join(ctx context.Context, event int64, identity string) (JoinResult, error)
+	// Position is a pre-queue fan's drawn place once the pre-queue is
+	// frozen (0 while it is not).
+	Position(ctx context.Context, event int64, identity string) (int64, error)
+	// Claim takes an offered place and starts identity's session.
+	Claim(ctx context.Context, event int64, identity string, position int64) (ClaimOutcome, int64, error)
+	// Leave ends identity's session early or gives up its place in line.
+	Leave(ctx context.Context, event int64, identity string) (LeaveOutcome, error)
+	// Tick advances the admission bucket and reports the event's state.
+	Tick(ctx context.Context, event int64) (Tick, error)
+	// Events lists the events the room knows.
+	Events(ctx context.Context) ([]int64, error)
+	// Dials reads an event's dials (ErrNoEvent if none).
+	Dials(ctx context.Context, event int64) (Dials, error)
+	// InitDials sets the dials of an event, only those unset.
+	InitDials(ctx context.Context, event int64, d Dials) error
+	// PatchDials writes the named dials of d and bumps the version.
+	PatchDials(ctx context.Context, event int64, d Dials, changed []string) (int64, error)
+	// Frozen reports whether the pre-queue has been drawn (onsale passed).
+	Frozen(ctx context.Context, event int64) (bool, error)
+	// Seatmap is the event's availability bitmap as the core keeps it
+	// (nil when there is none).
+	Seatmap(ctx context.Context, event int64) ([]byte, error)
+}
+
+// Event is what the room needs of an event from the core.
+type Event struct {
+	OnsaleAt time.Time `json:"onsale_at"`
+	StartsAt time.Time `json:"starts_at"`
+}
+
+// Catalog is the core's catalog as the room sees it. Event returns
+// ErrNoEvent when the core has no such event, an error wrapping
+// ErrUnavailable when the core cannot say.
+type Catalog interface {
+	Event(ctx context.Context, id int64) (Event, error)
+}

@@ -4,8 +4,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
+
+	"github.com/onsale/onsale/gateway"
 )
+
+// Two limits guard the gateway: per client address (joins, and polls with a
+// bad token: what an attacker without tokens can send) and per queue token
+// (polls: a fan's page polls as told, a script polling in a loop does not).
+
+// limit refuses key's request when over l's rate: rate_limited, with
+// Retry-After when the bucket has a token again.
+func limit(l *limiter, key string) error {
+	if ok, wait := l.allow(key, time.Now()); !ok {
+		return &gateway.Error{Code: gateway.ERateLimited, Message: "too many requests: slow down", RetryAfter: wait}
+	}
+	return nil
+}
+
+// clientIP is the connection's address: behind a trusted proxy the
+// deployment sets it from the proxy's header before it reaches here.
+func clientIP(ctx *fasthttp.RequestCtx) string { return ctx.RemoteIP().String() }
 
 // limiter keeps one token bucket per key (a client IP, a queue token) with a
 // bounded number of keys: buckets idle for a minute are dropped, and when

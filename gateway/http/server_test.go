@@ -22,11 +22,14 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/coreclient"
 	gwhttp "github.com/onsale/onsale/gateway/http"
 	"github.com/onsale/onsale/gateway/redis"
 	"github.com/onsale/onsale/gateway/redis/redistest"
+	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/token"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/seatmap"
 )
 
 var ctx = context.Background()
@@ -36,6 +39,7 @@ const adminToken = "admin-secret"
 type gw struct {
 	statsAsked *atomic.Int64 // requests for /stats that reached the core
 	store      *redis.Store
+	room       *room.Room
 	client     *http.Client
 	base       string
 	event      int64
@@ -44,7 +48,7 @@ type gw struct {
 
 // newGateway runs the real handler on an in-memory listener against the
 // given Redis address, with a stand-in for the core's event endpoint.
-func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Server)) *gw {
+func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	t.Helper()
 	store, err := redis.Open(ctx, addrs)
 	if err != nil {
@@ -72,18 +76,24 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Server)) *gw {
 	key, _ := admission.GenerateKey()
 	ring, _ := token.NewRing(key)
 	queue, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	room := gwhttp.NewRoom(store, coreSrv.URL, slog.New(slog.DiscardHandler))
-	s := &gwhttp.Server{Room: room, Queue: queue, Admit: ring, AdminToken: adminToken, Log: slog.New(slog.DiscardHandler)}
+	log := slog.New(slog.DiscardHandler)
+	core := coreclient.New(coreSrv.URL, log)
+	rm := room.New(store, core, log)
+	cfg := gwhttp.Config{Store: store, Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: adminToken, Log: log}
 	if edit != nil {
-		edit(s)
+		edit(&cfg)
+	}
+	s, err := gwhttp.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ln := fasthttputil.NewInmemoryListener()
 	go fasthttp.Serve(ln, s.Handler())
 	rctx, cancel := context.WithCancel(ctx)
-	go room.Run(rctx, 50*time.Millisecond)
+	go rm.Run(rctx, 50*time.Millisecond)
 	t.Cleanup(func() { cancel(); ln.Close() })
 	jar := &cookieJar{}
-	g := &gw{statsAsked: statsAsked, store: store, base: "http://gateway", cancel: cancel,
+	g := &gw{statsAsked: statsAsked, store: store, room: rm, base: "http://gateway", cancel: cancel,
 		client: &http.Client{Jar: jar, Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }}}}
 	g.event = redistest.Event(t, store)
 	return g
@@ -157,11 +167,30 @@ func (g *gw) dials(t *testing.T, edit func(*gateway.Dials)) {
 		t.Fatal(err)
 	}
 	edit(&d)
-	if _, err := g.store.SetDials(ctx, g.event, d); err != nil {
+	ver, err := g.store.SetDials(ctx, g.event, d)
+	if err != nil {
 		t.Fatal(err)
 	}
 	g.store.InitDials(ctx, g.event, d) // registers the event
-	time.Sleep(150 * time.Millisecond) // one tick of the room
+	// Wait for the room to have read the change (an event it does not know
+	// yet is read afresh on the first join).
+	waitUntil(t, "the room to read the dials", func() bool {
+		v, ok := g.room.View(g.event)
+		return !ok || v.Dials.Version >= ver
+	})
+}
+
+// waitUntil polls cond until it holds, failing the test after a generous
+// deadline.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (g *gw) path(suffix string) string { return fmt.Sprintf("/v1/events/%d%s", g.event, suffix) }
@@ -342,7 +371,7 @@ func TestAdmin(t *testing.T) {
 
 func TestIdentityAndProofOfWork(t *testing.T) {
 	secret := []byte("account-secret")
-	g := newGateway(t, redistest.Addrs(t, false), func(s *gwhttp.Server) { s.AccountSecret, s.RequireIdentity = secret, true })
+	g := newGateway(t, redistest.Addrs(t, false), func(c *gwhttp.Config) { c.AccountSecret, c.RequireIdentity = secret, true })
 	g.dials(t, func(d *gateway.Dials) {})
 	acct := func(sub string, verified bool) string {
 		tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "phone_verified": verified,
@@ -399,7 +428,7 @@ func TestRateLimit(t *testing.T) {
 
 func TestSeatmap(t *testing.T) {
 	g := newGateway(t, redistest.Addrs(t, false), nil)
-	key := fmt.Sprintf("{evt:%d}:seatmap", g.event)
+	key := seatmap.Key(g.event)
 	if r := g.do(t, nil, "GET", g.path("/seatmap"), ""); r.status != 404 {
 		t.Fatalf("seat map before the core wrote one = %d %s", r.status, r.raw)
 	}
@@ -476,7 +505,7 @@ func TestLeaveHandsTheRoomOn(t *testing.T) {
 	}
 
 	r := g.do(t, first, "DELETE", g.path("/queue"), "")
-	if r.status != 200 || r.body["outcome"] != redis.LeaveEnded || !strings.Contains(strings.ToLower(r.header.Get("Set-Cookie")), "max-age=0") {
+	if r.status != 200 || r.body["outcome"] != string(gateway.LeaveEnded) || !strings.Contains(strings.ToLower(r.header.Get("Set-Cookie")), "max-age=0") {
 		t.Fatalf("leave = %d %v %s; want ended and the cookie cleared", r.status, r.header, r.raw)
 	}
 	if st := waitState(second, gateway.StateAdmitted, 3*time.Second); st.body["state"] != gateway.StateAdmitted {

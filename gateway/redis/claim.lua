@@ -1,7 +1,8 @@
 -- claim: a fan whose place has been offered takes it and starts a session;
 -- a fan whose offer lapsed goes to the back, in the same script, so a
 -- replayed or concurrent claim with an old place can never make a second
--- place. Safe to retry.
+-- place. One session per identity: once claimed, the identity's ids entry
+-- is 'done' and it cannot queue again for the event. Safe to retry.
 -- KEYS: dials, bucket, offers, active, claims, ids, pre, frozen, seq
 -- ARGV: identity, position
 -- Returns {state, n}: admitted (n = session end, ms), waiting, paused,
@@ -17,7 +18,7 @@ if cur == 'done' then return {'ended', 0} end
 local place
 if cur == 'pre' then
   if redis.call('EXISTS', KEYS[8]) == 0 then return {'waiting', 0} end
-  place = redis.call('ZRANK', KEYS[7], ARGV[1]) + 1
+  place = drawn_place(KEYS[7], ARGV[1])
 else
   place = tonumber(cur)
 end

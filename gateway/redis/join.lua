@@ -1,4 +1,7 @@
--- join: a place in line for an identity, idempotent.
+-- join: a place in line for an identity, idempotent. Before onsale the
+-- fan enters the pre-queue draw (prequeue.lua); after it, the fan gets the
+-- next place at the back. One identity, one place: tabs, devices and
+-- refreshes find the place they have; after its session, none.
 -- KEYS: dials, pre, ids, frozen, seq
 -- ARGV: identity, random score (crypto/rand, from the gateway)
 -- Returns {state, position, at}: state is pre (position unknown until
@@ -10,24 +13,19 @@ local prequeue_at = dial(KEYS[1], 'prequeue_at', 0)
 local onsale_at = dial(KEYS[1], 'onsale_at', 0)
 local closes_at = dial(KEYS[1], 'closes_at', 0)
 
-local frozen = redis.call('EXISTS', KEYS[4]) == 1
+local open = prequeue_open(KEYS[4], now, onsale_at)
 local have = redis.call('HGET', KEYS[3], ARGV[1])
 if have then
   if have == 'done' then return {'ended', 0, 0} end
   if have ~= 'pre' then return {'pos', tonumber(have), 0} end
-  if now < onsale_at and not frozen then return {'pre', 0, onsale_at} end
+  if open then return {'pre', 0, onsale_at} end
   freeze(KEYS[2], KEYS[4])
-  return {'pos', redis.call('ZRANK', KEYS[2], ARGV[1]) + 1, 0}
+  return {'pos', drawn_place(KEYS[2], ARGV[1]), 0}
 end
 if closes_at > 0 and now >= closes_at then return {'closed', 0, closes_at} end
 if now < prequeue_at then return {'not_open', 0, prequeue_at} end
--- Once frozen, the pre-queue never changes again, whatever the clock or
--- the dials say: its ranks are places already handed out.
-if now < onsale_at and not frozen then
-  local score = ARGV[2]
-  if dial(KEYS[1], 'queueing', 'random') == 'fifo' then score = now end
-  redis.call('ZADD', KEYS[2], score, ARGV[1])
-  redis.call('HSET', KEYS[3], ARGV[1], 'pre')
+if open then
+  prequeue_enter(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], now)
   return {'pre', 0, onsale_at}
 end
 local pos = freeze(KEYS[2], KEYS[4]) + redis.call('INCR', KEYS[5])

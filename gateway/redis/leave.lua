@@ -17,8 +17,6 @@ if exp then
   return 'none'
 end
 if cur == 'done' then return 'none' end
-if cur == 'pre' and redis.call('EXISTS', KEYS[4]) == 0 then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-end
+if cur == 'pre' then prequeue_leave(KEYS[3], KEYS[4], ARGV[1]) end
 redis.call('HSET', KEYS[2], ARGV[1], 'done')
 return 'left'

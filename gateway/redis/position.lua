@@ -1,4 +1,5 @@
--- position: a pre-queue fan's place once the pre-queue is frozen.
+-- position: a pre-queue fan's drawn place (prequeue.lua) once onsale has
+-- passed; asking freezes the draw if no script has yet.
 -- KEYS: dials, pre, ids, frozen    ARGV: identity
 -- Returns {state, position}: pre (not on sale yet), pos, unknown.
 local now = now_ms()
@@ -7,4 +8,4 @@ freeze(KEYS[2], KEYS[4])
 local have = redis.call('HGET', KEYS[3], ARGV[1])
 if not have then return {'unknown', 0} end
 if have ~= 'pre' then return {'pos', tonumber(have)} end
-return {'pos', redis.call('ZRANK', KEYS[2], ARGV[1]) + 1}
+return {'pos', drawn_place(KEYS[2], ARGV[1])}

@@ -6,9 +6,7 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"time"
@@ -16,15 +14,21 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/shared/redisconn"
+	"github.com/onsale/onsale/shared/seatmap"
 )
 
+// Every script is the prelude (clock, dials), the pre-queue draw's
+// functions (prequeue.lua: the draw's rule lives there) and its own body.
 var (
 	//go:embed prelude.lua
-	prelude string
+	preludeLua string
+	//go:embed prequeue.lua
+	prequeueLua string
 	//go:embed join.lua
 	joinLua string
-	//go:embed tick.lua
-	tickLua string
+	//go:embed admission_bucket.lua
+	admissionBucketLua string
 	//go:embed claim.lua
 	claimLua string
 	//go:embed position.lua
@@ -32,12 +36,16 @@ var (
 	//go:embed leave.lua
 	leaveLua string
 
-	joinScript     = goredis.NewScript(prelude + joinLua)
-	tickScript     = goredis.NewScript(prelude + tickLua)
-	claimScript    = goredis.NewScript(prelude + claimLua)
-	positionScript = goredis.NewScript(prelude + positionLua)
-	leaveScript    = goredis.NewScript(prelude + leaveLua)
+	prelude = preludeLua + prequeueLua
+
+	joinScript            = goredis.NewScript(prelude + joinLua)
+	admissionBucketScript = goredis.NewScript(prelude + admissionBucketLua)
+	claimScript           = goredis.NewScript(prelude + claimLua)
+	positionScript        = goredis.NewScript(prelude + positionLua)
+	leaveScript           = goredis.NewScript(prelude + leaveLua)
 )
+
+var _ gateway.Store = (*Store)(nil)
 
 // Store is the waiting room's Redis store.
 type Store struct {
@@ -45,20 +53,12 @@ type Store struct {
 }
 
 // Open connects to one server (redis://...) or a cluster (a comma-separated
-// list of host:port) and pings it.
+// list of host:port), the one way every onsale service does (shared/redisconn),
+// and pings it.
 func Open(ctx context.Context, addrs string) (*Store, error) {
-	var opts goredis.UniversalOptions
-	if u, err := goredis.ParseURL(addrs); err == nil {
-		opts = goredis.UniversalOptions{Addrs: []string{u.Addr}, DB: u.DB, Username: u.Username, Password: u.Password}
-	} else {
-		opts = goredis.UniversalOptions{Addrs: splitAddrs(addrs), IsClusterMode: true}
-	}
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-	opts.MaxRetries = 1
-	rdb := goredis.NewUniversalClient(&opts)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis %s: %w", addrs, err)
+	rdb, err := redisconn.Open(ctx, addrs)
+	if err != nil {
+		return nil, err
 	}
 	return &Store{rdb: rdb}, nil
 }
@@ -72,35 +72,12 @@ func (s *Store) Close() error { return s.rdb.Close() }
 // Client exposes the client to tests.
 func (s *Store) Client() goredis.UniversalClient { return s.rdb }
 
-func splitAddrs(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
-}
-
 // keys of one event; the {evt:<id>} hash tag puts them in one cluster slot.
 type keys struct{ dials, pre, ids, frozen, seq, bucket, offers, active, claims string }
 
 func keysOf(event int64) keys {
 	p := "{evt:" + strconv.FormatInt(event, 10) + "}:"
 	return keys{p + "dials", p + "pre", p + "ids", p + "frozen", p + "seq", p + "bucket", p + "offers", p + "active", p + "claims"}
-}
-
-// JoinResult is a fan's place after joining: State is prequeue (Position
-// unknown until onsale), waiting (Position known), not_open or closed (At
-// says when it opens or closed).
-type JoinResult struct {
-	State    string
-	Position int64
-	At       time.Time
 }
 
 func unavailable(err error) error {
@@ -110,17 +87,14 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %v", gateway.ErrUnavailable, err)
 }
 
-// Join gives identity a place in line, or returns the place it has.
-func (s *Store) Join(ctx context.Context, event int64, identity string) (JoinResult, error) {
+// Join gives identity a place in line (join.lua), or returns the place it has.
+func (s *Store) Join(ctx context.Context, event int64, identity string) (gateway.JoinResult, error) {
 	k := keysOf(event)
-	var b [8]byte
-	rand.Read(b[:])
-	score := binary.BigEndian.Uint64(b[:]) >> 11 // 53 bits: exact in a ZSET score
-	v, err := joinScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.ids, k.frozen, k.seq}, identity, score).Slice()
+	v, err := joinScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.ids, k.frozen, k.seq}, identity, drawScore()).Slice()
 	if err != nil {
-		return JoinResult{}, unavailable(err)
+		return gateway.JoinResult{}, unavailable(err)
 	}
-	r := JoinResult{Position: v[1].(int64), At: time.UnixMilli(v[2].(int64))}
+	r := gateway.JoinResult{Position: v[1].(int64), At: time.UnixMilli(v[2].(int64))}
 	switch v[0].(string) {
 	case "no_event":
 		return r, gateway.ErrNoEvent
@@ -152,10 +126,11 @@ func (s *Store) Position(ctx context.Context, event int64, identity string) (int
 	return v[1].(int64), nil
 }
 
-// Tick advances the admission bucket and reports the event's state.
+// Tick advances the admission bucket (admission_bucket.lua) and reports the
+// event's state.
 func (s *Store) Tick(ctx context.Context, event int64) (gateway.Tick, error) {
 	k := keysOf(event)
-	v, err := tickScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims}).Int64Slice()
+	v, err := admissionBucketScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims}).Int64Slice()
 	if err != nil {
 		return gateway.Tick{}, unavailable(err)
 	}
@@ -163,46 +138,28 @@ func (s *Store) Tick(ctx context.Context, event int64) (gateway.Tick, error) {
 		Now: time.UnixMilli(v[6])}, nil
 }
 
-// Claim outcomes.
-const (
-	ClaimAdmitted = "admitted" // N: the session's end (unix ms)
-	ClaimWaiting  = "waiting"
-	ClaimPaused   = "paused"
-	ClaimMoved    = "moved"    // N: the fan's current place (the token was stale)
-	ClaimRequeued = "requeued" // N: the new place (the offer lapsed unclaimed)
-	ClaimEnded    = "ended"    // the identity's session is over
-	ClaimUnknown  = "unknown"
-)
-
-// Claim takes an offered place: it starts identity's session (N is when
-// it ends, unix ms); see the Claim outcomes. Safe to retry.
-func (s *Store) Claim(ctx context.Context, event int64, identity string, position int64) (string, int64, error) {
+// Claim takes an offered place (claim.lua): it starts identity's session
+// (N is when it ends, unix ms); see gateway's Claim outcomes. Safe to retry.
+func (s *Store) Claim(ctx context.Context, event int64, identity string, position int64) (gateway.ClaimOutcome, int64, error) {
 	k := keysOf(event)
 	v, err := claimScript.Run(ctx, s.rdb, []string{k.dials, k.bucket, k.offers, k.active, k.claims, k.ids, k.pre, k.frozen, k.seq},
 		identity, position).Slice()
 	if err != nil {
 		return "", 0, unavailable(err)
 	}
-	return v[0].(string), v[1].(int64), nil
+	return gateway.ClaimOutcome(v[0].(string)), v[1].(int64), nil
 }
 
-// Leave outcomes.
-const (
-	LeaveEnded = "ended" // a live session ended: its room goes to the line
-	LeaveLeft  = "left"  // a place in line was given up
-	LeaveNone  = "none"  // nothing to leave
-)
-
 // Leave ends identity's session early, or gives up its place in line, and
-// keeps it from queueing again for the event; see the Leave outcomes. Safe
-// to retry.
-func (s *Store) Leave(ctx context.Context, event int64, identity string) (string, error) {
+// keeps it from queueing again for the event (leave.lua); see gateway's
+// Leave outcomes. Safe to retry.
+func (s *Store) Leave(ctx context.Context, event int64, identity string) (gateway.LeaveOutcome, error) {
 	k := keysOf(event)
 	v, err := leaveScript.Run(ctx, s.rdb, []string{k.active, k.ids, k.pre, k.frozen}, identity).Text()
 	if err != nil {
 		return "", unavailable(err)
 	}
-	return v, nil
+	return gateway.LeaveOutcome(v), nil
 }
 
 // Frozen reports whether the event's pre-queue has been fixed (onsale passed).
@@ -262,20 +219,24 @@ func (s *Store) Dials(ctx context.Context, event int64) (gateway.Dials, error) {
 
 // SetDials writes every dial and bumps the version, atomically.
 func (s *Store) SetDials(ctx context.Context, event int64, d gateway.Dials) (int64, error) {
-	return s.PatchDials(ctx, event, d, func(string) bool { return true })
+	var all []string
+	for _, dl := range gateway.DialList {
+		all = append(all, dl.Name)
+	}
+	return s.PatchDials(ctx, event, d, all)
 }
 
 // PatchDials writes only the named dials of d (so two operators changing
 // different dials at once do not undo each other) and bumps the version.
-func (s *Store) PatchDials(ctx context.Context, event int64, d gateway.Dials, changed func(field string) bool) (int64, error) {
+func (s *Store) PatchDials(ctx context.Context, event int64, d gateway.Dials, changed []string) (int64, error) {
 	k := keysOf(event)
 	var ver *goredis.IntCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		f := dialFields(d)
-		delete(f, "version")
-		for name := range f {
-			if !changed(name) {
-				delete(f, name)
+		all := dialFields(d)
+		f := make(map[string]any, len(changed))
+		for _, name := range changed {
+			if v, ok := all[name]; ok {
+				f[name] = v
 			}
 		}
 		if len(f) > 0 {
@@ -290,43 +251,55 @@ func (s *Store) PatchDials(ctx context.Context, event int64, d gateway.Dials, ch
 	return ver.Val(), nil
 }
 
+// dialFields encodes the dials as the hash stores them, walking
+// gateway.DialList: numbers and strings as they are, booleans as 0/1, times
+// as unix milliseconds (0: unset); and the version.
 func dialFields(d gateway.Dials) map[string]any {
-	b := func(v bool) int {
-		if v {
-			return 1
+	f := map[string]any{"version": d.Version}
+	for _, dl := range gateway.DialList {
+		switch v := dl.Field(&d).(type) {
+		case *int:
+			f[dl.Name] = *v
+		case *string:
+			f[dl.Name] = *v
+		case *bool:
+			f[dl.Name] = 0
+			if *v {
+				f[dl.Name] = 1
+			}
+		case *time.Time:
+			f[dl.Name] = int64(0)
+			if !v.IsZero() {
+				f[dl.Name] = v.UnixMilli()
+			}
+		default:
+			panic(fmt.Sprintf("dial %s: no Redis encoding for %T", dl.Name, v))
 		}
-		return 0
 	}
-	ms := func(t time.Time) int64 {
-		if t.IsZero() {
-			return 0
-		}
-		return t.UnixMilli()
-	}
-	return map[string]any{
-		"new_users_per_minute": d.NewUsersPerMinute, "total_active_users": d.TotalActiveUsers,
-		"session_seconds": d.SessionSeconds, "claim_seconds": d.ClaimSeconds,
-		"prequeue_at": ms(d.PrequeueAt), "onsale_at": ms(d.OnsaleAt), "closes_at": ms(d.ClosesAt),
-		"paused": b(d.Paused), "queueing": d.Queueing, "pow_difficulty": d.PowDifficulty, "sold_out": b(d.SoldOut),
-		"version": d.Version,
-	}
+	return f
 }
 
+// parseDials decodes the hash dialFields wrote, and the epoch.
 func parseDials(m map[string]string) gateway.Dials {
 	i := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
-	t := func(k string) time.Time {
-		if n := i(k); n != 0 {
-			return time.UnixMilli(n)
+	d := gateway.Dials{Version: i("version"), Epoch: m["epoch"]}
+	for _, dl := range gateway.DialList {
+		switch v := dl.Field(&d).(type) {
+		case *int:
+			*v = int(i(dl.Name))
+		case *string:
+			*v = m[dl.Name]
+		case *bool:
+			*v = i(dl.Name) == 1
+		case *time.Time:
+			if n := i(dl.Name); n != 0 {
+				*v = time.UnixMilli(n)
+			}
+		default:
+			panic(fmt.Sprintf("dial %s: no Redis encoding for %T", dl.Name, v))
 		}
-		return time.Time{}
 	}
-	return gateway.Dials{
-		NewUsersPerMinute: int(i("new_users_per_minute")), TotalActiveUsers: int(i("total_active_users")),
-		SessionSeconds: int(i("session_seconds")), ClaimSeconds: int(i("claim_seconds")),
-		PrequeueAt: t("prequeue_at"), OnsaleAt: t("onsale_at"), ClosesAt: t("closes_at"),
-		Paused: i("paused") == 1, Queueing: m["queueing"], PowDifficulty: int(i("pow_difficulty")),
-		SoldOut: i("sold_out") == 1, Version: i("version"), Epoch: m["epoch"],
-	}
+	return d
 }
 
 // Forget deletes every key of an event (tests, and events long over).
@@ -342,7 +315,7 @@ func (s *Store) Forget(ctx context.Context, event int64) error {
 // Seatmap returns an event's availability bitmap as the core keeps it (nil
 // when there is none).
 func (s *Store) Seatmap(ctx context.Context, event int64) ([]byte, error) {
-	b, err := s.rdb.Get(ctx, "{evt:"+strconv.FormatInt(event, 10)+"}:seatmap").Bytes()
+	b, err := s.rdb.Get(ctx, seatmap.Key(event)).Bytes()
 	if err == goredis.Nil {
 		return nil, nil
 	}

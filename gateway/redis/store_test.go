@@ -152,7 +152,7 @@ func TestFreezeExactlyOnce(t *testing.T) {
 						}
 					} else {
 						id = fmt.Sprintf("late-%d", i)
-						var r redis.JoinResult
+						var r gateway.JoinResult
 						for r.Position == 0 && err == nil {
 							r, err = st.Join(ctx, ev, id)
 						}
@@ -197,33 +197,33 @@ func TestAdmission(t *testing.T) {
 			s.Join(ctx, ev, fmt.Sprint(f))
 		}
 		s.Tick(ctx, ev)
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // time is the bucket's input: 300 ms at 1,000/s fill it past the cap
 		tk, err := s.Tick(ctx, ev)
 		if err != nil || tk.Serving != 5 || tk.Offers != 5 || tk.Queue != 20 {
 			t.Fatalf("tick = %+v, %v; want 5 offered (total_active_users), 20 in line", tk, err)
 		}
 		for f := range 5 {
 			st, exp, err := s.Claim(ctx, ev, fmt.Sprint(f), int64(f+1))
-			if err != nil || st != redis.ClaimAdmitted || time.Until(time.UnixMilli(exp)) < 9*time.Minute {
+			if err != nil || st != gateway.ClaimAdmitted || time.Until(time.UnixMilli(exp)) < 9*time.Minute {
 				t.Fatalf("claim %d = %s %v %v", f, st, exp, err)
 			}
 		}
-		if st, _, _ := s.Claim(ctx, ev, "5", 6); st != redis.ClaimWaiting {
+		if st, _, _ := s.Claim(ctx, ev, "5", 6); st != gateway.ClaimWaiting {
 			t.Fatalf("claim beyond serving = %s; want waiting", st)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // tokens enough for more, were there room
 		if tk, _ = s.Tick(ctx, ev); tk.Serving != 5 || tk.Active != 5 {
 			t.Fatalf("tick with 5 sessions = %+v; want nothing more offered", tk)
 		}
-		if st, _, _ := s.Claim(ctx, ev, "0", 1); st != redis.ClaimAdmitted {
+		if st, _, _ := s.Claim(ctx, ev, "0", 1); st != gateway.ClaimAdmitted {
 			t.Fatalf("second claim by a fan with a session = %s; want admitted", st)
 		}
 		// A replayed claim with a stale place makes no new place.
-		if st, n, _ := s.Claim(ctx, ev, "6", 3); st != redis.ClaimMoved || n != 7 {
+		if st, n, _ := s.Claim(ctx, ev, "6", 3); st != gateway.ClaimMoved || n != 7 {
 			t.Fatalf("claim with another fan's place = %s %d; want moved to its own place 7", st, n)
 		}
 		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = true })
-		if st, _, _ := s.Claim(ctx, ev, "9", 10); st != redis.ClaimPaused {
+		if st, _, _ := s.Claim(ctx, ev, "9", 10); st != gateway.ClaimPaused {
 			t.Fatalf("claim while paused = %s", st)
 		}
 	})
@@ -255,18 +255,18 @@ func TestLapseRequeueAndEnd(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = false })
-		if st, _, _ := s.Claim(ctx, ev, "2", 3); st != redis.ClaimAdmitted {
+		if st, _, _ := s.Claim(ctx, ev, "2", 3); st != gateway.ClaimAdmitted {
 			t.Fatalf("claim after a long pause = %s; want admitted (the pause stops the claim clock)", st)
 		}
-		// Fan 0 lets its offer lapse.
+		// Fan 0 lets its offer lapse (the claim window is one second).
 		time.Sleep(1100 * time.Millisecond)
 		s.Tick(ctx, ev)
 		st, n, _ := s.Claim(ctx, ev, "0", 1)
-		if st != redis.ClaimRequeued || n != 4 {
+		if st != gateway.ClaimRequeued || n != 4 {
 			t.Fatalf("claim after the offer lapsed = %s %d; want requeued to 4", st, n)
 		}
 		for range 3 {
-			if st, n, _ := s.Claim(ctx, ev, "0", 1); st != redis.ClaimMoved || n != 4 {
+			if st, n, _ := s.Claim(ctx, ev, "0", 1); st != gateway.ClaimMoved || n != 4 {
 				t.Fatalf("replayed stale claim = %s %d; want moved to 4 (no new place)", st, n)
 			}
 		}
@@ -274,8 +274,9 @@ func TestLapseRequeueAndEnd(t *testing.T) {
 			t.Fatalf("line has %d places; want 4 (3 fans, one sent back once)", tk.Queue)
 		}
 		// Fan 2's one-second session ends: it cannot claim or join again.
-		time.Sleep(1100 * time.Millisecond)
-		if st, _, _ := s.Claim(ctx, ev, "2", 3); st != redis.ClaimEnded {
+		time.Sleep(1100 * time.Millisecond) // the session's own length
+
+		if st, _, _ := s.Claim(ctx, ev, "2", 3); st != gateway.ClaimEnded {
 			t.Fatalf("claim after the session = %s; want ended", st)
 		}
 		if r, _ := s.Join(ctx, ev, "2"); r.State != gateway.StateEnded {
@@ -303,7 +304,7 @@ func TestLeave(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		s.Tick(ctx, ev)
 		for f := range 3 {
-			if st, _, _ := s.Claim(ctx, ev, fmt.Sprint(f), int64(f+1)); st != redis.ClaimAdmitted {
+			if st, _, _ := s.Claim(ctx, ev, fmt.Sprint(f), int64(f+1)); st != gateway.ClaimAdmitted {
 				t.Fatalf("claim %d = %s", f, st)
 			}
 		}
@@ -311,7 +312,7 @@ func TestLeave(t *testing.T) {
 		if tk, _ := s.Tick(ctx, ev); tk.Serving != 3 || tk.Active != 3 {
 			t.Fatalf("tick = %+v; want 3 sessions and nothing more offered", tk)
 		}
-		if st, err := s.Leave(ctx, ev, "0"); err != nil || st != redis.LeaveEnded {
+		if st, err := s.Leave(ctx, ev, "0"); err != nil || st != gateway.LeaveEnded {
 			t.Fatalf("leave with a live session = %q, %v; want ended", st, err)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -319,15 +320,15 @@ func TestLeave(t *testing.T) {
 			t.Fatalf("tick after a leave = %+v; want place 4 offered, 2 sessions", tk)
 		}
 		for _, who := range []string{"0", "stranger"} {
-			if st, _ := s.Leave(ctx, ev, who); st != redis.LeaveNone {
+			if st, _ := s.Leave(ctx, ev, who); st != gateway.LeaveNone {
 				t.Fatalf("leave by %s = %q; want none", who, st)
 			}
 		}
-		if st, _, _ := s.Claim(ctx, ev, "0", 1); st != redis.ClaimEnded {
+		if st, _, _ := s.Claim(ctx, ev, "0", 1); st != gateway.ClaimEnded {
 			t.Fatalf("claim after leaving = %s; want ended", st)
 		}
 		// Fan 5 (place 6) gives up its place in line.
-		if st, _ := s.Leave(ctx, ev, "5"); st != redis.LeaveLeft {
+		if st, _ := s.Leave(ctx, ev, "5"); st != gateway.LeaveLeft {
 			t.Fatalf("leave from the line = %q; want left", st)
 		}
 		for _, who := range []string{"0", "5"} {
@@ -346,7 +347,7 @@ func TestLeave(t *testing.T) {
 				t.Fatalf("join before onsale = %+v", r)
 			}
 		}
-		if st, _ := s.Leave(ctx, pre, "1"); st != redis.LeaveLeft {
+		if st, _ := s.Leave(ctx, pre, "1"); st != gateway.LeaveLeft {
 			t.Fatalf("leave from the pre-queue = %q; want left", st)
 		}
 		setDials(t, s, pre, func(d *gateway.Dials) { d.OnsaleAt = time.Now().Add(-time.Second) })

@@ -309,7 +309,7 @@ func (fv flagValue) String() string {
 	if fv.f == nil || !fv.f.v.IsValid() {
 		return ""
 	}
-	return fv.f.show()
+	return fv.f.masked()
 }
 func (fv flagValue) Set(s string) error { return fv.f.set(s) }
 func (fv flagValue) IsBoolFlag() bool   { return fv.f.v.Kind() == reflect.Bool }
@@ -337,6 +337,19 @@ func load(cfg any, args []string, lookup func(string) (string, bool), usageOut i
 			}
 		}
 	}
+	// Flags are declared before the environment is read, so the usage text
+	// shows each declared default, never a value (or a secret) from the
+	// environment.
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	if usageOut != nil {
+		fs.SetOutput(usageOut)
+	}
+	for i := range fields {
+		f := &fields[i]
+		if f.Flag != "" {
+			fs.Var(flagValue{f}, f.Flag, usageLine(f))
+		}
+	}
 	for i := range fields {
 		f := &fields[i]
 		for _, e := range f.Env {
@@ -346,16 +359,6 @@ func load(cfg any, args []string, lookup func(string) (string, bool), usageOut i
 				}
 				break
 			}
-		}
-	}
-	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	if usageOut != nil {
-		fs.SetOutput(usageOut)
-	}
-	for i := range fields {
-		f := &fields[i]
-		if f.Flag != "" {
-			fs.Var(flagValue{f}, f.Flag, usageLine(f))
 		}
 	}
 	if err := fs.Parse(args); err != nil {

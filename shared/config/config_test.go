@@ -164,3 +164,15 @@ func TestBadDeclaration(t *testing.T) {
 		t.Fatal("Load accepted a non-pointer")
 	}
 }
+
+func TestUsageHidesSecrets(t *testing.T) {
+	var c sample
+	var out bytes.Buffer
+	err := load(&c, []string{"-bogus"}, env(map[string]string{"T_KEY": "sk_live_env", "T_DB": "postgres://a:pw_env@h/d"}), &out)
+	if err == nil {
+		t.Fatal("Load(-bogus) succeeded")
+	}
+	if s := out.String(); strings.Contains(s, "sk_live_env") || strings.Contains(s, "pw_env") || !strings.Contains(s, "-key") {
+		t.Fatalf("usage after a bad flag shows a secret from the environment (or no flags):\n%s", s)
+	}
+}

@@ -5,24 +5,44 @@ package main
 
 import (
 	"crypto/ed25519"
-	"flag"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/config"
 )
+
+// Config is admitkey's options (flags of both subcommands; the README's
+// admitkey table is generated from it).
+type Config struct {
+	Key     string        `flag:"key" default:"admit.key" help:"private key file; gen writes the public key to FILE.pub"`
+	Force   bool          `flag:"force" default:"false" help:"gen: overwrite an existing key"`
+	Event   int64         `flag:"event" default:"0" min:"0" help:"mint: event id (required)"`
+	Account string        `flag:"account" help:"mint: account id (required)"`
+	TTL     time.Duration `flag:"ttl" default:"10m" min:"1s" max:"720h" help:"mint: token lifetime"`
+	Max     int           `flag:"max" default:"0" min:"0" help:"mint: ticket limit claim (0: the event's)"`
+}
 
 func main() {
 	if len(os.Args) < 2 {
 		usage()
 	}
+	var c Config
+	if err := config.Load(&c, os.Args[2:], func(string) (string, bool) { return "", false }); err != nil {
+		if config.IsHelp(err) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "admitkey:", err)
+		os.Exit(2)
+	}
 	var err error
 	switch os.Args[1] {
 	case "gen":
-		err = gen(os.Args[2:])
+		err = gen(c)
 	case "mint":
-		err = mint(os.Args[2:])
+		err = mint(c)
 	default:
 		usage()
 	}
@@ -37,45 +57,34 @@ func usage() {
 	os.Exit(2)
 }
 
-func gen(args []string) error {
-	fs := flag.NewFlagSet("gen", flag.ExitOnError)
-	key := fs.String("key", "admit.key", "private key file to write; the public key goes to FILE.pub")
-	force := fs.Bool("force", false, "overwrite an existing key")
-	fs.Parse(args)
-	if _, err := os.Stat(*key); err == nil && !*force {
-		fmt.Println(*key, "exists; keeping it")
+func gen(c Config) error {
+	if _, err := os.Stat(c.Key); err == nil && !c.Force {
+		fmt.Println(c.Key, "exists; keeping it")
 		return nil
 	}
 	priv, err := admission.GenerateKey()
 	if err != nil {
 		return err
 	}
-	if err := admission.WritePrivateKeyFile(*key, priv); err != nil {
+	if err := admission.WritePrivateKeyFile(c.Key, priv); err != nil {
 		return err
 	}
-	if err := admission.WritePublicKeyFile(*key+".pub", priv.Public().(ed25519.PublicKey)); err != nil {
+	if err := admission.WritePublicKeyFile(c.Key+".pub", priv.Public().(ed25519.PublicKey)); err != nil {
 		return err
 	}
-	fmt.Println("wrote", *key, "and", *key+".pub", "kid", admission.KeyID(priv.Public().(ed25519.PublicKey)))
+	fmt.Println("wrote", c.Key, "and", c.Key+".pub", "kid", admission.KeyID(priv.Public().(ed25519.PublicKey)))
 	return nil
 }
 
-func mint(args []string) error {
-	fs := flag.NewFlagSet("mint", flag.ExitOnError)
-	key := fs.String("key", "admit.key", "private key file")
-	event := fs.Int64("event", 0, "event id (a positive integer)")
-	account := fs.String("account", "", "account id")
-	ttl := fs.Duration("ttl", 10*time.Minute, "token lifetime")
-	max := fs.Int("max", 0, "ticket limit claim (0: the event's)")
-	fs.Parse(args)
-	if *event <= 0 || *account == "" {
-		return fmt.Errorf("mint needs -event and -account")
+func mint(c Config) error {
+	if c.Event <= 0 || c.Account == "" {
+		return errors.New("mint needs -event and -account")
 	}
-	priv, err := admission.ReadPrivateKeyFile(*key)
+	priv, err := admission.ReadPrivateKeyFile(c.Key)
 	if err != nil {
 		return err
 	}
-	tok, err := admission.NewSigner(priv).Admit(*account, *event, *max, *ttl)
+	tok, err := admission.NewSigner(priv).Admit(c.Account, c.Event, c.Max, c.TTL)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,23 @@
--- tick: the admission token bucket. Any number of gateways call it; the
--- tokens come from the time elapsed since the last tick by any of them (the
--- server's clock), so together they admit at new_users_per_minute. Places
--- are offered up to total_active_users minus live sessions and open offers;
--- an offer lapses after claim_seconds, a session after session_seconds.
+-- admission bucket: the token bucket that lets the line in, run by every
+-- gateway's tick (Store.Tick, about ten times a second each).
+--
+-- Rules.
+-- * Rate: the tokens come from the time elapsed since the last tick by any
+--   gateway (the Redis server's clock), so however many gateways tick,
+--   together they offer places at new_users_per_minute (within 5%:
+--   BenchmarkAdmissionRate in cmd/gateway measures it across processes).
+-- * No burst: at most one second's worth of tokens accumulates, so after a
+--   pause or an idle spell the front is not let in at once.
+-- * Cap: places are offered only up to total_active_users minus the live
+--   sessions and the open offers.
+-- * Offers are places, in order: the serving counter moves up by one per
+--   token; every place up to it has been offered. An offer lapses after
+--   claim_seconds (claim.lua sends its fan to the back), a session after
+--   session_seconds.
+-- * Pause: nothing is offered, and the clock of open offers stops, so
+--   nobody at the front loses a turn for waiting out the operators.
+-- * Before onsale (the pre-queue is open, prequeue.lua) nothing is offered;
+--   the first tick after it freezes the draw.
 -- KEYS: dials, pre, frozen, seq, bucket, offers, active, claims
 -- Returns {serving, queue_length, active, offers, claims_last_minute,
 --          dials_version (-1: no dials), now}.
@@ -30,7 +45,7 @@ local serving = tonumber(redis.call('HGET', KEYS[5], 'serving') or 0)
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {serving, 0, active, 0, claims, -1, now} -- no dials: the event is gone (or Redis lost it)
 end
-if now < onsale_at and redis.call('EXISTS', KEYS[3]) == 0 then
+if prequeue_open(KEYS[3], now, onsale_at) then
   return {serving, 0, active, redis.call('ZCARD', KEYS[6]), claims, version, now}
 end
 local queue = freeze(KEYS[2], KEYS[3]) + tonumber(redis.call('GET', KEYS[4]) or 0)

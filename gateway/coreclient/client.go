@@ -1,0 +1,141 @@
+// Package coreclient is the gateway's one client of the core, and the only
+// code that talks to it: the room's event times, the seat layout and
+// counts, and the reverse proxy of the booking API. It also decides, in one
+// function (answerError), what each answer of the core means to a fan.
+package coreclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/onsale/onsale/gateway"
+)
+
+// Client talks to one core over a bounded pool of connections.
+type Client struct {
+	hc   *fasthttp.HostClient
+	base string // scheme://host:port
+	log  *slog.Logger
+}
+
+var _ gateway.Catalog = (*Client)(nil)
+
+// New returns a client of the core at coreURL (http://host:port).
+func New(coreURL string, log *slog.Logger) *Client {
+	tls := strings.HasPrefix(coreURL, "https://")
+	host := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(coreURL, "http://"), "https://"), "/")
+	scheme := "http://"
+	if tls {
+		scheme = "https://"
+	}
+	// A request waits up to 3 s for one of the 512 connections before it is
+	// shed with 503 busy (without the wait, any burst past 512 was refused at once).
+	hc := &fasthttp.HostClient{Addr: host, IsTLS: tls, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second,
+		MaxConns: 512, MaxConnWaitTimeout: 3 * time.Second, DisablePathNormalizing: true}
+	return &Client{hc: hc, base: scheme + host, log: log}
+}
+
+// Addr is the core's host:port.
+func (c *Client) Addr() string { return c.hc.Addr }
+
+// Timeouts of the gateway's own reads (the proxy's is longer: a payment
+// may take the provider a while).
+const (
+	readTimeout  = 5 * time.Second
+	proxyTimeout = 30 * time.Second
+)
+
+// answerError maps the core's answer to a request of the gateway's into the
+// gateway's vocabulary, the one place that does: nil for 200; no answer is
+// core_unavailable (502), or busy (503) when every connection stayed taken;
+// 404 is not_found; 429 and 5xx (the core failing closed, or overloaded)
+// are unavailable (503, come back soon); any other status means the gateway
+// asked wrongly, an internal error.
+func answerError(status int, err error, what string) error {
+	switch {
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		// Every connection to the core has been busy for a while: the core
+		// is saturated, so shed the request rather than pile on.
+		return &gateway.Error{Code: gateway.EBusy, Message: "the booking service is busy; try again in a moment"}
+	case err != nil:
+		return &gateway.Error{Code: gateway.ECoreUnavailable, Message: "the booking service did not answer; try again"}
+	case status == fasthttp.StatusOK:
+		return nil
+	case status == fasthttp.StatusNotFound:
+		return gateway.Errorf(gateway.ENotFound, "no %s for this event", what)
+	case status == fasthttp.StatusTooManyRequests || status >= 500:
+		return gateway.Errorf(gateway.EUnavailable, "the %s cannot be read right now", what)
+	}
+	return gateway.Errorf(gateway.EInternal, "the booking service answered %d to a request for the %s", status, what)
+}
+
+// get fetches path, within readTimeout or ctx's deadline if sooner.
+func (c *Client) get(ctx context.Context, path, what string) ([]byte, error) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(c.base + path)
+	deadline := time.Now().Add(readTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	err := c.hc.DoDeadline(req, resp, deadline)
+	if err != nil {
+		c.log.Warn("the core did not answer", "path", path, "err", err)
+	}
+	if err := answerError(resp.StatusCode(), err, what); err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), resp.Body()...), nil
+}
+
+// Event returns an event's onsale and show times: ErrNoEvent when the core
+// has none, an error wrapping ErrUnavailable when the core cannot say.
+func (c *Client) Event(ctx context.Context, id int64) (gateway.Event, error) {
+	b, err := c.get(ctx, fmt.Sprintf("/v1/events/%d", id), "event")
+	switch {
+	case gateway.ErrorCode(err) == gateway.ENotFound:
+		return gateway.Event{}, gateway.ErrNoEvent
+	case err != nil:
+		return gateway.Event{}, fmt.Errorf("%w: core: %v", gateway.ErrUnavailable, err)
+	}
+	var ev gateway.Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return gateway.Event{}, fmt.Errorf("%w: core event: %v", gateway.ErrUnavailable, err)
+	}
+	return ev, nil
+}
+
+// Layout returns an event's seat layout as the core serves it (JSON).
+func (c *Client) Layout(ctx context.Context, id int64) ([]byte, error) {
+	return c.get(ctx, fmt.Sprintf("/v1/events/%d/layout", id), "seat layout")
+}
+
+// Stats returns an event's seat counts as the core serves them (JSON).
+func (c *Client) Stats(ctx context.Context, id int64) ([]byte, error) {
+	return c.get(ctx, fmt.Sprintf("/v1/events/%d/stats", id), "seat counts")
+}
+
+// Proxy passes the request to the core and its answer back as it is; it
+// returns an error (busy, core_unavailable) only when the core gave none.
+func (c *Client) Proxy(ctx *fasthttp.RequestCtx) error {
+	req := &ctx.Request
+	req.Header.Del("Connection")
+	req.SetHost(c.hc.Addr)
+	err := c.hc.DoTimeout(req, &ctx.Response, proxyTimeout)
+	if err == nil {
+		return nil
+	}
+	ctx.Response.Reset()
+	if !errors.Is(err, fasthttp.ErrNoFreeConns) {
+		c.log.Warn("the core did not answer", "path", string(ctx.Path()), "err", err)
+	}
+	return answerError(0, err, "")
+}

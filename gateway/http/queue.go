@@ -1,0 +1,323 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/room"
+	"github.com/onsale/onsale/gateway/token"
+)
+
+// queueReply is what join and status answer a fan.
+type queueReply struct {
+	State          string     `json:"state"`
+	QueueToken     string     `json:"queue_token,omitempty"`
+	Position       int64      `json:"position,omitempty"`
+	Ahead          int64      `json:"ahead"`
+	EtaSeconds     int64      `json:"eta_seconds"`
+	PollAfterMs    int64      `json:"poll_after_ms"`
+	OnsaleAt       *time.Time `json:"onsale_at,omitempty"`
+	AdmitToken     string     `json:"admit_token,omitempty"`
+	AdmitExpiresAt *time.Time `json:"admit_expires_at,omitempty"`
+	Message        string     `json:"message,omitempty"`
+}
+
+func cookieName(event int64) string { return "onsale_q_" + strconv.FormatInt(event, 10) }
+
+func setCookie(ctx *fasthttp.RequestCtx, name, value string, maxAge time.Duration) {
+	var c fasthttp.Cookie
+	c.SetKey(name)
+	c.SetValue(value)
+	c.SetPath("/")
+	c.SetHTTPOnly(true)
+	c.SetSameSite(fasthttp.CookieSameSiteLaxMode)
+	c.SetMaxAge(int(maxAge.Seconds()))
+	ctx.Response.Header.SetCookie(&c)
+}
+
+func clearCookie(ctx *fasthttp.RequestCtx, event int64) {
+	setCookie(ctx, cookieName(event), "", -time.Hour)
+}
+
+// unavailableFor is the fail-closed answer when the store cannot be reached.
+func unavailableFor(what string) error {
+	return gateway.Errorf(gateway.EUnavailable, "the waiting room cannot %s right now; try again", what)
+}
+
+// joinRefusals labels, in the joins metric, the refusals made before the
+// store answers (its answers are labelled by state).
+var joinRefusals = map[string]string{gateway.ERateLimited: "rate_limited", gateway.EIdentity: "identity",
+	gateway.EPhoneUnverified: "identity", gateway.EProofOfWork: "pow", gateway.EUnavailable: "unavailable"}
+
+// join gives the fan a place (or the one it has) and a queue token.
+func (s *Server) join(ctx *fasthttp.RequestCtx, p params) error {
+	err := s.joinFan(ctx, p)
+	if label, ok := joinRefusals[gateway.ErrorCode(err)]; ok && err != nil {
+		s.metrics.joins.WithLabelValues(label).Inc()
+	}
+	return err
+}
+
+func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
+	ev, err := p.event()
+	if err != nil {
+		return err
+	}
+	if err := limit(s.ipLimit, clientIP(ctx)); err != nil {
+		return err
+	}
+	identity, err := s.identity(ctx)
+	if err != nil {
+		return err
+	}
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := s.room.Ensure(c, ev)
+	switch {
+	case errors.Is(err, gateway.ErrNoEvent):
+		return gateway.Errorf(gateway.ENotFound, "no such event")
+	case err != nil:
+		return unavailableFor("take new arrivals")
+	}
+	if err := proofOfWork(ctx, ev, identity, v.Dials.PowDifficulty); err != nil {
+		return err
+	}
+	r, err := s.store.Join(c, ev, identity)
+	if errors.Is(err, gateway.ErrNoEvent) {
+		// Redis lost the room (restarted empty): set it up again, once.
+		s.room.Forget(ev)
+		if v, err = s.room.Ensure(c, ev); err == nil {
+			r, err = s.store.Join(c, ev, identity)
+		}
+	}
+	if err != nil {
+		return unavailableFor("take new arrivals")
+	}
+	s.metrics.joins.WithLabelValues(r.State).Inc()
+	switch r.State {
+	case gateway.StateNotOpen:
+		return gateway.Errorf(gateway.ENotOpen, "the queue opens at %s", r.At.UTC().Format(time.RFC3339)).With("opens_at", r.At)
+	case gateway.StateClosed:
+		return gateway.Errorf(gateway.EClosed, "the sale is closed")
+	case gateway.StateEnded:
+		return gateway.Errorf(gateway.ESessionEnded, "you have had your turn in this sale")
+	}
+	tok, err := s.cfg.Queue.Sign(ev, identity, r.Position, 0, v.Dials.Epoch)
+	if err != nil {
+		return gateway.Errorf(gateway.EInternal, "could not sign the queue token")
+	}
+	setCookie(ctx, cookieName(ev), tok, 24*time.Hour)
+	reply := describe(v, &token.Queue{Event: ev, Position: r.Position}, time.Now())
+	reply.QueueToken = tok
+	ctx.Response.Header.Set("Cache-Control", "private, no-store")
+	writeJSON(ctx, fasthttp.StatusOK, reply)
+	return nil
+}
+
+// describe answers "where am I?" from the token and the cached view alone.
+func describe(v room.View, q *token.Queue, now time.Time) queueReply {
+	d, tk := v.Dials, v.Tick
+	r := queueReply{State: gateway.StateWaiting, Position: q.Position}
+	switch {
+	case !d.ClosesAt.IsZero() && !now.Before(d.ClosesAt):
+		r.State, r.PollAfterMs = gateway.StateClosed, 60000
+		return r
+	case d.SoldOut:
+		r.State, r.PollAfterMs = gateway.StateSoldOut, 60000
+		return r
+	case q.Position == 0:
+		r.State = gateway.StatePrequeue
+		on := d.OnsaleAt
+		r.OnsaleAt = &on
+		r.PollAfterMs = jitter(clamp(on.Sub(now).Milliseconds()/2, 1000, 30000))
+		return r
+	}
+	r.Ahead = max(0, q.Position-tk.Serving-1)
+	rate := v.OfferRate
+	if rate <= 0 && !d.Paused {
+		rate = float64(d.NewUsersPerMinute)
+	}
+	// Poll often enough never to miss a turn: a third of the claim window at most.
+	longest := clamp(int64(d.ClaimSeconds)*1000/3, 1000, 30000)
+	if rate > 0 {
+		r.EtaSeconds = int64(math.Ceil(float64(r.Ahead) / rate * 60))
+		r.PollAfterMs = clamp(r.EtaSeconds*1000/10, 1000, longest)
+	} else {
+		r.EtaSeconds = -1 // unknown: nobody is being let in
+		r.PollAfterMs = longest
+	}
+	if d.Paused {
+		// A pause is for a moment: come back soon, to be first in when it ends.
+		r.State = gateway.StatePaused
+		r.PollAfterMs = min(r.PollAfterMs, 5000)
+	}
+	r.PollAfterMs = jitter(r.PollAfterMs)
+	return r
+}
+
+// jitter spreads polls by +-25% so a crowd told the same interval (at
+// onsale, say) does not come back in one wave.
+func jitter(ms int64) int64 {
+	return ms*3/4 + rand.Int64N(ms/2+1)
+}
+
+func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
+
+func queueToken(ctx *fasthttp.RequestCtx, ev int64) string {
+	if auth := string(ctx.Request.Header.Peek("Authorization")); strings.HasPrefix(auth, "Bearer ") {
+		return strings.TrimPrefix(auth, "Bearer ")
+	}
+	return string(ctx.Request.Header.Cookie(cookieName(ev)))
+}
+
+// fanToken verifies the fan's queue token (bearer or cookie) and applies
+// the per-token limit; a bad token is limited per address and refused with
+// invalid_queue_token.
+func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, string, error) {
+	raw := queueToken(ctx, ev)
+	q, err := s.cfg.Queue.Verify(raw, ev)
+	if err != nil {
+		if err := limit(s.ipLimit, clientIP(ctx)); err != nil {
+			return nil, "", err
+		}
+		return nil, "", gateway.Errorf(gateway.EQueueToken, "join the queue first: the queue token is missing, invalid or expired")
+	}
+	if err := limit(s.tokenLimit, q.ID+q.Subject); err != nil {
+		return nil, "", err
+	}
+	return q, raw, nil
+}
+
+// status answers a fan's poll. In the steady state it touches no store:
+// the place is in the token, the serving counter in the room's view. Only
+// two moments go to the store: a pre-queue fan learning its drawn place
+// after onsale, and a fan whose place has been offered claiming it.
+func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
+	ev, err := p.event()
+	if err != nil {
+		return err
+	}
+	q, raw, err := s.fanToken(ctx, ev)
+	if err != nil {
+		return err
+	}
+	v, ok := s.room.View(ev)
+	if !ok || v.Fetched.IsZero() {
+		return gateway.Errorf(gateway.EUnavailable, "the waiting room is starting; try again")
+	}
+	now := time.Now()
+	touched := "no"
+	ctx.Response.Header.Set("Cache-Control", "private, no-store")
+	if q.Epoch != v.Dials.Epoch {
+		// Redis lost the room this place belonged to: its places are gone.
+		clearCookie(ctx, ev)
+		return gateway.Errorf(gateway.ERejoin, "the waiting room was reset: join the queue again")
+	}
+	// Admitted already: the session is in the token.
+	if q.Admitted > now.UnixMilli() {
+		return s.admitted(ctx, ev, q, time.UnixMilli(q.Admitted), raw, touched)
+	}
+	// (The steady-state poll below touches no Redis and needs no deadline:
+	// contexts are made only on the two paths that do.)
+	newTok := ""
+	// A pre-queue fan learns its drawn place once, after onsale.
+	if q.Position == 0 && !now.Before(v.Dials.OnsaleAt) {
+		touched = "yes"
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		pos, err := s.store.Position(c, ev, q.Subject)
+		if err == nil && pos > 0 {
+			q.Position = pos
+			newTok, _ = s.cfg.Queue.Sign(ev, q.Subject, pos, 0, v.Dials.Epoch)
+		}
+	}
+	r := describe(v, q, now)
+	if r.State == gateway.StateWaiting && q.Position > 0 && q.Position <= v.Tick.Serving {
+		// This fan's place has been offered: claim it (one round trip per fan).
+		touched = "yes"
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, n, err := s.store.Claim(c, ev, q.Subject, q.Position)
+		switch {
+		case err != nil:
+			// Redis is down: never admit from a guess; the fan keeps waiting.
+			r.PollAfterMs = 2000
+		case st == gateway.ClaimAdmitted:
+			q.Admitted = n
+			tok, _ := s.cfg.Queue.Sign(ev, q.Subject, q.Position, q.Admitted, v.Dials.Epoch)
+			return s.admitted(ctx, ev, q, time.UnixMilli(n), tok, touched)
+		case st == gateway.ClaimMoved || st == gateway.ClaimRequeued:
+			// A stale token (another tab moved on), or the turn lapsed
+			// unclaimed and the fan went to the back: the current place.
+			q.Position = n
+			newTok, _ = s.cfg.Queue.Sign(ev, q.Subject, n, 0, v.Dials.Epoch)
+			r = describe(v, q, now)
+			if st == gateway.ClaimRequeued {
+				r.Message = "your turn came and went unclaimed: you are back in line"
+			}
+		case st == gateway.ClaimEnded:
+			clearCookie(ctx, ev)
+			return gateway.Errorf(gateway.ESessionEnded, "you have had your turn in this sale")
+		case st == gateway.ClaimPaused:
+			r.State = gateway.StatePaused
+		}
+	}
+	if newTok != "" {
+		setCookie(ctx, cookieName(ev), newTok, 24*time.Hour)
+		r.QueueToken = newTok
+	}
+	s.metrics.polls.WithLabelValues(r.State, touched).Inc()
+	writeJSON(ctx, fasthttp.StatusOK, r)
+	return nil
+}
+
+// admitted answers an admitted fan: the admit token the core accepts.
+func (s *Server) admitted(ctx *fasthttp.RequestCtx, ev int64, q *token.Queue, until time.Time, queueTok string, touched string) error {
+	admit, err := s.cfg.Admit.Admit(q.Subject, ev, until, s.cfg.MaxTickets)
+	if err != nil {
+		return gateway.Errorf(gateway.EInternal, "could not sign the admit token")
+	}
+	setCookie(ctx, cookieName(ev), queueTok, time.Until(until)+time.Minute)
+	s.metrics.polls.WithLabelValues(gateway.StateAdmitted, touched).Inc()
+	writeJSON(ctx, fasthttp.StatusOK, queueReply{State: gateway.StateAdmitted, QueueToken: queueTok, Position: q.Position,
+		AdmitToken: admit, AdmitExpiresAt: &until, PollAfterMs: 30000})
+	return nil
+}
+
+// leave: a fan who is done (tickets bought, or giving up) ends the session
+// now, so the next fan in line comes in at once instead of when the session
+// would have run out; a fan still in line gives the place up. The admit
+// token already issued stays valid until it expires: leaving gives nothing
+// back to the leaver, it only hands the room on.
+func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
+	ev, err := p.event()
+	if err != nil {
+		return err
+	}
+	q, _, err := s.fanToken(ctx, ev)
+	if err != nil {
+		return err
+	}
+	ctx.Response.Header.Set("Cache-Control", "private, no-store")
+	outcome := gateway.LeaveNone
+	if v, ok := s.room.View(ev); !ok || q.Epoch == v.Dials.Epoch {
+		// (A token of a room Redis has lost has nothing left to leave.)
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if outcome, err = s.store.Leave(c, ev, q.Subject); err != nil {
+			return unavailableFor("record that")
+		}
+	}
+	s.metrics.leaves.WithLabelValues(string(outcome)).Inc()
+	clearCookie(ctx, ev)
+	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"outcome": string(outcome)})
+	return nil
+}

@@ -1,0 +1,130 @@
+package http
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/onsale/onsale/gateway"
+)
+
+// handler serves one route; an error it returns is answered by writeError.
+type handler func(s *Server, ctx *fasthttp.RequestCtx, p params) error
+
+// route is one row of the route table. A pattern is slash-separated
+// segments: a literal, {id} (an event id), {name} (any one segment), or a
+// final * (any number of segments, none included). Method "" matches any.
+// Name labels the route in the latency metric.
+type route struct {
+	method, pattern, name string
+	handle                handler
+	segs                  []string
+}
+
+// routes is the gateway's surface, matched top to bottom: the first row
+// whose pattern and method both match serves the request. A row without a
+// method after a route's methods answers the others 405; the rest of the
+// booking API (catalog, holds, payments, bookings) goes to the core.
+var routes = compile([]route{
+	{method: "", pattern: "/healthz", name: "healthz", handle: (*Server).healthz},
+	{method: "", pattern: "/readyz", name: "readyz", handle: (*Server).readyz},
+	{method: "", pattern: "/metrics", name: "metrics", handle: (*Server).metricsPage},
+	{method: "", pattern: "/.well-known/jwks.json", name: "jwks", handle: (*Server).jwksPage},
+
+	{method: "POST", pattern: "/v1/events/{id}/queue", name: "join", handle: (*Server).join},
+	{method: "DELETE", pattern: "/v1/events/{id}/queue", name: "leave", handle: (*Server).leave},
+	{method: "", pattern: "/v1/events/{id}/queue", name: "join", handle: notAllowed("POST to join the queue, DELETE to leave it")},
+	{method: "GET", pattern: "/v1/events/{id}/queue/status", name: "status", handle: (*Server).status},
+	{method: "", pattern: "/v1/events/{id}/queue/status", name: "status", handle: notAllowed("GET the queue status")},
+	{method: "GET", pattern: "/v1/events/{id}/layout", name: "layout", handle: (*Server).layout},
+	{method: "GET", pattern: "/v1/events/{id}/stats", name: "stats", handle: (*Server).counts},
+	{method: "GET", pattern: "/v1/events/{id}/seatmap", name: "seatmap", handle: (*Server).seatmap},
+
+	{method: "GET", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminGet},
+	{method: "PATCH", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminPatch},
+	{method: "", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminOther},
+
+	{method: "GET", pattern: "/events/{name}", name: "page", handle: page("waiting.html")},
+	{method: "GET", pattern: "/events/{name}/book", name: "page", handle: page("book.html")},
+	{method: "GET", pattern: "/admin", name: "page", handle: page("admin.html")},
+	{method: "GET", pattern: "/static/{name}", name: "static", handle: (*Server).static},
+	{method: "GET", pattern: "/web-config.json", name: "page", handle: (*Server).webConfig},
+
+	{method: "", pattern: "/v1/events/*", name: "proxy", handle: (*Server).proxy},
+	{method: "", pattern: "/v1/holds/*", name: "proxy", handle: (*Server).proxy},
+	{method: "", pattern: "/v1/bookings/*", name: "proxy", handle: (*Server).proxy},
+})
+
+// unmatched answers what no row matches.
+var unmatched = route{name: "unmatched", handle: func(*Server, *fasthttp.RequestCtx, params) error {
+	return gateway.Errorf(gateway.ENotFound, "no such route")
+}}
+
+func compile(rs []route) []route {
+	for i := range rs {
+		rs[i].segs = split(rs[i].pattern)
+	}
+	return rs
+}
+
+func split(path string) []string { return strings.Split(strings.Trim(path, "/"), "/") }
+
+// params are the pattern's captures.
+type params struct{ id, name string }
+
+// event is the {id} capture as an event id: a positive integer, or the
+// route names no event.
+func (p params) event() (int64, error) {
+	id, err := strconv.ParseInt(p.id, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, gateway.Errorf(gateway.ENotFound, "no such event")
+	}
+	return id, nil
+}
+
+// match finds the request's route and captures.
+func match(ctx *fasthttp.RequestCtx) (*route, params) {
+	segs := split(string(ctx.Path()))
+	method := string(ctx.Method())
+	for i := range routes {
+		r := &routes[i]
+		if r.method != "" && r.method != method {
+			continue
+		}
+		if p, ok := r.match(segs); ok {
+			return r, p
+		}
+	}
+	return &unmatched, params{}
+}
+
+func (r *route) match(segs []string) (params, bool) {
+	var p params
+	for i, pat := range r.segs {
+		if pat == "*" && i == len(r.segs)-1 {
+			return p, true
+		}
+		if i >= len(segs) {
+			return p, false
+		}
+		switch pat {
+		case "{id}":
+			p.id = segs[i]
+		case "{name}":
+			p.name = segs[i]
+		default:
+			if segs[i] != pat {
+				return p, false
+			}
+		}
+	}
+	return p, len(segs) == len(r.segs)
+}
+
+// notAllowed answers a route's other methods.
+func notAllowed(allowed string) handler {
+	return func(*Server, *fasthttp.RequestCtx, params) error {
+		return gateway.Errorf(gateway.EMethod, "%s", allowed)
+	}
+}

@@ -1,0 +1,30 @@
+package redis
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/gateway"
+)
+
+// The hash the store writes reads back as the same dials, every dial of
+// gateway.DialList included.
+func TestDialFieldsRoundTrip(t *testing.T) {
+	d := gateway.Dials{NewUsersPerMinute: 1, TotalActiveUsers: 2, SessionSeconds: 3, ClaimSeconds: 4,
+		PrequeueAt: time.UnixMilli(1_000_000), OnsaleAt: time.UnixMilli(2_000_000), ClosesAt: time.UnixMilli(3_000_000),
+		Paused: true, Queueing: "fifo", PowDifficulty: 5, SoldOut: true, Version: 6}
+	m := map[string]string{}
+	for k, v := range dialFields(d) {
+		m[k] = fmt.Sprint(v)
+	}
+	if len(m) != len(gateway.DialList)+1 {
+		t.Errorf("dialFields wrote %d fields; want the %d dials and the version", len(m), len(gateway.DialList))
+	}
+	if got := parseDials(m); got != d {
+		t.Errorf("parseDials(dialFields(d)) = %+v; want %+v", got, d)
+	}
+	if got := parseDials(map[string]string{"paused": "0", "prequeue_at": "0"}); got.Paused || !got.PrequeueAt.IsZero() {
+		t.Errorf("zero values read as %+v", got)
+	}
+}

@@ -1,0 +1,205 @@
+// Package room is the gateway's in-process picture of the waiting room: one
+// ticker advances every known event's admission bucket in the store and
+// keeps each event's view (its dials and the last tick), so a fan's status
+// poll is answered from memory, with no store round trip.
+package room
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/onsale/onsale/gateway"
+)
+
+// View is what a gateway knows of an event between ticks: the dials and the
+// last tick. Polls read it; only the ticker (and Ensure, Refresh) write it.
+type View struct {
+	Dials   gateway.Dials
+	Tick    gateway.Tick
+	Fetched time.Time // of the last successful tick; zero: not yet ticked
+	// OfferRate is how fast the serving counter moved over the last
+	// minute, per minute: the ETA's measure (claims lag behind offers).
+	OfferRate float64
+	history   []servingAt
+}
+
+type servingAt struct {
+	at      time.Time
+	serving int64
+}
+
+// Room caches every known event's view, refreshed by one ticker: each tick
+// advances the admission bucket in Redis and reads back the serving
+// counter, so a poll costs no round trip, and a dial change (a new version)
+// is read within one tick.
+type Room struct {
+	store   gateway.Store
+	catalog gateway.Catalog // for an unknown event's onsale and show times
+	log     *slog.Logger
+
+	mu     sync.RWMutex
+	events map[int64]*View
+	ok     bool // the last tick reached the store
+}
+
+// New returns a room over store, learning new events' times from catalog.
+func New(store gateway.Store, catalog gateway.Catalog, log *slog.Logger) *Room {
+	return &Room{store: store, catalog: catalog, log: log, events: make(map[int64]*View)}
+}
+
+// View returns a copy of an event's view, false when unknown.
+func (r *Room) View(event int64) (View, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	v, ok := r.events[event]
+	if !ok {
+		return View{}, false
+	}
+	return *v, true
+}
+
+// Healthy reports whether the last tick reached the store.
+func (r *Room) Healthy() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.ok
+}
+
+// Run ticks every interval until ctx ends.
+func (r *Room) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var lastList time.Time
+	for {
+		if time.Since(lastList) > time.Second {
+			if ids, err := r.store.Events(ctx); err == nil {
+				r.mu.Lock()
+				for _, id := range ids {
+					if _, ok := r.events[id]; !ok {
+						r.events[id] = &View{}
+					}
+				}
+				r.mu.Unlock()
+				lastList = time.Now()
+			}
+		}
+		r.tickAll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Room) tickAll(ctx context.Context) {
+	r.mu.RLock()
+	ids := make([]int64, 0, len(r.events))
+	for id := range r.events {
+		ids = append(ids, id)
+	}
+	r.mu.RUnlock()
+	ok := true
+	for _, id := range ids {
+		if err := r.Refresh(ctx, id); err != nil {
+			ok = false
+			if ctx.Err() == nil {
+				r.log.Warn("tick failed; serving from cache, admission paused", "event", id, "err", err)
+			}
+		}
+	}
+	r.mu.Lock()
+	r.ok = ok
+	r.mu.Unlock()
+}
+
+// Refresh ticks one event and re-reads its dials when their version moved
+// (the ticker calls it for every event; the operators' API after a change,
+// so the answer shows it).
+func (r *Room) Refresh(ctx context.Context, id int64) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	tk, err := r.store.Tick(ctx, id)
+	if err != nil {
+		return err
+	}
+	if tk.DialsVersion < 0 {
+		// The event's room is gone from Redis (removed, or Redis lost
+		// it): forget it; the next join sets it up again.
+		r.Forget(id)
+		return nil
+	}
+	r.mu.RLock()
+	prev, ok := r.events[id]
+	if !ok {
+		r.mu.RUnlock()
+		return nil
+	}
+	cur := *prev
+	r.mu.RUnlock()
+	if cur.Fetched.IsZero() || tk.DialsVersion != cur.Dials.Version {
+		d, err := r.store.Dials(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur.Dials = d
+	}
+	now := time.Now()
+	if tk.Now.Before(cur.Tick.Now) {
+		return nil // a concurrent refresh stored a newer tick: never go back
+	}
+	cur.Tick, cur.Fetched = tk, now
+	cur.history = append(slices.Clip(cur.history), servingAt{now, tk.Serving})
+	for len(cur.history) > 1 && now.Sub(cur.history[0].at) > time.Minute {
+		cur.history = cur.history[1:]
+	}
+	if h := cur.history[0]; now.Sub(h.at) > 5*time.Second {
+		cur.OfferRate = float64(tk.Serving-h.serving) / now.Sub(h.at).Minutes()
+	}
+	r.mu.Lock()
+	r.events[id] = &cur
+	r.mu.Unlock()
+	return nil
+}
+
+// Forget drops an event's view.
+func (r *Room) Forget(id int64) {
+	r.mu.Lock()
+	delete(r.events, id)
+	r.mu.Unlock()
+}
+
+// Ensure makes an event known: its dials are initialised (only where unset)
+// from the core's onsale and show times, then read once. Errors:
+// ErrNoEvent when neither the store nor the core knows the event, else
+// the store's or the catalog's (wrapping ErrUnavailable).
+func (r *Room) Ensure(ctx context.Context, id int64) (View, error) {
+	if v, ok := r.View(id); ok && !v.Fetched.IsZero() {
+		return v, nil
+	}
+	if _, err := r.store.Dials(ctx, id); errors.Is(err, gateway.ErrNoEvent) {
+		ev, err := r.catalog.Event(ctx, id)
+		if err != nil {
+			return View{}, err
+		}
+		if err := r.store.InitDials(ctx, id, gateway.DefaultDials(ev.OnsaleAt, ev.StartsAt)); err != nil {
+			return View{}, err
+		}
+	} else if err != nil {
+		return View{}, err
+	}
+	r.mu.Lock()
+	if _, ok := r.events[id]; !ok {
+		r.events[id] = &View{}
+	}
+	r.mu.Unlock()
+	if err := r.Refresh(ctx, id); err != nil {
+		return View{}, err
+	}
+	v, _ := r.View(id)
+	return v, nil
+}
