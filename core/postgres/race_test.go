@@ -434,6 +434,10 @@ func sweepLoop(t *testing.T, db *postgres.DB, sweep func(*postgres.DB) error) (s
 // succeeded but which lost their seats anyway.
 func raceExtendSweeper(t *testing.T, sweep func(*postgres.DB) error) (broken, extended int) {
 	db := postgrestest.NewDB(t, postgres.Options{})
+	// The control runs up to three tries in one subtest: each gives its
+	// connections back when it ends, not at the subtest's cleanup, or three
+	// pools of 40 would pass the server's connection limit.
+	defer db.Close()
 	ev := newEvent(t, db, "stadium", 6)
 	seats := seed.MustLayout("stadium").Seats()
 	const n = 400
