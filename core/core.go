@@ -171,7 +171,8 @@ type HoldRef struct {
 	Version int64
 }
 
-// SweepResult reports one sweep of expired holds.
+// SweepResult reports one sweep of expired holds (the sweeper runs it; the
+// store implements it).
 type SweepResult struct {
 	Holds int           // holds returned to sale
 	Seats int           // seats made AVAILABLE again
@@ -195,5 +196,4 @@ type Holds interface {
 	ReleaseHold(ctx context.Context, ref HoldRef) (*Hold, error)
 	// ExtendHold extends a hold once by ExtendBy, only while it is valid.
 	ExtendHold(ctx context.Context, ref HoldRef) (*Hold, error)
-	Sweep(ctx context.Context) (SweepResult, error)
 }

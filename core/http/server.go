@@ -15,7 +15,6 @@ import (
 
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/metrics"
-	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/shared/admission"
 )
 
@@ -25,11 +24,17 @@ const MaxBodyBytes = 64 << 10
 // requestTimeout bounds the database work of one request.
 const requestTimeout = 5 * time.Second
 
-// Server serves the core's API.
+// Verifier checks admit tokens (*admission.Verifier).
+type Verifier interface {
+	Verify(token string) (*admission.Claims, error)
+}
+
+// Server serves the core's API. It knows the store only by the root
+// package's interfaces; core/postgres implements them.
 type Server struct {
 	Catalog  core.Catalog
 	Holds    core.Holds
-	Verifier *admission.Verifier
+	Verifier Verifier
 	// Ready reports whether the database answers (for /readyz).
 	Ready   func(context.Context) error
 	Log     *slog.Logger
@@ -37,10 +42,7 @@ type Server struct {
 	// Payments, when set, serves the payment routes.
 	Payments *Payments
 	// Layouts, when set, serves seat layouts (for the gateway's seat map).
-	Layouts interface {
-		Layout(ctx context.Context, event int64) (*postgres.SeatLayout, error)
-		Counts(ctx context.Context, event int64) (*postgres.Counts, error)
-	}
+	Layouts core.Layouts
 
 	mux *http.ServeMux
 }

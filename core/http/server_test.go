@@ -406,7 +406,7 @@ func TestFailsClosed(t *testing.T) {
 		if r.status == 201 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // poll interval: the loop waits on the hold itself succeeding
 	}
 	if r.status != 201 {
 		t.Fatalf("hold after the database returned = %d %v", r.status, r.body)

@@ -16,7 +16,7 @@ const freeSeatsSQL = `
 SELECT seat_id, section, row_no, number
   FROM seats
  WHERE event_id = $1 AND band = $2
-   AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_until < now()))
+   AND ` + seatFree + `
  ORDER BY row_no, section, number
  LIMIT $3`
 
@@ -197,9 +197,12 @@ func pickBlock(free []freeSeat, count int, intn func(int) int) []string {
 	return ids(0, count)
 }
 
+// bandExistsSQL tells a sold-out band from one the event does not have.
+const bandExistsSQL = `SELECT EXISTS (SELECT 1 FROM price_bands WHERE event_id = $1 AND code = $2)`
+
 func (db *DB) bandSoldOut(ctx context.Context, event int64, band string, count int) error {
 	var known bool
-	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM price_bands WHERE event_id = $1 AND code = $2)`, event, band).Scan(&known); err != nil {
+	if err := db.pool.QueryRow(ctx, bandExistsSQL, event, band).Scan(&known); err != nil {
 		return translate(err)
 	}
 	if !known {

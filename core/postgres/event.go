@@ -2,19 +2,45 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onsale/onsale/core"
-	"github.com/onsale/onsale/core/seed"
+	"github.com/onsale/onsale/core/layout"
 )
+
+// createVenueSQL finds or creates the layout's venue: venues are keyed by
+// name and city, so every event on a layout shares one.
+const createVenueSQL = `
+INSERT INTO venues (name, city, timezone) VALUES ($1, $2, $3)
+ON CONFLICT (name, city) DO UPDATE SET timezone = EXCLUDED.timezone
+RETURNING id`
+
+const createEventSQL = `
+INSERT INTO events (venue_id, name, kind, starts_at, onsale_at, seated, capacity, max_per_account, hold_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`
+
+const createBandSQL = `INSERT INTO price_bands (event_id, code, name, price_paise) VALUES ($1, $2, $3, $4)`
+
+// createGASQL opens a GA event's counter full: remaining = capacity.
+const createGASQL = `INSERT INTO ga_inventory (event_id, band, capacity, remaining) VALUES ($1, $2, $3, $3)`
+
+// analyzeSeatsSQL refreshes the planner's statistics after a bulk load.
+// Fresh statistics keep the hold UPDATE on the primary key index, which
+// visits (and locks) a group's seats in key order, so overlapping groups
+// queue instead of deadlocking.
+const analyzeSeatsSQL = `ANALYZE seats`
+
+// seatColumns are the columns COPY fills, in the order of each seat's row.
+var seatColumns = []string{"event_id", "seat_id", "pos", "section", "row_label", "row_no", "number", "band"}
 
 // CreateEvent creates an event on its layout's venue (created when new),
 // with its price bands and either one row per seat or a GA counter, in one
 // transaction. Seats are copied in with COPY: 40,000 rows take well under a second.
-func (db *DB) CreateEvent(ctx context.Context, s seed.EventSpec) (int64, error) {
+func (db *DB) CreateEvent(ctx context.Context, s layout.EventSpec) (int64, error) {
 	l := s.Layout
 	if l == nil {
 		return 0, core.Errorf(core.EInvalid, "event %q has no layout", s.Name)
@@ -32,34 +58,26 @@ func (db *DB) CreateEvent(ctx context.Context, s seed.EventSpec) (int64, error) 
 	var id int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var venue int64
-		err := tx.QueryRow(ctx, `
-INSERT INTO venues (name, city, timezone) VALUES ($1, $2, $3)
-ON CONFLICT (name, city) DO UPDATE SET timezone = EXCLUDED.timezone
-RETURNING id`, l.Venue.Name, l.Venue.City, tz).Scan(&venue)
+		err := tx.QueryRow(ctx, createVenueSQL, l.Venue.Name, l.Venue.City, tz).Scan(&venue)
 		if err != nil {
 			return fmt.Errorf("venue: %w", err)
 		}
-		err = tx.QueryRow(ctx, `
-INSERT INTO events (venue_id, name, kind, starts_at, onsale_at, seated, capacity, max_per_account, hold_seconds)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+		err = tx.QueryRow(ctx, createEventSQL,
 			venue, s.Name, s.Kind, s.StartsAt, s.OnsaleAt, l.Seated(), l.Capacity(), s.MaxPerAccount, s.HoldSeconds).Scan(&id)
 		if err != nil {
 			return fmt.Errorf("event: %w", err)
 		}
 		for _, b := range l.Bands {
-			if _, err := tx.Exec(ctx, `INSERT INTO price_bands (event_id, code, name, price_paise) VALUES ($1, $2, $3, $4)`,
-				id, b.Code, b.Name, b.PricePaise); err != nil {
+			if _, err := tx.Exec(ctx, createBandSQL, id, b.Code, b.Name, b.PricePaise); err != nil {
 				return fmt.Errorf("band %s: %w", b.Code, err)
 			}
 		}
 		if !l.Seated() {
-			_, err := tx.Exec(ctx, `INSERT INTO ga_inventory (event_id, band, capacity, remaining) VALUES ($1, $2, $3, $3)`,
-				id, l.GeneralAdmission.Band, l.GeneralAdmission.Capacity)
+			_, err := tx.Exec(ctx, createGASQL, id, l.GeneralAdmission.Band, l.GeneralAdmission.Capacity)
 			return err
 		}
 		seats := l.Seats()
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"seats"},
-			[]string{"event_id", "seat_id", "pos", "section", "row_label", "row_no", "number", "band"},
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"seats"}, seatColumns,
 			pgx.CopyFromSlice(len(seats), func(i int) ([]any, error) {
 				s := seats[i]
 				return []any{id, s.ID, s.Pos, s.Section, s.Row, s.RowNo, s.Number, s.Band}, nil
@@ -67,10 +85,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
 		if err != nil {
 			return fmt.Errorf("seats: %w", err)
 		}
-		// Fresh statistics keep the hold UPDATE on the primary key index,
-		// which visits (and locks) a group's seats in key order, so
-		// overlapping groups queue instead of deadlocking.
-		_, err = tx.Exec(ctx, `ANALYZE seats`)
+		_, err = tx.Exec(ctx, analyzeSeatsSQL)
 		return err
 	})
 	if err != nil {
@@ -79,6 +94,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
 	return id, nil
 }
 
+// eventColumns reads events with their venue and price bands (dearest
+// first); scanEvent scans a row of it. eventsSQL and eventSQL add the WHERE.
 const eventColumns = `
 SELECT e.id, e.name, e.kind, e.starts_at, e.onsale_at, e.seated, e.capacity, e.max_per_account, e.hold_seconds,
        v.id, v.name, v.city, v.timezone,
@@ -94,6 +111,18 @@ func scanEvent(row pgx.Row) (*core.Event, error) {
 	return &e, err
 }
 
+// eventsSQL filters the catalog: each NULL parameter matches everything;
+// the date is compared in the venue's zone, so a 23:30 show in Mumbai is on
+// the day Mumbai sees. $1 city (any case), $2 date, $3 kind.
+const eventsSQL = eventColumns + `
+ WHERE ($1::text IS NULL OR lower(v.city) = lower($1))
+   AND ($2::date IS NULL OR (e.starts_at AT TIME ZONE v.timezone)::date = $2::date)
+   AND ($3::text IS NULL OR e.kind = $3)
+ ORDER BY e.starts_at, e.id
+ LIMIT 500`
+
+const eventSQL = eventColumns + ` WHERE e.id = $1`
+
 // Events lists events matching f, soonest first (at most 500).
 func (db *DB) Events(ctx context.Context, f core.EventFilter) ([]core.Event, error) {
 	var date *string
@@ -101,12 +130,7 @@ func (db *DB) Events(ctx context.Context, f core.EventFilter) ([]core.Event, err
 		d := f.Date.Format(time.DateOnly)
 		date = &d
 	}
-	rows, err := db.pool.Query(ctx, eventColumns+`
- WHERE ($1::text IS NULL OR lower(v.city) = lower($1))
-   AND ($2::date IS NULL OR (e.starts_at AT TIME ZONE v.timezone)::date = $2::date)
-   AND ($3::text IS NULL OR e.kind = $3)
- ORDER BY e.starts_at, e.id
- LIMIT 500`, nullable(f.City), date, nullable(f.Kind))
+	rows, err := db.pool.Query(ctx, eventsSQL, nullable(f.City), date, nullable(f.Kind))
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -124,7 +148,7 @@ func (db *DB) Events(ctx context.Context, f core.EventFilter) ([]core.Event, err
 
 // Event returns one event, or ENotFound.
 func (db *DB) Event(ctx context.Context, id int64) (*core.Event, error) {
-	e, err := scanEvent(db.pool.QueryRow(ctx, eventColumns+` WHERE e.id = $1`, id))
+	e, err := scanEvent(db.pool.QueryRow(ctx, eventSQL, id))
 	if err == pgx.ErrNoRows {
 		return nil, core.Errorf(core.ENotFound, "no event %d", id)
 	}
@@ -152,6 +176,8 @@ type eventInfo struct {
 
 const eventTTL = 5 * time.Second
 
+const eventInfoSQL = `SELECT seated, max_per_account, hold_seconds FROM events WHERE id = $1`
+
 func (db *DB) eventInfo(ctx context.Context, id int64) (eventInfo, error) {
 	now := time.Now()
 	db.mu.Lock()
@@ -160,7 +186,7 @@ func (db *DB) eventInfo(ctx context.Context, id int64) (eventInfo, error) {
 	if ok && now.Sub(ei.fetched) < eventTTL {
 		return ei, nil
 	}
-	err := db.pool.QueryRow(ctx, `SELECT seated, max_per_account, hold_seconds FROM events WHERE id = $1`, id).
+	err := db.pool.QueryRow(ctx, eventInfoSQL, id).
 		Scan(&ei.seated, &ei.maxPerAccount, &ei.holdSeconds)
 	if err == pgx.ErrNoRows {
 		return ei, core.Errorf(core.ENotFound, "no event %d", id)
@@ -173,4 +199,31 @@ func (db *DB) eventInfo(ctx context.Context, id int64) (eventInfo, error) {
 	db.events[id] = ei
 	db.mu.Unlock()
 	return ei, nil
+}
+
+// resetCatalogSQL empties the catalog and the holds on it (the seed
+// command's -reset). Bookings, payments and tickets are records of money
+// and are left alone.
+const resetCatalogSQL = `TRUNCATE venues, events, price_bands, seats, ga_inventory, holds, account_tickets`
+
+// ResetCatalog deletes every venue, event, seat and hold (for the demo's
+// seed -reset; never called by the core).
+func (db *DB) ResetCatalog(ctx context.Context) error {
+	_, err := db.pool.Exec(ctx, resetCatalogSQL)
+	return translate(err)
+}
+
+// eventIDSQL finds an event by name and start: the demo catalog's identity
+// of an event, so seeding twice creates nothing twice.
+const eventIDSQL = `SELECT id FROM events WHERE name = $1 AND starts_at = $2 ORDER BY id LIMIT 1`
+
+// EventID returns the id of the event with this name and start, or 0 when
+// there is none.
+func (db *DB) EventID(ctx context.Context, name string, startsAt time.Time) (int64, error) {
+	var id int64
+	err := db.pool.QueryRow(ctx, eventIDSQL, name, startsAt).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return id, translate(err)
 }

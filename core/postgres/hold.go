@@ -13,6 +13,17 @@ import (
 	"github.com/onsale/onsale/core"
 )
 
+// seatFree is the one rule of who may take a seat: a seat is free when it
+// is AVAILABLE, or HELD by a hold whose time has run out. The second half is
+// lazy expiry: a hold past hold_until owns nothing, even before the sweeper
+// records it, so an expired hold never blocks a fan and the sweeper's
+// timing never decides a sale. Every statement that asks "can this seat be
+// held now" (the hold itself, the taken-seat report, best-available's
+// candidates, the seat-map bitmap, the console's counts) composes this
+// predicate; the columns are unqualified, so the statement's only seats
+// row must be in scope as seats.
+const seatFree = `(status = 'AVAILABLE' OR (status = 'HELD' AND hold_until < now()))`
+
 // holdSeatsSQL holds a group of seats in one statement, all or nothing.
 // The UPDATE claims every listed seat that is free (or held by an expired
 // hold: lazy expiry); the INSERT records the hold with claimed = the number
@@ -30,7 +41,7 @@ const holdSeatsSQL = accountCTE + `, held AS (
        SET status = 'HELD', hold_id = $3, hold_until = now() + make_interval(secs => $6),
            booking_id = NULL, version = version + 1
      WHERE event_id = $1 AND seat_id = ANY ($7::text[])
-       AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_until < now()))
+       AND ` + seatFree + `
     RETURNING seat_id
 )
 INSERT INTO holds (id, event_id, account, seat_ids, quantity, claimed, expires_at)
@@ -69,7 +80,7 @@ SELECT want.id, s.seat_id IS NULL
   FROM unnest($2::text[]) AS want (id)
   LEFT JOIN seats s ON s.event_id = $1 AND s.seat_id = want.id
  WHERE s.seat_id IS NULL
-    OR NOT (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_until < now()))
+    OR NOT ` + seatFree + `
  ORDER BY want.id`
 
 // CreateHold holds seats, best-available seats or GA tickets for an account.
@@ -134,18 +145,16 @@ func (db *DB) retryOverLimit(ctx context.Context, p core.HoldParams, hold func()
 
 func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, limit int, seats []string) (*core.Hold, error) {
 	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: seats, Quantity: len(seats), Status: core.HoldActive}
-	claim := func() error {
+	// PostgreSQL does not promise the order in which one UPDATE locks its
+	// rows; should two groups deadlock, the loser asks again (db.retry:
+	// the back-off of inTx) and gets the true answer instead of a spurious
+	// refusal. The statement stays one autocommit statement at READ
+	// COMMITTED, not inTx: a transaction around it would only hold the
+	// seats' row locks for an extra round trip on the hottest path.
+	err := db.retry(ctx, "hold", func() error {
 		return db.pool.QueryRow(ctx, holdSeatsSQL, p.EventID, p.Account, h.ID, len(seats), limit, ev.holdSeconds, seats).
 			Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt)
-	}
-	err := claim()
-	if sqlState(err) == "40P01" {
-		// PostgreSQL does not promise the order in which one UPDATE locks
-		// its rows; should two groups deadlock, the loser asks once more
-		// and gets the true answer instead of a spurious refusal.
-		db.log.Warn("hold deadlocked, retrying", "event", p.EventID)
-		err = claim()
-	}
+	})
 	switch constraint(err) {
 	case "":
 	case "holds_all_claimed":
@@ -173,7 +182,7 @@ func (db *DB) holdGA(ctx context.Context, p core.HoldParams, ev eventInfo, limit
 	case "":
 	case "holds_all_claimed":
 		var remaining int
-		if err := db.pool.QueryRow(ctx, `SELECT remaining FROM ga_inventory WHERE event_id = $1`, p.EventID).Scan(&remaining); err != nil {
+		if err := db.pool.QueryRow(ctx, gaRemainingSQL, p.EventID).Scan(&remaining); err != nil {
 			return nil, translate(err)
 		}
 		return nil, core.Errorf(core.ESoldOut, "only %d tickets left", remaining).With("remaining", remaining)
@@ -185,6 +194,9 @@ func (db *DB) holdGA(ctx context.Context, p core.HoldParams, ev eventInfo, limit
 	}
 	return h, nil
 }
+
+// gaRemainingSQL reads a GA event's tickets left, to tell a refused fan.
+const gaRemainingSQL = `SELECT remaining FROM ga_inventory WHERE event_id = $1`
 
 func (db *DB) seatsTaken(ctx context.Context, event int64, seats []string) error {
 	rows, err := db.pool.Query(ctx, takenSeatsSQL, event, seats)
@@ -215,9 +227,13 @@ func (db *DB) seatsTaken(ctx context.Context, event int64, seats []string) error
 	return e
 }
 
+// accountTicketsSQL reads how many tickets an account holds or bought for
+// an event, to tell a fan refused at the limit.
+const accountTicketsSQL = `SELECT tickets FROM account_tickets WHERE event_id = $1 AND account = $2`
+
 func (db *DB) limitExceeded(ctx context.Context, event int64, account string, limit, asked int) error {
 	var have int
-	err := db.pool.QueryRow(ctx, `SELECT tickets FROM account_tickets WHERE event_id = $1 AND account = $2`, event, account).Scan(&have)
+	err := db.pool.QueryRow(ctx, accountTicketsSQL, event, account).Scan(&have)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return translate(err)
 	}
@@ -238,7 +254,10 @@ func newHoldID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-const holdColumns = `SELECT id::text, event_id, account, seat_ids, quantity, status, version, expires_at, extended, created_at FROM holds`
+// holdSQL reads one hold by id; scanHold scans it.
+const holdSQL = `
+SELECT id::text, event_id, account, seat_ids, quantity, status, version, expires_at, extended, created_at
+  FROM holds WHERE id = $1`
 
 func scanHold(row pgx.Row) (*core.Hold, error) {
 	var h core.Hold
@@ -257,7 +276,7 @@ func (db *DB) Hold(ctx context.Context, id string) (*core.Hold, error) {
 	if !validUUID(id) {
 		return nil, core.Errorf(core.ENotFound, "no such hold")
 	}
-	return scanHold(db.pool.QueryRow(ctx, holdColumns+` WHERE id = $1`, id))
+	return scanHold(db.pool.QueryRow(ctx, holdSQL, id))
 }
 
 func validUUID(s string) bool {

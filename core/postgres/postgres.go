@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -192,7 +193,61 @@ func constraint(err error) string {
 	return ""
 }
 
-// inTx runs fn in a transaction, committed when fn returns nil.
+// The retry policy of inTx and of the hold statement: a deadlock (40P01)
+// or a serialization failure (40001) means PostgreSQL aborted the work to
+// let a concurrent transaction through, and running it again usually
+// succeeds. A few attempts, with a jittered back-off doubling from
+// retryBackoff up to retryMaxBackoff, so two victims of one deadlock do not
+// meet again in lockstep; past that the caller sees the error (translate
+// makes it ESeatsTaken: another buyer got there first).
+const (
+	retryAttempts   = 4
+	retryBackoff    = 5 * time.Millisecond
+	retryMaxBackoff = 100 * time.Millisecond
+)
+
+// retryable reports whether err aborted work that may simply run again.
+func retryable(err error) bool {
+	s := sqlState(err)
+	return s == "40P01" || s == "40001"
+}
+
+// retry runs op until it returns an error that is not retryable (or nil),
+// retryAttempts times at most, sleeping a jittered back-off between tries.
+// It gives up early, returning op's last error, when ctx ends. op must be
+// safe to run again: a whole transaction, or one autocommit statement.
+func (db *DB) retry(ctx context.Context, what string, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if !retryable(err) || attempt == retryAttempts {
+			return err
+		}
+		d := min(retryBackoff<<(attempt-1), retryMaxBackoff)
+		d = d/2 + rand.N(d/2+1) // jitter in [d/2, d]
+		db.log.Warn(what+" aborted by the server, retrying", "sqlstate", sqlState(err), "attempt", attempt, "backoff", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// inTx runs fn in one READ COMMITTED transaction, committed when fn returns
+// nil, rolled back otherwise; it is the one helper for every
+// multi-statement transaction (pkgsite's DB.Transact shape, on
+// pgx.BeginTxFunc). A deadlock or serialization failure anywhere in fn
+// rolls the whole transaction back and runs fn again (see retry), so fn
+// must start from scratch: it may not keep results of an earlier try in
+// variables it does not reset. fn returns driver errors unchanged (wrapping
+// is fine); callers translate the result once.
+//
+// The hold path never uses it: a hold is one autocommit statement, and
+// wrapping it in a transaction would only hold its locks longer.
 func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, fn)
+	return db.retry(ctx, "transaction", func() error {
+		return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, fn)
+	})
 }

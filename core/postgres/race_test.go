@@ -43,12 +43,24 @@ func together(n int, fn func(i int)) {
 }
 
 // deadlocks reads the server's count of deadlocks detected in this
-// database. Backends report it up to a second late, so callers wait first.
+// database. A backend counts a deadlock in its own pending statistics and
+// publishes them at most once a second, when idle; so first every
+// connection of the pool is made to publish (pg_stat_force_next_flush: the
+// backend flushes before it answers ReadyForQuery, which pgx waits for),
+// then the count is read from a fresh snapshot. The deadlocks of this test
+// can only have been detected by the pool's backends.
 func deadlocks(tb testing.TB, db *postgres.DB) int64 {
 	tb.Helper()
-	time.Sleep(1200 * time.Millisecond)
+	conns := db.Pool().AcquireAllIdle(ctx)
+	for _, c := range conns {
+		_, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+		c.Release()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
 	var n int64
-	err := db.Pool().QueryRow(ctx, `SELECT pg_stat_clear_snapshot() IS NULL AND false OR true`).Scan(new(bool))
+	_, err := db.Pool().Exec(ctx, `SELECT pg_stat_clear_snapshot()`)
 	if err == nil {
 		err = db.Pool().QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
 	}
@@ -154,7 +166,7 @@ func naiveGroupHold(db *postgres.DB, event int64, group []string) (bool, error) 
 	if free != len(group) {
 		return false, nil
 	}
-	time.Sleep(time.Millisecond)
+	time.Sleep(time.Millisecond) // the round trip between check and write, widened on purpose
 	for _, s := range group {
 		if _, err := db.Pool().Exec(ctx, `UPDATE seats SET status = 'HELD', hold_id = gen_random_uuid(), hold_until = now() + interval '8 minutes'
 WHERE event_id = $1 AND seat_id = $2`, event, s); err != nil {
@@ -422,6 +434,10 @@ func sweepLoop(t *testing.T, db *postgres.DB, sweep func(*postgres.DB) error) (s
 // succeeded but which lost their seats anyway.
 func raceExtendSweeper(t *testing.T, sweep func(*postgres.DB) error) (broken, extended int) {
 	db := postgrestest.NewDB(t, postgres.Options{})
+	// The control runs up to three tries in one subtest: each gives its
+	// connections back when it ends, not at the subtest's cleanup, or three
+	// pools of 40 would pass the server's connection limit.
+	defer db.Close()
 	ev := newEvent(t, db, "stadium", 6)
 	seats := seed.MustLayout("stadium").Seats()
 	const n = 400
@@ -456,6 +472,7 @@ SELECT substr(account, 2)::int, expires_at FROM h`)
 	ok := make([]bool, n)
 	stopSweeping := sweepLoop(t, db, sweep)
 	together(n, func(i int) {
+		// Fire at the instant of expiry, on purpose: this is the window under test.
 		time.Sleep(time.Until(expiry[i].Add(time.Duration(rand.IntN(28000)-25000) * time.Microsecond)))
 		_, err := db.ExtendHold(ctx, core.HoldRef{ID: holds[i].ID, Account: fmt.Sprintf("x%d", i)})
 		switch core.ErrorCode(err) {
@@ -543,6 +560,8 @@ UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id`); er
 	stopSweeping := sweepLoop(t, db, sweep)
 	newHolds := make([]*core.Hold, n)
 	together(n, func(i int) {
+		// Spread the fans over the sweepers' passes on purpose, so holds
+		// land before, during and after each sweep of their seat.
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 		h, err := hold(db, ev, fmt.Sprintf("new%d", i), core.HoldRequest{Seats: []string{seats[i].ID}})
 		if err != nil {
@@ -551,6 +570,8 @@ UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id`); er
 		}
 		newHolds[i] = h
 	})
+	// Let the sweepers make a few more passes over the new holds on purpose:
+	// a sweep that wrongly frees a new hold's seat must get its chance.
 	time.Sleep(10 * time.Millisecond)
 	stopSweeping()
 	for i, h := range newHolds {
@@ -695,7 +716,7 @@ func TestRaceAccountLimit(t *testing.T) {
 			if n+1 > limit {
 				return
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // the gap between count and hold, widened on purpose
 			if _, err := hold(db, ev, "greedy", core.HoldRequest{Seats: []string{seats[i].ID}}); err == nil {
 				held.Add(1)
 			}

@@ -1,32 +1,42 @@
-// Package seatmap keeps each live event's seat availability in Redis as a
-// bitmap ({evt:<id>}:seatmap, one bit per seat position, set when the seat
-// can be held): flipped per seat after every hold, release and sweep, and
-// rebuilt from PostgreSQL every few seconds so a missed update heals itself.
-// The gateway serves it, at most a second or two stale; PostgreSQL decides.
+// Package seatmap keeps each live event's seat availability in the
+// seat-map cache (shared/seatmap's format: one bit per seat position, set
+// when the seat can be held):
+// flipped per seat after every hold, release and sweep, and rebuilt from
+// PostgreSQL every few seconds so a missed update heals itself. The gateway
+// serves it, at most a second or two stale; PostgreSQL decides.
 package seatmap
 
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/shared/seatmap"
 )
 
-// Key is the Redis key of an event's availability bitmap.
-func Key(event int64) string { return "{evt:" + strconv.FormatInt(event, 10) + "}:seatmap" }
+// Store is what the keeper reads of the database (core/postgres).
+type Store interface {
+	// LiveSeatedEvents maps the events whose maps are kept to their capacity.
+	LiveSeatedEvents(ctx context.Context) (map[int64]int, error)
+	// FreePositions lists the positions of the seats that can be held now.
+	FreePositions(ctx context.Context, event int64) ([]int, error)
+	// SeatPositions maps seat ids to positions (static per event).
+	SeatPositions(ctx context.Context, event int64) (map[string]int, error)
+}
 
-// ttl lets the bitmap of an event no longer maintained disappear.
-const ttl = time.Minute
+// Cache is where the maps are kept (core/redis).
+type Cache interface {
+	// Mark sets the seats at positions available or not.
+	Mark(ctx context.Context, event int64, positions []int, available bool) error
+	// Replace writes an event's whole map, expiring after ttl.
+	Replace(ctx context.Context, event int64, capacity int, free []int, ttl time.Duration) error
+}
 
-// Keeper maintains the bitmaps.
+// Keeper maintains the maps.
 type Keeper struct {
-	DB    *postgres.DB
-	Redis goredis.UniversalClient
+	DB    Store
+	Cache Cache
 	Log   *slog.Logger
 
 	mu  sync.Mutex
@@ -42,43 +52,39 @@ type change struct {
 	available bool
 }
 
+func (k *Keeper) queue() chan change {
+	k.once.Do(func() { k.changes = make(chan change, 16384) })
+	return k.changes
+}
+
 // Changed queues a flip of the bits of seats that became available or
 // not. It is the postgres.Options.OnSeats hook: it runs after commit and
-// never blocks the hold path; Run applies the queue in pipelined batches.
-// A change dropped because the queue is full only waits for the next
-// rebuild, as does one Redis refused.
+// never blocks the hold path; Run applies the queue. A change dropped
+// because the queue is full only waits for the next rebuild, as does one
+// the cache refused.
 func (k *Keeper) Changed(event int64, seats []string, available bool) {
-	k.once.Do(func() { k.changes = make(chan change, 16384) })
 	select {
-	case k.changes <- change{event, seats, available}:
+	case k.queue() <- change{event, seats, available}:
 	default:
 	}
 }
 
 // apply flips the bits of one queued change.
 func (k *Keeper) apply(c change) {
-	event, seats, available := c.event, c.seats, c.available
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	pos, err := k.positions(ctx, event)
+	pos, err := k.positions(ctx, c.event)
 	if err != nil {
 		return
 	}
-	bit := 0
-	if available {
-		bit = 1
-	}
-	key := Key(event)
-	_, err = k.Redis.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, s := range seats {
-			if i, ok := pos[s]; ok {
-				p.SetBit(ctx, key, int64(i), bit)
-			}
+	at := make([]int, 0, len(c.seats))
+	for _, s := range c.seats {
+		if i, ok := pos[s]; ok {
+			at = append(at, i)
 		}
-		return nil
-	})
-	if err != nil {
-		k.Log.Debug("seat map update failed; the next rebuild heals it", "event", event, "err", err)
+	}
+	if err := k.Cache.Mark(ctx, c.event, at, c.available); err != nil {
+		k.Log.Debug("seat map update failed; the next rebuild heals it", "event", c.event, "err", err)
 	}
 }
 
@@ -102,18 +108,18 @@ func (k *Keeper) positions(ctx context.Context, event int64) (map[string]int, er
 	return p, nil
 }
 
-// Rebuild writes every live event's bitmap from the database.
+// Rebuild writes every live event's map from the database.
 func (k *Keeper) Rebuild(ctx context.Context) error {
 	events, err := k.DB.LiveSeatedEvents(ctx)
 	if err != nil {
 		return err
 	}
 	for ev, capacity := range events {
-		bits, err := k.DB.Availability(ctx, ev, capacity)
+		free, err := k.DB.FreePositions(ctx, ev)
 		if err != nil {
 			return err
 		}
-		if err := k.Redis.Set(ctx, Key(ev), bits, ttl).Err(); err != nil {
+		if err := k.Cache.Replace(ctx, ev, capacity, free, seatmap.TTL); err != nil {
 			return err
 		}
 	}
@@ -123,7 +129,7 @@ func (k *Keeper) Rebuild(ctx context.Context) error {
 // Run applies queued changes as they come and rebuilds every interval,
 // until ctx ends.
 func (k *Keeper) Run(ctx context.Context, interval time.Duration) {
-	k.once.Do(func() { k.changes = make(chan change, 16384) })
+	changes := k.queue()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -134,7 +140,7 @@ func (k *Keeper) Run(ctx context.Context, interval time.Duration) {
 			select {
 			case <-ctx.Done():
 				return
-			case c := <-k.changes:
+			case c := <-changes:
 				k.apply(c)
 			case <-t.C:
 				waiting = false

@@ -33,17 +33,10 @@ func MustLayout(name string) *layout.Layout {
 	return l
 }
 
-// EventSpec is an event to create on a layout. Zero MaxPerAccount and
-// HoldSeconds take the defaults (6 tickets, 480 s).
-type EventSpec struct {
-	Name          string
-	Kind          string
-	StartsAt      time.Time
-	OnsaleAt      time.Time
-	MaxPerAccount int
-	HoldSeconds   int
-	Layout        *layout.Layout
-}
+// EventSpec is an entry of the catalog: an event on one of its layouts
+// (the type lives in core/layout so the store can create one without
+// importing the demo catalog).
+type EventSpec = layout.EventSpec
 
 // IST is India Standard Time, the zone of every demo venue.
 var IST = time.FixedZone("IST", 5*3600+1800)

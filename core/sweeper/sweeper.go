@@ -10,9 +10,16 @@ import (
 	"github.com/onsale/onsale/core/metrics"
 )
 
+// Store sweeps expired holds back to sale (core/postgres implements it; the
+// rule of what is swept, and why it is safe beside the hold path, is
+// sweepSQL in core/postgres/sweep.go).
+type Store interface {
+	Sweep(ctx context.Context) (core.SweepResult, error)
+}
+
 // Run sweeps every interval until ctx ends. Each sweep is conditional in the
 // database, so several cores may run sweepers at once.
-func Run(ctx context.Context, holds core.Holds, interval time.Duration, log *slog.Logger, m *metrics.Metrics) {
+func Run(ctx context.Context, holds Store, interval time.Duration, log *slog.Logger, m *metrics.Metrics) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

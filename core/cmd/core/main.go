@@ -5,22 +5,17 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	nethttp "net/http"
 	_ "net/http/pprof" // on DefaultServeMux, served only on -debug-addr
-	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/http"
@@ -29,10 +24,12 @@ import (
 	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/provider"
+	"github.com/onsale/onsale/core/redis"
 	"github.com/onsale/onsale/core/seatmap"
 	"github.com/onsale/onsale/core/sweeper"
 	"github.com/onsale/onsale/core/ticket"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/config"
 )
 
 func main() {
@@ -40,6 +37,9 @@ func main() {
 	defer stop()
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
+		if config.IsHelp(err) {
+			os.Exit(0)
+		}
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
@@ -49,36 +49,57 @@ func main() {
 	}
 }
 
-// Config is the core's configuration: environment variables, overridden by flags.
+// Config is the core's configuration (shared/config reads it: defaults,
+// then the environment, then flags; a bad value refuses to start).
 type Config struct {
-	Addr            string
-	DatabaseURL     string
-	DBMaxConns      int
-	AdmitPublicKey  string // PEM file with the gateway's Ed25519 public key
-	AdmitJWKSURL    string // or the gateway's JWKS URL
-	JWKSRefresh     time.Duration
-	SweepInterval   time.Duration
-	ShutdownTimeout time.Duration
-	LogLevel        slog.Level
-	DebugAddr       string // pprof listener; empty: none
-	Redis           string // for the seat-map cache: redis://... or host:port,... (cluster); empty: none
+	Addr            string        `env:"ONSALE_CORE_ADDR" flag:"addr" default:"127.0.0.1:8081" help:"listen address (host:port)"`
+	DatabaseURL     string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"PostgreSQL URL (required); migrations are applied at start-up"`
+	DBMaxConns      int           `env:"ONSALE_DB_MAX_CONNS" flag:"db-max-conns" default:"16" min:"1" max:"1000" help:"connection pool size (connections)"`
+	AdmitPublicKey  string        `env:"ONSALE_ADMIT_PUBLIC_KEY" flag:"admit-public-key" help:"PEM file of the gateway's Ed25519 admit-token public key (this or -admit-jwks-url)"`
+	AdmitJWKSURL    string        `env:"ONSALE_ADMIT_JWKS_URL" flag:"admit-jwks-url" help:"the gateway's /.well-known/jwks.json URL, instead of a key file"`
+	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-fetch the JWKS (duration)"`
+	SweepInterval   time.Duration `env:"ONSALE_SWEEP_INTERVAL" flag:"sweep-interval" default:"30s" min:"10ms" max:"24h" help:"time between sweeps of expired holds (duration)"`
+	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"30s" min:"1s" max:"10m" help:"grace period for in-flight requests on SIGTERM (duration; a card confirm may take 25 s)"`
+	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"log level: debug, info, warn or error; logs are JSON on stderr"`
+	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR" flag:"debug-addr" help:"serve /debug/pprof on this address (host:port); off when empty"`
+	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db, or host:port,... for a cluster; off when empty"`
 
 	// Payments: on when ProviderURL is set.
-	ProviderURL    string
-	ProviderKey    string
-	WebhookSecret  string
-	LatePolicy     string
-	TicketKey      string // PEM file of the Ed25519 key that signs tickets
-	ReconcileAfter time.Duration
-	ExtendBy       time.Duration
-	OutboxPoll     time.Duration
-	OutboxLease    time.Duration
-	SMTPAddr       string // host:port; empty: no ticket emails
-	SMTPFrom       string
-	SMTPUser       string
-	SMTPPassword   string
-	SMSURL         string // empty: no ticket SMS
-	PublicURL      string
+	ProviderURL    string        `env:"ONSALE_PROVIDER_URL" flag:"provider-url" help:"payment provider base URL; payments are off without it"`
+	ProviderKey    string        `env:"ONSALE_PROVIDER_KEY" flag:"provider-key" secret:"true" help:"payment provider API key"`
+	WebhookSecret  string        `env:"ONSALE_WEBHOOK_SECRET" flag:"webhook-secret" secret:"true" help:"secret of the provider's webhook signatures"`
+	LatePolicy     string        `env:"ONSALE_LATE_POLICY" flag:"late-policy" default:"refund" oneof:"refund|honour" help:"a payment for an expired hold: refund (keep the countdown) or honour (book it if the seats are still this hold's)"`
+	TicketKey      string        `env:"ONSALE_TICKET_KEY" flag:"ticket-key" help:"PEM file of the Ed25519 key that signs tickets (admitkey gen makes one)"`
+	ReconcileAfter time.Duration `env:"ONSALE_RECONCILE_AFTER" flag:"reconcile-after" default:"10m" min:"1s" max:"24h" help:"ask the provider about bookings pending longer than this (duration; in production longer than a hold plus its extension)"`
+	ExtendBy       time.Duration `env:"ONSALE_EXTEND_BY" flag:"extend-by" default:"2m" min:"1s" max:"1h" help:"what the one extension of a hold (at Pay) adds (duration)"`
+	OutboxPoll     time.Duration `env:"ONSALE_OUTBOX_POLL" flag:"outbox-poll" default:"1s" min:"10ms" max:"1h" help:"how often an idle outbox worker looks for due jobs (duration)"`
+	OutboxLease    time.Duration `env:"ONSALE_OUTBOX_LEASE" flag:"outbox-lease" default:"1m" min:"1s" max:"1h" help:"how long a claimed outbox job is one worker's before another may retry it (duration)"`
+	SMTPAddr       string        `env:"ONSALE_SMTP_ADDR" flag:"smtp-addr" help:"SMTP relay for ticket emails (host:port); off when empty"`
+	SMTPFrom       string        `env:"ONSALE_SMTP_FROM" flag:"smtp-from" default:"tickets@onsale.local" help:"From address of ticket emails"`
+	SMTPUser       string        `env:"ONSALE_SMTP_USER" flag:"smtp-user" help:"SMTP user name; no authentication when empty"`
+	SMTPPassword   string        `env:"ONSALE_SMTP_PASSWORD" flag:"smtp-password" secret:"true" help:"SMTP password"`
+	SMSURL         string        `env:"ONSALE_SMS_URL" flag:"sms-url" help:"HTTP SMS gateway for ticket SMS (POST {\"to\",\"body\"}); off when empty"`
+	PublicURL      string        `env:"ONSALE_PUBLIC_URL" flag:"public-url" default:"http://127.0.0.1:8081" help:"where fans find their tickets: the link in ticket SMS"`
+}
+
+// Validate checks the rules across settings.
+func (c *Config) Validate() error {
+	switch {
+	case c.DatabaseURL == "":
+		return errors.New("DATABASE_URL (or -database-url) is required")
+	case (c.AdmitPublicKey == "") == (c.AdmitJWKSURL == ""):
+		return errors.New("give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
+	case c.ProviderURL != "" && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
+		return errors.New("payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
+	}
+	if c.SMTPAddr != "" {
+		if _, port, err := net.SplitHostPort(c.SMTPAddr); err != nil {
+			return fmt.Errorf("ONSALE_SMTP_ADDR %q: %w", c.SMTPAddr, err)
+		} else if _, err := strconv.Atoi(port); err != nil {
+			return fmt.Errorf("ONSALE_SMTP_ADDR %q: the port is not a number", c.SMTPAddr)
+		}
+	}
+	return nil
 }
 
 // Main is the core program, testable: ParseFlags, Run until ctx ends, and
@@ -90,84 +111,16 @@ type Main struct {
 	addr   net.Addr
 }
 
-// NewMain returns a Main with the defaults and the environment applied.
+// NewMain returns a Main; ParseFlags fills its Config.
 func NewMain() *Main {
-	c := Config{
-		Addr:            envOr("ONSALE_CORE_ADDR", "127.0.0.1:8081"),
-		DatabaseURL:     os.Getenv("DATABASE_URL"),
-		DBMaxConns:      envInt("ONSALE_DB_MAX_CONNS", 16),
-		AdmitPublicKey:  os.Getenv("ONSALE_ADMIT_PUBLIC_KEY"),
-		AdmitJWKSURL:    os.Getenv("ONSALE_ADMIT_JWKS_URL"),
-		JWKSRefresh:     envDuration("ONSALE_JWKS_REFRESH", time.Minute),
-		SweepInterval:   envDuration("ONSALE_SWEEP_INTERVAL", 30*time.Second),
-		ShutdownTimeout: 30 * time.Second, // a card confirm may take 25 s end to end
-		Redis:           envOr("ONSALE_REDIS", os.Getenv("REDIS_URL")),
-		ProviderURL:     os.Getenv("ONSALE_PROVIDER_URL"),
-		ProviderKey:     os.Getenv("ONSALE_PROVIDER_KEY"),
-		WebhookSecret:   os.Getenv("ONSALE_WEBHOOK_SECRET"),
-		LatePolicy:      envOr("ONSALE_LATE_POLICY", "refund"),
-		TicketKey:       os.Getenv("ONSALE_TICKET_KEY"),
-		ReconcileAfter:  envDuration("ONSALE_RECONCILE_AFTER", 10*time.Minute),
-		ExtendBy:        envDuration("ONSALE_EXTEND_BY", core.ExtendBy),
-		OutboxPoll:      envDuration("ONSALE_OUTBOX_POLL", time.Second),
-		OutboxLease:     envDuration("ONSALE_OUTBOX_LEASE", outbox.DefaultLease),
-		SMTPAddr:        os.Getenv("ONSALE_SMTP_ADDR"),
-		SMTPFrom:        envOr("ONSALE_SMTP_FROM", "tickets@onsale.local"),
-		SMTPUser:        os.Getenv("ONSALE_SMTP_USER"),
-		SMTPPassword:    os.Getenv("ONSALE_SMTP_PASSWORD"),
-		SMSURL:          os.Getenv("ONSALE_SMS_URL"),
-		PublicURL:       envOr("ONSALE_PUBLIC_URL", "http://127.0.0.1:8081"),
-	}
-	_ = c.LogLevel.UnmarshalText([]byte(envOr("ONSALE_LOG_LEVEL", "info")))
-	return &Main{Config: c, ready: make(chan net.Addr, 1)}
+	return &Main{ready: make(chan net.Addr, 1)}
 }
 
-// ParseFlags applies command-line flags over the environment and validates.
+// ParseFlags reads the configuration from the environment and args (flags
+// win) and validates it: it fails on any unparsable or out-of-range value.
 func (m *Main) ParseFlags(args []string) error {
-	fs := flag.NewFlagSet("core", flag.ContinueOnError)
-	c := &m.Config
-	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address (env ONSALE_CORE_ADDR)")
-	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL URL (env DATABASE_URL)")
-	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connection pool size (env ONSALE_DB_MAX_CONNS)")
-	fs.StringVar(&c.AdmitPublicKey, "admit-public-key", c.AdmitPublicKey, "PEM file of the gateway's admit-token public key (env ONSALE_ADMIT_PUBLIC_KEY)")
-	fs.StringVar(&c.AdmitJWKSURL, "admit-jwks-url", c.AdmitJWKSURL, "gateway JWKS URL, instead of a key file (env ONSALE_ADMIT_JWKS_URL)")
-	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", c.JWKSRefresh, "how often to re-fetch the JWKS, e.g. 1m (env ONSALE_JWKS_REFRESH)")
-	fs.DurationVar(&c.SweepInterval, "sweep-interval", c.SweepInterval, "time between sweeps of expired holds, e.g. 30s (env ONSALE_SWEEP_INTERVAL)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "grace period for in-flight requests on SIGTERM")
-	fs.StringVar(&c.DebugAddr, "debug-addr", os.Getenv("ONSALE_DEBUG_ADDR"), "serve /debug/pprof on this address, e.g. 127.0.0.1:6061 (env ONSALE_DEBUG_ADDR; off when empty)")
-	fs.StringVar(&c.Redis, "redis", c.Redis, "Redis for the seat-map cache: redis://host:port/db or host:port,... for a cluster; none when empty (env ONSALE_REDIS or REDIS_URL)")
-	fs.StringVar(&c.ProviderURL, "provider-url", c.ProviderURL, "payment provider base URL; payments are off without it (env ONSALE_PROVIDER_URL)")
-	fs.StringVar(&c.ProviderKey, "provider-key", c.ProviderKey, "payment provider API key (env ONSALE_PROVIDER_KEY)")
-	fs.StringVar(&c.WebhookSecret, "webhook-secret", c.WebhookSecret, "secret of the provider's webhook signatures (env ONSALE_WEBHOOK_SECRET)")
-	fs.StringVar(&c.LatePolicy, "late-policy", c.LatePolicy, "a payment for an expired hold: refund or honour (env ONSALE_LATE_POLICY)")
-	fs.StringVar(&c.TicketKey, "ticket-key", c.TicketKey, "PEM file of the Ed25519 key that signs tickets (env ONSALE_TICKET_KEY)")
-	fs.DurationVar(&c.ExtendBy, "extend-by", c.ExtendBy, "what the one extension of a hold (at Pay) adds (env ONSALE_EXTEND_BY)")
-	fs.DurationVar(&c.ReconcileAfter, "reconcile-after", c.ReconcileAfter, "ask the provider about bookings pending longer than this (env ONSALE_RECONCILE_AFTER)")
-	fs.DurationVar(&c.OutboxPoll, "outbox-poll", c.OutboxPoll, "how often an idle outbox worker looks for due jobs (env ONSALE_OUTBOX_POLL)")
-	fs.DurationVar(&c.OutboxLease, "outbox-lease", c.OutboxLease, "how long a claimed outbox job is a worker's before another may retry it (env ONSALE_OUTBOX_LEASE)")
-	fs.StringVar(&c.SMTPAddr, "smtp-addr", c.SMTPAddr, "SMTP relay host:port for ticket emails; none when empty (env ONSALE_SMTP_ADDR)")
-	fs.StringVar(&c.SMSURL, "sms-url", c.SMSURL, "HTTP SMS gateway URL for ticket SMS; none when empty (env ONSALE_SMS_URL)")
-	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env ONSALE_LOG_LEVEL)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	switch {
-	case c.DatabaseURL == "":
-		return errors.New("core: DATABASE_URL (or -database-url) is required")
-	case (c.AdmitPublicKey == "") == (c.AdmitJWKSURL == ""):
-		return errors.New("core: give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
-	case c.SweepInterval <= 0 || c.DBMaxConns <= 0:
-		return errors.New("core: sweep interval and pool size must be positive")
-	case c.ProviderURL != "" && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
-		return errors.New("core: payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
-	case c.LatePolicy != string(core.PolicyRefund) && c.LatePolicy != string(core.PolicyHonour):
-		return errors.New("core: ONSALE_LATE_POLICY must be refund or honour")
-	case c.OutboxPoll <= 0 || c.OutboxLease < 30*time.Second && c.OutboxLease != 0 && c.OutboxLease < time.Second:
-		return errors.New("core: the outbox poll must be positive and the lease at least 1s")
-	case c.ExtendBy < time.Second:
-		return errors.New("core: ONSALE_EXTEND_BY must be at least 1s")
-	case c.ReconcileAfter < time.Second:
-		return errors.New("core: ONSALE_RECONCILE_AFTER must be at least 1s (and in production longer than a hold plus its extension)")
+	if err := config.Load(&m.Config, args, os.LookupEnv); err != nil {
+		return fmt.Errorf("core: %w", err)
 	}
 	return nil
 }
@@ -188,8 +141,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
 	}
 	log := m.Log.With("service", "core")
-	log.Info("starting", "addr", c.Addr, "database", redact(c.DatabaseURL), "db_max_conns", c.DBMaxConns,
-		"admit_public_key", c.AdmitPublicKey, "admit_jwks_url", c.AdmitJWKSURL, "sweep_interval", c.SweepInterval)
+	config.Log(log, &m.Config)
 
 	verifier, err := m.verifier(ctx, log)
 	if err != nil {
@@ -198,12 +150,12 @@ func (m *Main) Run(ctx context.Context) error {
 	var keeper *seatmap.Keeper
 	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy}
 	if c.Redis != "" {
-		rdb, err := openRedis(ctx, c.Redis)
+		maps, err := redis.Open(ctx, c.Redis)
 		if err != nil {
 			return err
 		}
-		defer rdb.Close()
-		keeper = &seatmap.Keeper{Redis: rdb, Log: log}
+		defer maps.Close()
+		keeper = &seatmap.Keeper{Cache: maps, Log: log}
 		opts.OnSeats = keeper.Changed
 	}
 	db, err := postgres.Open(ctx, c.DatabaseURL, opts)
@@ -228,10 +180,7 @@ func (m *Main) Run(ctx context.Context) error {
 		worker = &outbox.Worker{DB: db, Provider: prov, Tickets: ticket.NewSigner(tkey), PublicURL: c.PublicURL,
 			Lease: c.OutboxLease, Log: log, Metrics: met}
 		if c.SMTPAddr != "" {
-			host, port, err := net.SplitHostPort(c.SMTPAddr)
-			if err != nil {
-				return fmt.Errorf("smtp addr: %w", err)
-			}
+			host, port, _ := net.SplitHostPort(c.SMTPAddr) // checked by Validate
 			p, _ := strconv.Atoi(port)
 			worker.Mailer = &notify.Mailer{Host: host, Port: p, From: c.SMTPFrom, Username: c.SMTPUser, Password: c.SMTPPassword}
 		}
@@ -258,41 +207,42 @@ func (m *Main) Run(ctx context.Context) error {
 	m.ready <- ln.Addr()
 	log.Info("listening", "addr", ln.Addr().String())
 
+	// Every background goroutine is started on workers and stops when bg
+	// ends: shutdown cancels bg only after the last request is answered,
+	// and returns only after each of them has returned.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
 	var workers sync.WaitGroup
-	workers.Add(1)
-	go func() {
-		defer workers.Done()
-		sweeper.Run(bg, db, c.SweepInterval, log, met)
-	}()
+	workers.Go(func() { sweeper.Run(bg, db, c.SweepInterval, log, met) })
 	if keeper != nil {
-		workers.Add(1)
-		go func() { defer workers.Done(); keeper.Run(bg, 2*time.Second) }()
+		workers.Go(func() { keeper.Run(bg, 2*time.Second) })
 	}
 	if worker != nil {
-		workers.Add(3)
-		go func() { defer workers.Done(); worker.Run(bg, c.OutboxPoll) }()
-		go func() { defer workers.Done(); reconciler.Run(bg, max(c.ReconcileAfter/4, time.Second)) }()
-		go func() { defer workers.Done(); purgeKeys(bg, db, log) }()
+		workers.Go(func() { worker.Run(bg, c.OutboxPoll) })
+		workers.Go(func() { reconciler.Run(bg, max(c.ReconcileAfter/4, time.Second)) })
+		workers.Go(func() { purgeKeys(bg, db, log) })
 	}
-	go func() { workers.Wait(); close(done) }()
 	if c.AdmitJWKSURL != "" {
-		go admission.RefreshJWKS(bg, verifier, nethttp.DefaultClient, c.AdmitJWKSURL, c.JWKSRefresh,
-			func(err error) { log.Warn("jwks refresh failed; keeping the previous keys", "err", err) })
+		workers.Go(func() {
+			admission.RefreshJWKS(bg, verifier, nethttp.DefaultClient, c.AdmitJWKSURL, c.JWKSRefresh,
+				func(err error) { log.Warn("jwks refresh failed; keeping the previous keys", "err", err) })
+		})
 	}
-
 	if c.DebugAddr != "" {
 		dbg := &nethttp.Server{Addr: c.DebugAddr, Handler: nethttp.DefaultServeMux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { log.Warn("debug server stopped", "err", dbg.ListenAndServe()) }()
-		defer dbg.Close()
+		workers.Go(func() {
+			if err := dbg.ListenAndServe(); !errors.Is(err, nethttp.ErrServerClosed) {
+				log.Warn("debug server stopped", "err", err)
+			}
+		})
+		workers.Go(func() { <-bg.Done(); dbg.Close() })
 	}
+	stopWorkers := func() { stopBG(); workers.Wait() }
+
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(ln) }() // joined below: Serve returns once hs is shut down
 	select {
 	case err := <-errc:
-		stopBG()
-		<-done
+		stopWorkers()
 		return err
 	case <-ctx.Done():
 	}
@@ -300,29 +250,13 @@ func (m *Main) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
 	err = hs.Shutdown(sctx)
-	stopBG()
-	<-done
+	<-errc
+	stopWorkers()
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// openRedis connects to one server (redis://...) or a cluster (a
-// comma-separated host:port list).
-func openRedis(ctx context.Context, addrs string) (goredis.UniversalClient, error) {
-	opts := goredis.UniversalOptions{Addrs: strings.Split(addrs, ","), IsClusterMode: true}
-	if u, err := goredis.ParseURL(addrs); err == nil {
-		opts = goredis.UniversalOptions{Addrs: []string{u.Addr}, DB: u.DB, Username: u.Username, Password: u.Password}
-	}
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-	rdb := goredis.NewUniversalClient(&opts)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	return rdb, nil
 }
 
 // purgeKeys deletes idempotency keys past their 24-hour retention, hourly.
@@ -360,34 +294,4 @@ func (m *Main) verifier(ctx context.Context, log *slog.Logger) (*admission.Verif
 	}
 	log.Info("admit keys loaded from jwks", "keys", len(keys))
 	return admission.NewVerifier(keys), nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(k string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return n
-	}
-	return def
-}
-
-func envDuration(k string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
-		return d
-	}
-	return def
-}
-
-// redact hides a password in a database URL before it is logged.
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return p.Redacted()
 }

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/core/seed"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/config/configtest"
 )
 
 // TestMain runs the real program on :0 with a key file, holds a seat over
@@ -87,25 +89,56 @@ func TestMainEndToEnd(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
+	good := []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", ""}
 	tests := []struct {
 		name string
 		args []string
+		env  map[string]string
 		ok   bool
 	}{
-		{"no database", []string{"-database-url", "", "-admit-public-key", "k"}, false},
-		{"no key", []string{"-database-url", "postgres://x", "-admit-public-key", "", "-admit-jwks-url", ""}, false},
-		{"both keys", []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", "http://g"}, false},
-		{"zero sweep", []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", "", "-sweep-interval", "0s"}, false},
-		{"good", []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", ""}, true},
+		{"no database", []string{"-database-url", "", "-admit-public-key", "k"}, nil, false},
+		{"no key", []string{"-database-url", "postgres://x", "-admit-public-key", "", "-admit-jwks-url", ""}, nil, false},
+		{"both keys", []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", "http://g"}, nil, false},
+		{"zero sweep", append(good, "-sweep-interval", "0s"), nil, false},
+		{"good", good, nil, true},
+		{"unparsable duration in the environment", good, map[string]string{"ONSALE_SWEEP_INTERVAL": "30"}, false},
+		{"pool size out of range", good, map[string]string{"ONSALE_DB_MAX_CONNS": "0"}, false},
+		{"unknown late policy", good, map[string]string{"ONSALE_LATE_POLICY": "keep"}, false},
+		{"unknown log level", append(good, "-log-level", "loud"), nil, false},
+		{"payments without their secrets", append(good, "-provider-url", "http://p"), nil, false},
+		{"smtp without a port", append(good, "-smtp-addr", "mail"), nil, false},
+		{"flag wins over the environment", append(good, "-sweep-interval", "1s"), map[string]string{"ONSALE_SWEEP_INTERVAL": "0s"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
 			err := NewMain().ParseFlags(tc.args)
 			if (err == nil) != tc.ok {
-				t.Fatalf("ParseFlags(%v) = %v; want ok=%v", tc.args, err, tc.ok)
+				t.Fatalf("ParseFlags(%v) with %v = %v; want ok=%v", tc.args, tc.env, err, tc.ok)
 			}
 		})
 	}
+}
+
+// The defaults written in the Config tags are the packages' own.
+func TestConfigDefaults(t *testing.T) {
+	m := NewMain()
+	if err := m.ParseFlags([]string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.ExtendBy != core.ExtendBy {
+		t.Errorf("default ExtendBy = %v; want core.ExtendBy %v", m.Config.ExtendBy, core.ExtendBy)
+	}
+	if m.Config.OutboxLease != outbox.DefaultLease {
+		t.Errorf("default OutboxLease = %v; want outbox.DefaultLease %v", m.Config.OutboxLease, outbox.DefaultLease)
+	}
+}
+
+// The README's table of the core's settings is generated from Config.
+func TestReadme(t *testing.T) {
+	configtest.CheckReadme(t, "../../../README.md", "core", &Config{})
 }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
@@ -164,6 +197,6 @@ func TestMainJWKS(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the core still accepts a token whose key left the JWKS")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll interval: the loop waits on the refusal itself
 	}
 }
