@@ -24,17 +24,17 @@ const (
 
 // Booking is an order for the seats of one hold.
 type Booking struct {
-	ID          int64    `json:"booking_id"`
-	HoldID      string   `json:"hold_id"`
-	EventID     int64    `json:"event_id"`
-	Account     string   `json:"account"`
-	Seats       []string `json:"seats"`
-	Quantity    int      `json:"quantity"`
-	AmountPaise int64    `json:"amount_paise"`
-	Currency    string   `json:"currency"`
+	ID          int64         `json:"booking_id"`
+	HoldID      string        `json:"hold_id"`
+	EventID     int64         `json:"event_id"`
+	Account     string        `json:"account"`
+	Seats       []string      `json:"seats"`
+	Quantity    int           `json:"quantity"`
+	AmountPaise int64         `json:"amount_paise"`
+	Currency    string        `json:"currency"`
 	Flow        Flow          `json:"flow"`
 	Status      BookingStatus `json:"status"`
-	PaymentID   string   `json:"payment_id,omitempty"`
+	PaymentID   string        `json:"payment_id,omitempty"`
 	// Attempt counts the bookings of this hold: a new one follows a FAILED payment.
 	Attempt int `json:"attempt"`
 	// Captured: the money is taken (UPI at once; a card once captured).

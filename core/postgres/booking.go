@@ -236,7 +236,7 @@ SELECT $1, $2, nullif(u.seat, ''), u.n
 // turns a decision taken on a stale read into no change), and on the money
 // being uncaptured when the step captures it (captured once). confirmed_at
 // is set on entering CONFIRMED and cleared on leaving it. $1 booking,
-// $2 from, $3 next, $4 payment id ('' keeps it), $5 captured by this step.
+// $2 from, $3 next, $4 payment id (empty: kept), $5 captured by this step.
 const advanceSQL = `
 UPDATE bookings SET status = $3, payment_id = coalesce(payment_id, nullif($4, '')), updated_at = now(),
        confirmed_at = CASE WHEN $3 = ` + sqlConfirmed + ` THEN coalesce(confirmed_at, now()) END,
