@@ -7,6 +7,7 @@ package postgres_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -443,5 +444,48 @@ func TestIdempotencyKeyRetention(t *testing.T) {
 	}
 	if _, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); core.ErrorCode(err) != core.EIdemInFlight {
 		t.Fatalf("claim while leased = %v; want request_in_flight", err)
+	}
+}
+
+// checkValuesSQL reads the values a CHECK (column IN (...)) constraint
+// allows. $1 table, $2 column.
+const checkValuesSQL = `
+SELECT coalesce(array_agg(m[1] ORDER BY m[1]), '{}')
+  FROM pg_constraint c, regexp_matches(pg_get_constraintdef(c.oid), '''([^'']*)''::text', 'g') AS m
+ WHERE c.conrelid = $1::regclass AND c.contype = 'c' AND pg_get_constraintdef(c.oid) LIKE '%(' || $2 || ' = ANY%'`
+
+// The schema's CHECK constraints and the Go vocabulary of the payment state
+// machine name the same values: SQL composed from the Go constants cannot
+// write a value the table refuses, nor miss one it allows.
+func TestPaymentVocabularyMatchesSchema(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	strs := func(vs ...string) []string { slices.Sort(vs); return vs }
+	var statuses, flows, kinds, jobStatuses []string
+	for _, s := range core.BookingStatuses {
+		statuses = append(statuses, string(s))
+	}
+	for _, f := range core.Flows {
+		flows = append(flows, string(f))
+	}
+	for _, k := range core.JobKinds {
+		kinds = append(kinds, string(k))
+	}
+	jobStatuses = []string{string(core.JobPending), string(core.JobDone), string(core.JobDead)}
+	for _, tc := range []struct {
+		table, column string
+		want          []string
+	}{
+		{"bookings", "status", strs(statuses...)},
+		{"bookings", "flow", strs(flows...)},
+		{"outbox", "kind", strs(kinds...)},
+		{"outbox", "status", strs(jobStatuses...)},
+	} {
+		var got []string
+		if err := db.Pool().QueryRow(ctx, checkValuesSQL, tc.table, tc.column).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("CHECK on %s.%s allows %v; the Go constants are %v", tc.table, tc.column, got, tc.want)
+		}
 	}
 }
