@@ -165,8 +165,9 @@ func (w *Worker) Poll(ctx context.Context) int {
 	return len(jobs)
 }
 
-// kickQueue is where Kick hands jobs to Run. A full queue drops the kick:
-// the job is in the table, and the next poll takes it.
+// kickQueue is where Kick hands jobs to Run. A full queue drops the kick,
+// and a kick left in the queue when Run stops is not run: either way the
+// job is in the table, and the next poll (or the next start) takes it.
 func (w *Worker) kickQueue() chan kick {
 	w.kickOnce.Do(func() { w.kicks = make(chan kick, 64) })
 	return w.kicks

@@ -274,7 +274,6 @@ func key(kind core.JobKind, booking int64) string { return fmt.Sprintf("%s:%d", 
 // A refund the provider could not take (503) is retried by the next poll
 // after its backoff, under the same idempotency key, and then recorded.
 func TestRetryAfterTemporaryFailure(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	b := e.booking(t, core.FlowAsync, true, "")
 	w := e.worker(e.db, time.Minute)
@@ -312,7 +311,6 @@ func TestRetryAfterTemporaryFailure(t *testing.T) {
 // another worker takes it and carries it out under the same key, and the
 // first worker's late finish changes nothing.
 func TestLeaseExpiry(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	b := e.booking(t, core.FlowAsync, true, "")
 	const lease = 500 * time.Millisecond
@@ -360,7 +358,6 @@ func TestLeaseExpiry(t *testing.T) {
 // Each failure pushes the next attempt out by core.JobBackoff: doubling
 // from 1 s, never past an hour; no poll runs the job before then.
 func TestBackoff(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	b := e.booking(t, core.FlowAsync, true, "")
 	w := e.worker(e.db, time.Minute)
@@ -396,7 +393,6 @@ func TestBackoff(t *testing.T) {
 // stays PENDING (counted "dead" in the metrics) and succeeds when the
 // provider is back.
 func TestMoneyJobsNeverGivenUp(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		kind     core.JobKind
 		flow     core.Flow
@@ -450,7 +446,6 @@ func TestMoneyJobsNeverGivenUp(t *testing.T) {
 // The ticket email and SMS are given up (DEAD) after core.MaxJobAttempts,
 // and no poll takes them again.
 func TestNonMoneyJobsGivenUp(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	b := e.booking(t, core.FlowAsync, false, "fan@onsale.test")
 	w := e.worker(e.db, time.Minute)
@@ -523,7 +518,6 @@ func (s naiveStore) ClaimJobs(ctx context.Context, n int, _ time.Duration) ([]co
 // same two workers without the claim guard, runs some twice: the harness
 // can see a double run.
 func TestExactlyOnceUnderTwoWorkers(t *testing.T) {
-	t.Parallel()
 	const n = 24
 	run := func(t *testing.T, store func(*postgres.DB) outbox.Store) (twice int) {
 		e := newEnv(t)
@@ -578,7 +572,6 @@ func TestExactlyOnceUnderTwoWorkers(t *testing.T) {
 // Run (the worker's shutdown) returns only once a kicked job in flight has
 // finished.
 func TestKickIsOwnedByRun(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	polled := make(chan struct{}, 1)
 	w := e.worker(signallingStore{e.db, polled}, time.Minute)
