@@ -124,7 +124,7 @@ func (s *stack) call(t *testing.T, method, path, account string, body any, hdr .
 	}
 	req, _ := http.NewRequest(method, s.core.URL+path, r)
 	if account != "" {
-		tok, err := s.admit.Admit(account, fmt.Sprint(s.event), 0, 10*time.Minute)
+		tok, err := s.admit.Admit(account, s.event, 0, 10*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
