@@ -139,7 +139,9 @@ type failingSender struct{}
 func (failingSender) SendTickets(context.Context, *core.Booking, string, []notify.Ticket) error {
 	return errors.New("smtp down")
 }
-func (failingSender) Send(context.Context, string, string) error { return errors.New("sms gateway down") }
+func (failingSender) Send(context.Context, string, string) error {
+	return errors.New("sms gateway down")
+}
 
 type env struct {
 	db    *postgres.DB
