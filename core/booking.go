@@ -2,27 +2,12 @@ package core
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
-)
-
-// Booking statuses: one booking per hold, PAYMENT_PENDING until the payment
-// settles, then CONFIRMED, or REFUND_DUE (money came for a hold that was
-// gone) and REFUNDED, or FAILED.
-const (
-	BookingPending   = "PAYMENT_PENDING"
-	BookingConfirmed = "CONFIRMED"
-	BookingRefundDue = "REFUND_DUE"
-	BookingRefunded  = "REFUNDED"
-	BookingFailed    = "FAILED"
-)
-
-// Payment flows: async (UPI-like: the provider calls back by webhook) and
-// sync (card: authorize, book, capture within the request).
-const (
-	FlowAsync = "async"
-	FlowSync  = "sync"
 )
 
 // LatePolicy decides what a payment that arrives after its hold expired gets.
@@ -39,17 +24,17 @@ const (
 
 // Booking is an order for the seats of one hold.
 type Booking struct {
-	ID          int64    `json:"booking_id"`
-	HoldID      string   `json:"hold_id"`
-	EventID     int64    `json:"event_id"`
-	Account     string   `json:"account"`
-	Seats       []string `json:"seats"`
-	Quantity    int      `json:"quantity"`
-	AmountPaise int64    `json:"amount_paise"`
-	Currency    string   `json:"currency"`
-	Flow        string   `json:"flow"`
-	Status      string   `json:"status"`
-	PaymentID   string   `json:"payment_id,omitempty"`
+	ID          int64         `json:"booking_id"`
+	HoldID      string        `json:"hold_id"`
+	EventID     int64         `json:"event_id"`
+	Account     string        `json:"account"`
+	Seats       []string      `json:"seats"`
+	Quantity    int           `json:"quantity"`
+	AmountPaise int64         `json:"amount_paise"`
+	Currency    string        `json:"currency"`
+	Flow        Flow          `json:"flow"`
+	Status      BookingStatus `json:"status"`
+	PaymentID   string        `json:"payment_id,omitempty"`
 	// Attempt counts the bookings of this hold: a new one follows a FAILED payment.
 	Attempt int `json:"attempt"`
 	// Captured: the money is taken (UPI at once; a card once captured).
@@ -100,7 +85,9 @@ type Settlement struct {
 	Succeeded bool
 }
 
-// Settle outcomes besides booking statuses.
+// Settle's results besides booking statuses. They are untyped so that they
+// compare with a BookingStatus (Settle's result) and with a decoded JSON
+// string alike.
 const (
 	OutcomeDuplicate    = "DUPLICATE"     // this provider event was handled before
 	OutcomeUnknownOrder = "UNKNOWN_ORDER" // no booking matches: logged and acknowledged
@@ -111,13 +98,13 @@ type Bookings interface {
 	// StartPayment creates the booking for a valid hold, or returns the
 	// live booking it has (in whatever status: the caller answers from it),
 	// and extends the hold once, in one transaction.
-	StartPayment(ctx context.Context, ref HoldRef, flow string, c Contact) (*Booking, error)
+	StartPayment(ctx context.Context, ref HoldRef, flow Flow, c Contact) (*Booking, error)
 	SetPaymentID(ctx context.Context, booking int64, paymentID string) error
 	// Settle applies a provider outcome exactly once: a success books the
 	// hold's seats (CONFIRMED) or, when they are gone, records REFUND_DUE
 	// and queues the refund; a failure marks the booking FAILED. It returns
 	// the booking's status, or OutcomeDuplicate / OutcomeUnknownOrder.
-	Settle(ctx context.Context, s Settlement) (string, error)
+	Settle(ctx context.Context, s Settlement) (BookingStatus, error)
 	Booking(ctx context.Context, id int64) (*Booking, error)
 }
 
@@ -132,4 +119,80 @@ func ParseBookingReference(ref string) (int64, bool) {
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	return id, err == nil && id > 0
+}
+
+// StoredResponse is a response kept for replay under an idempotency key.
+type StoredResponse struct {
+	Status int
+	Body   []byte
+}
+
+// Payment is the payment provider's payment object.
+type Payment struct {
+	ID             string `json:"id"`
+	Status         string `json:"status"` // PaymentPending, PaymentRequiresCapture, ...
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	Reference      string `json:"reference"`
+	Method         string `json:"method"`
+	AmountCaptured int64  `json:"amount_captured"`
+	AmountRefunded int64  `json:"amount_refunded"`
+	FailureReason  string `json:"failure_reason,omitempty"`
+}
+
+// Payment statuses at the provider.
+const (
+	PaymentPending         = "pending"
+	PaymentRequiresCapture = "requires_capture" // a card authorization, not yet captured
+	PaymentSucceeded       = "succeeded"
+	PaymentFailed          = "failed"
+	PaymentCanceled        = "canceled"
+)
+
+// Refund is the provider's refund object.
+type Refund struct {
+	ID        string `json:"id"`
+	PaymentID string `json:"payment_id"`
+	Amount    int64  `json:"amount"`
+	Status    string `json:"status"`
+}
+
+// PaymentRequest creates a payment at the provider.
+type PaymentRequest struct {
+	Amount       int64  `json:"amount"`
+	Currency     string `json:"currency"`
+	Reference    string `json:"reference"`
+	Method       string `json:"method"` // upi or card
+	PaymentToken string `json:"payment_token,omitempty"`
+	Capture      string `json:"capture"` // automatic or manual
+}
+
+// ProviderError is an error answer of the payment provider.
+type ProviderError struct {
+	Status  int    // HTTP status
+	Code    string `json:"error"`
+	Message string `json:"message"`
+}
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("provider: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// ProviderTemporary reports whether retrying the same provider call (same
+// idempotency key) may succeed: the provider was down, overloaded or busy
+// with the first attempt, or the outcome is unknown (a transport error or a
+// timeout).
+func ProviderTemporary(err error) bool {
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return pe.Status >= 500 || pe.Status == http.StatusTooManyRequests || pe.Code == "request_in_progress"
+	}
+	return err != nil
+}
+
+// ProviderConflict reports whether err is the provider's 409 with code: the
+// call conflicts with the payment's state (already_captured, ...).
+func ProviderConflict(err error, code string) bool {
+	var pe *ProviderError
+	return errors.As(err, &pe) && pe.Status == http.StatusConflict && pe.Code == code
 }

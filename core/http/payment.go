@@ -12,18 +12,40 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/core"
-	"github.com/onsale/onsale/core/outbox"
-	"github.com/onsale/onsale/core/postgres"
-	"github.com/onsale/onsale/core/provider"
-	"github.com/onsale/onsale/core/ticket"
 	"github.com/onsale/onsale/shared/paysig"
 )
 
 // KeyStore keeps idempotency keys (core/postgres implements it).
 type KeyStore interface {
-	ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*postgres.StoredResponse, error)
-	SaveResponse(ctx context.Context, account, key string, r postgres.StoredResponse) error
+	ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*core.StoredResponse, error)
+	SaveResponse(ctx context.Context, account, key string, r core.StoredResponse) error
 	ReleaseKey(ctx context.Context, account, key string) error
+}
+
+// Provider is what the payment routes ask of the payment provider
+// (core/provider's Client implements it).
+type Provider interface {
+	// CreatePayment creates (or, under the same key, returns) a payment.
+	CreatePayment(ctx context.Context, key string, r core.PaymentRequest) (*core.Payment, error)
+	Payment(ctx context.Context, id string) (*core.Payment, error)
+}
+
+// Jobs runs the outbox jobs a request queued (core/outbox's Worker
+// implements it).
+type Jobs interface {
+	// RunNow runs the pending job of a kind for a booking within ctx and
+	// reports whether it is done: for a request that answers from it.
+	RunNow(ctx context.Context, kind core.JobKind, booking int64) bool
+	// Kick hands the job to the worker's own loop and returns at once: the
+	// worker owns it, and its shutdown waits for it.
+	Kick(kind core.JobKind, booking int64)
+}
+
+// Tickets signs a booking's tickets and draws their QR codes
+// (core/ticket's Signer implements it).
+type Tickets interface {
+	SignTickets(b *core.Booking) []core.Ticket
+	QR(payload string, size int) ([]byte, error)
 }
 
 // Payments wires the payment routes: Pay (async), Confirm (sync), the
@@ -31,10 +53,10 @@ type KeyStore interface {
 type Payments struct {
 	Bookings      core.Bookings
 	Keys          KeyStore
-	Provider      *provider.Client
-	Outbox        *outbox.Worker
+	Provider      Provider
+	Outbox        Jobs
 	WebhookSecret []byte
-	Tickets       *ticket.Signer
+	Tickets       Tickets
 }
 
 // keyLease is how long a request owns its idempotency key before a retry
@@ -111,7 +133,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 		err = s.Payments.Keys.ReleaseKey(sctx, account, key)
 		w.Header().Set("Retry-After", "2")
 	} else {
-		err = s.Payments.Keys.SaveResponse(sctx, account, key, postgres.StoredResponse{Status: res.status, Body: b})
+		err = s.Payments.Keys.SaveResponse(sctx, account, key, core.StoredResponse{Status: res.status, Body: b})
 	}
 	if err != nil {
 		s.Log.Error("idempotency key not recorded", "err", err)
@@ -174,7 +196,7 @@ func (s *Server) settledResult(b *core.Booking, okStatus int) (result, bool) {
 	switch b.Status {
 	case core.BookingConfirmed:
 		if b.Captured {
-			b.Tickets = outbox.Sign(s.Payments.Tickets, b)
+			b.Tickets = s.Payments.Tickets.SignTickets(b)
 			return result{status: okStatus, body: b}, true
 		}
 		b.Tickets = nil // no tickets before the money is taken
@@ -192,16 +214,16 @@ func (s *Server) settledResult(b *core.Booking, okStatus int) (result, bool) {
 // providerError classifies a failed provider call: transient (retry with
 // the same Idempotency-Key), a refusal, or a conflict with another attempt.
 func (s *Server) providerError(ctx context.Context, b *core.Booking, err error) result {
-	var ae *provider.APIError
+	var pe *core.ProviderError
 	switch {
-	case provider.Temporary(err):
+	case core.ProviderTemporary(err):
 		s.Log.Warn("provider: no answer", "booking", b.ID, "err", err)
 		return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
-	case errors.As(err, &ae) && ae.Status == http.StatusPaymentRequired:
+	case errors.As(err, &pe) && pe.Status == http.StatusPaymentRequired:
 		if _, serr := s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, Type: "authorize"}); serr != nil {
 			return errResult(serr)
 		}
-		return errResult(core.Errorf(core.EPaymentDeclined, "the payment was refused: %s", ae.Message))
+		return errResult(core.Errorf(core.EPaymentDeclined, "the payment was refused: %s", pe.Message))
 	default:
 		s.Log.Warn("provider refused the request", "booking", b.ID, "err", err)
 		return errResult(core.Errorf(core.EPaymentInProgress, "a payment for this booking exists with other details: %v", err))
@@ -264,7 +286,7 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		if b.PaymentID != "" {
 			return result{status: http.StatusCreated, body: map[string]any{"booking": b, "payment": map[string]string{"id": b.PaymentID}}}
 		}
-		p, err := s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), provider.PaymentRequest{
+		p, err := s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), core.PaymentRequest{
 			Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "upi", Capture: "automatic"})
 		if err != nil {
 			return s.providerError(ctx, b, err)
@@ -296,9 +318,9 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		if res, done := s.settledResult(b, http.StatusOK); done {
 			return res
 		}
-		var p *provider.Payment
+		var p *core.Payment
 		if b.PaymentID == "" {
-			p, err = s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), provider.PaymentRequest{
+			p, err = s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), core.PaymentRequest{
 				Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "card",
 				PaymentToken: in.PaymentToken, Capture: "manual"})
 			if err == nil {
@@ -310,11 +332,11 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return s.providerError(ctx, b, err)
 		}
-		var outcome string
+		var outcome core.BookingStatus
 		switch p.Status {
-		case provider.StatusRequiresCapture, provider.StatusSucceeded:
+		case core.PaymentRequiresCapture, core.PaymentSucceeded:
 			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize", Succeeded: true})
-		case provider.StatusFailed, provider.StatusCanceled:
+		case core.PaymentFailed, core.PaymentCanceled:
 			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize"})
 		default:
 			// Still pending at the provider (e.g. a 3-D Secure step): the
@@ -326,9 +348,9 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		}
 		switch outcome {
 		case core.BookingConfirmed:
-			s.Payments.Outbox.RunNow(ctx, "capture", b.ID)
+			s.Payments.Outbox.RunNow(ctx, core.JobCapture, b.ID)
 		case core.BookingRefundDue:
-			s.Payments.Outbox.RunNow(ctx, "void", b.ID)
+			s.Payments.Outbox.RunNow(ctx, core.JobVoid, b.ID)
 		}
 		if b, err = s.Payments.Bookings.Booking(ctx, b.ID); err != nil {
 			return errResult(err)
@@ -377,7 +399,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	booking, _ := core.ParseBookingReference(obj.Reference)
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	var outcome string
+	var outcome core.BookingStatus
 	switch ev.Type {
 	case "payment.succeeded", "payment.failed":
 		outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{EventID: ev.ID, Type: ev.Type, PaymentID: obj.ID,
@@ -389,7 +411,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	default:
 		outcome = "ignored" // refund.succeeded and others: the outbox already knows
 	}
-	s.Metrics.Webhooks.WithLabelValues(outcome).Inc()
+	s.Metrics.Webhooks.WithLabelValues(string(outcome)).Inc()
 	log := s.Log.With("event", ev.ID, "type", ev.Type, "payment", obj.ID, "reference", obj.Reference, "outcome", outcome)
 	switch outcome {
 	case core.OutcomeUnknownOrder:
@@ -397,8 +419,10 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	case core.BookingRefundDue:
 		log.Info("late payment: refund queued")
 		if booking > 0 {
-			// Refund at once; the outbox retries if this attempt fails or the process dies.
-			go s.Payments.Outbox.RunNow(context.WithoutCancel(ctx), "refund", booking)
+			// Refund at once, in the outbox worker's own loop (its shutdown
+			// waits for it); the outbox retries if this attempt fails or the
+			// process dies.
+			s.Payments.Outbox.Kick(core.JobRefund, booking)
 		}
 	default:
 		log.Debug("payment webhook applied")
@@ -414,7 +438,7 @@ func (s *Server) getBooking(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if b.Status == core.BookingConfirmed && b.Captured {
-		b.Tickets = outbox.Sign(s.Payments.Tickets, b)
+		b.Tickets = s.Payments.Tickets.SignTickets(b)
 	} else {
 		b.Tickets = nil // no tickets before the money is taken
 	}
@@ -437,9 +461,9 @@ func (s *Server) ticketQR(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, core.Errorf(core.ENotFound, "booking %d has no tickets yet", b.ID))
 		return
 	}
-	for _, t := range outbox.Sign(s.Payments.Tickets, b) {
+	for _, t := range s.Payments.Tickets.SignTickets(b) {
 		if t.N == n {
-			png, err := ticket.QR(t.Payload, 320)
+			png, err := s.Payments.Tickets.QR(t.Payload, 320)
 			if err != nil {
 				s.fail(w, r, err)
 				return

@@ -3,7 +3,8 @@
 // Jobs live in the outbox table (core/postgres); a Worker leases due jobs,
 // runs them under idempotency keys derived from the booking, and records
 // success or schedules a retry. A Reconciler settles bookings whose payment
-// outcome never arrived by webhook.
+// outcome never arrived by webhook. What each job does to its booking is
+// decided by core.Transition.
 package outbox
 
 import (
@@ -11,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -19,10 +19,57 @@ import (
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/metrics"
 	"github.com/onsale/onsale/core/notify"
-	"github.com/onsale/onsale/core/postgres"
-	"github.com/onsale/onsale/core/provider"
-	"github.com/onsale/onsale/core/ticket"
 )
+
+// Store is what a Worker needs of the database (core/postgres implements
+// it): leased jobs and their bookings.
+type Store interface {
+	// ClaimJobs leases up to n due jobs for lease; a leased job is no
+	// other worker's until its lease runs out.
+	ClaimJobs(ctx context.Context, n int, lease time.Duration) ([]core.Job, error)
+	// ClaimJob leases one job by id if it is due and free (nil if not).
+	ClaimJob(ctx context.Context, id int64, lease time.Duration) (*core.Job, error)
+	// JobFor returns the pending job of a kind for a booking (0: none).
+	JobFor(ctx context.Context, kind core.JobKind, booking int64) (int64, error)
+	JobStatus(ctx context.Context, id int64) (core.JobStatus, error)
+	// FinishJob marks a job done and applies its outcome to its booking.
+	FinishJob(ctx context.Context, j core.Job) error
+	// AbandonJob closes a job without its effect.
+	AbandonJob(ctx context.Context, j core.Job, reason string) error
+	// FailJob records a failed attempt and schedules the next.
+	FailJob(ctx context.Context, j core.Job, cause error) error
+	// FailCapture undoes a card booking whose capture was refused for good.
+	FailCapture(ctx context.Context, booking int64) error
+	Booking(ctx context.Context, id int64) (*core.Booking, error)
+	Event(ctx context.Context, id int64) (*core.Event, error)
+}
+
+// Provider is what a Worker needs of the payment provider
+// (core/provider's Client implements it). Every call that moves money
+// carries an idempotency key, so a retry is carried out once.
+type Provider interface {
+	Refund(ctx context.Context, key, paymentID string) (*core.Refund, error)
+	Cancel(ctx context.Context, key, paymentID string) (*core.Payment, error)
+	Capture(ctx context.Context, key, paymentID string) (*core.Payment, error)
+	Payment(ctx context.Context, paymentID string) (*core.Payment, error)
+}
+
+// Tickets signs a booking's tickets and draws their QR codes
+// (core/ticket's Signer implements it).
+type Tickets interface {
+	SignTickets(b *core.Booking) []core.Ticket
+	QR(payload string, size int) ([]byte, error)
+}
+
+// Mailer sends a booking's tickets by email (core/notify's Mailer).
+type Mailer interface {
+	SendTickets(ctx context.Context, b *core.Booking, event string, tickets []notify.Ticket) error
+}
+
+// SMS sends a text message (core/notify's SMS).
+type SMS interface {
+	Send(ctx context.Context, to, text string) error
+}
 
 // DefaultLease is how long a claimed job is a worker's before another
 // worker (or this core after a restart) may take it.
@@ -30,55 +77,118 @@ const DefaultLease = time.Minute
 
 // Worker runs outbox jobs.
 type Worker struct {
-	DB        *postgres.DB
-	Provider  *provider.Client
-	Mailer    *notify.Mailer // nil: ticket emails are skipped (logged)
-	SMS       *notify.SMS    // nil: ticket SMS are skipped (logged)
-	Tickets   *ticket.Signer
+	DB        Store
+	Provider  Provider
+	Mailer    Mailer // nil: ticket emails are skipped (logged)
+	SMS       SMS    // nil: ticket SMS are skipped (logged)
+	Tickets   Tickets
 	PublicURL string        // where fans find their tickets, for the SMS
 	Lease     time.Duration // 0: DefaultLease
 	Log       *slog.Logger
 	Metrics   *metrics.Metrics
+
+	kickOnce sync.Once
+	kicks    chan kick
+}
+
+type kick struct {
+	kind    core.JobKind
+	booking int64
 }
 
 // jobTimeout bounds one job, well inside the lease.
 const jobTimeout = 20 * time.Second
 
-// Run works off due jobs until ctx ends, polling every interval when idle.
-// Claimed jobs run side by side, each bounded by jobTimeout, so none waits
-// out its lease behind the others.
+// batch is how many due jobs one poll leases.
+const batch = 16
+
+// Run works off due jobs until ctx ends, polling every interval when idle,
+// and runs the jobs handed to Kick. Claimed jobs run side by side, each
+// bounded by jobTimeout, so none waits out its lease behind the others.
+// Run returns once every job it started has returned: a kicked job is let
+// finish (it is bounded by jobTimeout, not by ctx), a polled one is
+// cancelled with ctx.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) {
+	var running sync.WaitGroup
+	defer running.Wait()
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		for {
+			if w.Poll(ctx) > 0 {
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+	kicks := w.kickQueue()
 	for {
-		jobs, err := w.DB.ClaimJobs(ctx, 16, w.lease())
-		if err != nil && ctx.Err() == nil {
-			w.Log.Warn("outbox claim failed", "err", err)
-		}
-		var wg sync.WaitGroup
-		for _, j := range jobs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				jctx, cancel := context.WithTimeout(ctx, jobTimeout)
-				defer cancel()
-				w.run(jctx, j)
-			}()
-		}
-		wg.Wait()
-		if len(jobs) > 0 {
-			continue
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(interval):
+		case k := <-kicks:
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				// The kick's requester is gone; the job is this loop's,
+				// with a deadline of its own. Shutdown waits for it.
+				kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobTimeout)
+				defer cancel()
+				w.RunNow(kctx, k.kind, k.booking)
+			}()
 		}
+	}
+}
+
+// Poll leases one batch of due jobs and runs them side by side; it
+// returns how many it ran.
+func (w *Worker) Poll(ctx context.Context) int {
+	jobs, err := w.DB.ClaimJobs(ctx, batch, w.lease())
+	if err != nil && ctx.Err() == nil {
+		w.Log.Warn("outbox claim failed", "err", err)
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jctx, cancel := context.WithTimeout(ctx, jobTimeout)
+			defer cancel()
+			w.run(jctx, j)
+		}()
+	}
+	wg.Wait()
+	return len(jobs)
+}
+
+// kickQueue is where Kick hands jobs to Run. A full queue drops the kick,
+// and a kick left in the queue when Run stops is not run: either way the
+// job is in the table, and the next poll (or the next start) takes it.
+func (w *Worker) kickQueue() chan kick {
+	w.kickOnce.Do(func() { w.kicks = make(chan kick, 64) })
+	return w.kicks
+}
+
+// Kick asks Run to run the pending job of a kind for a booking now rather
+// than at the next poll, without waiting for it: for a caller that must
+// answer at once (the webhook of a late payment). The job runs in Run's
+// goroutines, so shutdown waits for it.
+func (w *Worker) Kick(kind core.JobKind, booking int64) {
+	select {
+	case w.kickQueue() <- kick{kind, booking}:
+	default:
+		w.Log.Warn("outbox kick dropped: the queue is full; the next poll runs the job", "kind", kind, "booking", booking)
 	}
 }
 
 // RunNow runs the pending job of a kind for a booking at once, if no worker
 // has it: the request that queued it does not wait for the next poll. It
 // reports whether the job is done.
-func (w *Worker) RunNow(ctx context.Context, kind string, booking int64) bool {
+func (w *Worker) RunNow(ctx context.Context, kind core.JobKind, booking int64) bool {
 	id, err := w.DB.JobFor(ctx, kind, booking)
 	if err != nil || id == 0 {
 		return false
@@ -93,8 +203,8 @@ func (w *Worker) RunNow(ctx context.Context, kind string, booking int64) bool {
 	// A worker has it: wait a little for its result rather than answer
 	// the fan "pending" for what is about to be done.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if st, err := w.DB.JobStatus(ctx, id); err != nil || st != "PENDING" {
-			return st == "DONE"
+		if st, err := w.DB.JobStatus(ctx, id); err != nil || st != core.JobPending {
+			return st == core.JobDone
 		}
 		select {
 		case <-ctx.Done():
@@ -116,71 +226,76 @@ func (w *Worker) lease() time.Duration {
 // has been compensated and the job is closed without its effect.
 var errRefused = errors.New("capture refused")
 
-func (w *Worker) run(ctx context.Context, j postgres.Job) bool {
+// Job results, the metrics' labels.
+const (
+	resultDone    = "done"
+	resultRefused = "refused"
+	resultRetry   = "retry"
+	resultDead    = "dead" // past core.MaxJobAttempts (a money job keeps retrying all the same)
+	resultError   = "error"
+)
+
+func (w *Worker) run(ctx context.Context, j core.Job) bool {
 	err := w.do(ctx, j)
-	result := "done"
+	result := resultDone
 	switch {
 	case errors.Is(err, errRefused):
-		result = "refused"
+		result = resultRefused
 		err = w.DB.AbandonJob(ctx, j, "capture refused by the provider; booking failed, authorization voided")
 	case err == nil:
 		err = w.DB.FinishJob(ctx, j)
 	default:
-		result = "retry"
-		if j.Attempts >= postgres.MaxAttempts {
-			result = "dead"
+		result = resultRetry
+		if j.Attempts >= core.MaxJobAttempts {
+			result = resultDead
 		}
 		w.Log.Warn("outbox job failed", "job", j.ID, "kind", j.Kind, "booking", j.BookingID, "attempt", j.Attempts, "err", err)
 		if ferr := w.DB.FailJob(ctx, j, err); ferr != nil {
 			w.Log.Error("outbox: recording a failure failed", "job", j.ID, "err", ferr)
 		}
 	}
-	if err != nil && result != "retry" && result != "dead" {
-		result = "error"
+	if err != nil && result != resultRetry && result != resultDead {
+		result = resultError
 	}
-	w.Metrics.OutboxJobs.WithLabelValues(j.Kind, result).Inc()
+	w.Metrics.OutboxJobs.WithLabelValues(string(j.Kind), result).Inc()
 	return err == nil
 }
 
-func key(kind string, booking int64) string { return kind + ":" + strconv.FormatInt(booking, 10) }
+// key is the provider idempotency key of a booking's job: one per kind and
+// booking, so every retry of a job (by any worker) is the same call.
+func key(kind core.JobKind, booking int64) string {
+	return string(kind) + ":" + strconv.FormatInt(booking, 10)
+}
 
-func (w *Worker) do(ctx context.Context, j postgres.Job) error {
+func (w *Worker) do(ctx context.Context, j core.Job) error {
 	b, err := w.DB.Booking(ctx, j.BookingID)
 	if err != nil {
 		return err
 	}
-	money := j.Kind == "refund" || j.Kind == "void" || j.Kind == "capture"
-	if money && b.PaymentID == "" {
+	if j.Kind.MovesMoney() && b.PaymentID == "" {
 		return errors.New("the booking has no payment id yet")
 	}
 	switch j.Kind {
-	case "refund":
-		_, err = w.Provider.Refund(ctx, key("refund", b.ID), b.PaymentID)
-		if conflict(err, "refund_exceeds_capture") {
-			err = w.verifyRefunded(ctx, b)
-		}
-	case "void":
-		var p *provider.Payment
-		p, err = w.Provider.Cancel(ctx, key("void", b.ID), b.PaymentID)
+	case core.JobRefund:
+		return w.refund(ctx, b)
+	case core.JobVoid:
+		p, err := w.Provider.Cancel(ctx, key(core.JobVoid, b.ID), b.PaymentID)
 		switch {
-		case conflict(err, "already_canceled"):
-			err = nil
-		case conflict(err, "already_captured"):
-			// Captured after all: give the money back instead.
-			_, err = w.Provider.Refund(ctx, key("refund", b.ID), b.PaymentID)
-			if conflict(err, "refund_exceeds_capture") {
-				err = w.verifyRefunded(ctx, b)
-			}
-		case err == nil && p.Status != provider.StatusCanceled:
-			err = fmt.Errorf("void left payment %s %s", p.ID, p.Status)
+		case core.ProviderConflict(err, "already_canceled"):
+			return nil
+		case core.ProviderConflict(err, "already_captured"):
+			return w.refund(ctx, b) // captured after all: give the money back instead
+		case err == nil && p.Status != core.PaymentCanceled:
+			return fmt.Errorf("void left payment %s %s", p.ID, p.Status)
 		}
-	case "capture":
-		_, err = w.Provider.Capture(ctx, key("capture", b.ID), b.PaymentID)
-		var ae *provider.APIError
+		return err
+	case core.JobCapture:
+		_, err := w.Provider.Capture(ctx, key(core.JobCapture, b.ID), b.PaymentID)
+		var pe *core.ProviderError
 		switch {
-		case conflict(err, "already_captured"):
-			err = nil
-		case errors.As(err, &ae) && !provider.Temporary(err):
+		case core.ProviderConflict(err, "already_captured"):
+			return nil
+		case errors.As(err, &pe) && !core.ProviderTemporary(err):
 			// Refused for good (the authorization expired or was
 			// cancelled): no money will come; undo the booking.
 			w.Log.Warn("capture refused; failing the booking", "booking", b.ID, "err", err)
@@ -189,7 +304,8 @@ func (w *Worker) do(ctx context.Context, j postgres.Job) error {
 			}
 			return errRefused
 		}
-	case "email":
+		return err
+	case core.JobEmail:
 		if b.Email == "" || w.Mailer == nil {
 			w.Log.Info("ticket email skipped", "booking", b.ID, "has_address", b.Email != "", "mailer", w.Mailer != nil)
 			return nil
@@ -199,7 +315,7 @@ func (w *Worker) do(ctx context.Context, j postgres.Job) error {
 			return err
 		}
 		return w.Mailer.SendTickets(ctx, b, event, tickets)
-	case "sms":
+	case core.JobSMS:
 		if b.Phone == "" || w.SMS == nil {
 			w.Log.Info("ticket SMS skipped", "booking", b.ID, "has_phone", b.Phone != "", "gateway", w.SMS != nil)
 			return nil
@@ -209,8 +325,17 @@ func (w *Worker) do(ctx context.Context, j postgres.Job) error {
 			return err
 		}
 		return w.SMS.Send(ctx, b.Phone, notify.TicketSMS(b, ev.Name, fmt.Sprintf("%s/v1/bookings/%d", w.PublicURL, b.ID)))
-	default:
-		return fmt.Errorf("unknown job kind %q", j.Kind)
+	}
+	return fmt.Errorf("unknown job kind %q", j.Kind)
+}
+
+// refund gives back what was captured of a booking's payment, under the
+// booking's refund key (a void that found the money captured refunds under
+// the same key, so the two can never refund twice).
+func (w *Worker) refund(ctx context.Context, b *core.Booking) error {
+	_, err := w.Provider.Refund(ctx, key(core.JobRefund, b.ID), b.PaymentID)
+	if core.ProviderConflict(err, "refund_exceeds_capture") {
+		return w.verifyRefunded(ctx, b)
 	}
 	return err
 }
@@ -228,11 +353,6 @@ func (w *Worker) verifyRefunded(ctx context.Context, b *core.Booking) error {
 	return nil
 }
 
-func conflict(err error, code string) bool {
-	var ae *provider.APIError
-	return errors.As(err, &ae) && ae.Status == http.StatusConflict && ae.Code == code
-}
-
 // render signs a booking's tickets and draws their QR codes.
 func (w *Worker) render(ctx context.Context, b *core.Booking) ([]notify.Ticket, string, error) {
 	ev, err := w.DB.Event(ctx, b.EventID)
@@ -240,8 +360,8 @@ func (w *Worker) render(ctx context.Context, b *core.Booking) ([]notify.Ticket, 
 		return nil, "", err
 	}
 	var out []notify.Ticket
-	for _, t := range Sign(w.Tickets, b) {
-		png, err := ticket.QR(t.Payload, 320)
+	for _, t := range w.Tickets.SignTickets(b) {
+		png, err := w.Tickets.QR(t.Payload, 320)
 		if err != nil {
 			return nil, "", err
 		}
@@ -250,22 +370,27 @@ func (w *Worker) render(ctx context.Context, b *core.Booking) ([]notify.Ticket, 
 	return out, ev.Name, nil
 }
 
-// Sign fills in the signed payload of each of a booking's tickets.
-func Sign(s *ticket.Signer, b *core.Booking) []core.Ticket {
-	out := make([]core.Ticket, len(b.Tickets))
-	for i, t := range b.Tickets {
-		t.Payload = s.Sign(ticket.Claims{Ticket: t.ID, Booking: b.ID, Event: t.EventID, Seat: t.Seat, N: t.N, Issued: b.CreatedAt.Unix()})
-		out[i] = t
-	}
-	return out
+// ReconcileStore is what a Reconciler needs of the database
+// (core/postgres implements it).
+type ReconcileStore interface {
+	// PendingBookings takes up to limit bookings left PAYMENT_PENDING
+	// longer than age that are due for a look.
+	PendingBookings(ctx context.Context, age time.Duration, limit int) ([]core.Booking, error)
+	Settle(ctx context.Context, s core.Settlement) (core.BookingStatus, error)
+}
+
+// PaymentLister looks up the payments made for an order reference
+// (core/provider's Client implements it).
+type PaymentLister interface {
+	PaymentsByReference(ctx context.Context, ref string) ([]core.Payment, error)
 }
 
 // Reconciler asks the provider about bookings left PAYMENT_PENDING longer
 // than After (a webhook lost, or the core crashed between creating the
 // booking and the payment) and settles them from the provider's answer.
 type Reconciler struct {
-	DB       *postgres.DB
-	Provider *provider.Client
+	DB       ReconcileStore
+	Provider PaymentLister
 	Worker   *Worker
 	After    time.Duration
 	Log      *slog.Logger
@@ -305,9 +430,9 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		failed := 0
 		for _, p := range payments {
 			switch p.Status {
-			case provider.StatusSucceeded, provider.StatusRequiresCapture:
+			case core.PaymentSucceeded, core.PaymentRequiresCapture:
 				s = &core.Settlement{PaymentID: p.ID, BookingID: b.ID, Succeeded: true, Type: "reconcile"}
-			case provider.StatusFailed, provider.StatusCanceled:
+			case core.PaymentFailed, core.PaymentCanceled:
 				failed++
 			}
 		}
@@ -325,11 +450,11 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			continue
 		}
 		settled++
-		r.Metrics.Reconciled.WithLabelValues(outcome).Inc()
+		r.Metrics.Reconciled.WithLabelValues(string(outcome)).Inc()
 		r.Log.Info("reconciled booking", "booking", b.ID, "outcome", outcome, "payment", s.PaymentID)
 		if outcome == core.BookingRefundDue {
-			r.Worker.RunNow(ctx, "refund", b.ID)
-			r.Worker.RunNow(ctx, "void", b.ID)
+			r.Worker.RunNow(ctx, core.JobRefund, b.ID)
+			r.Worker.RunNow(ctx, core.JobVoid, b.ID)
 		}
 	}
 	return settled, nil

@@ -10,9 +10,32 @@ import (
 	"github.com/onsale/onsale/core"
 )
 
+// SQL literals of the payment vocabulary. The statements of this file and
+// of outbox.go are composed from them, never from a bare 'CONFIRMED', so the
+// SQL and the Go constants cannot drift apart. They stay literals (composed
+// at compile time), not parameters, where the planner must see the value:
+// bookings_live_hold and bookings_pending are partial indexes, matched only
+// against literal predicates, and an ON CONFLICT ... WHERE must imply
+// bookings_live_hold's predicate to pick it as the arbiter. A status that
+// core.Transition decides is passed as a parameter instead.
+const (
+	sqlPending    = "'" + string(core.BookingPending) + "'"
+	sqlConfirmed  = "'" + string(core.BookingConfirmed) + "'"
+	sqlFailed     = "'" + string(core.BookingFailed) + "'"
+	sqlFlowSync   = "'" + string(core.FlowSync) + "'"
+	sqlHoldActive = "'" + core.HoldActive + "'"
+	sqlHoldBooked = "'" + core.HoldBooked + "'"
+	sqlHoldFreed  = "'" + core.HoldReleased + "'"
+	sqlJobPending = "'" + string(core.JobPending) + "'"
+	sqlJobDone    = "'" + string(core.JobDone) + "'"
+	sqlJobDead    = "'" + string(core.JobDead) + "'"
+)
+
 // createBookingSQL creates the booking of a valid hold, priced from the
 // event's bands: the sum of its seats' bands, or the GA band times the
-// quantity. $1 hold, $2 flow, $3 email, $4 phone.
+// quantity. A hold has at most one live (not FAILED) booking: the conflict
+// clause names bookings_live_hold's predicate. $1 hold, $2 flow, $3 email,
+// $4 phone.
 const createBookingSQL = `
 INSERT INTO bookings (hold_id, event_id, account, seat_ids, quantity, amount_paise, flow, email, phone)
 SELECT h.id, h.event_id, h.account, h.seat_ids, h.quantity,
@@ -24,13 +47,22 @@ SELECT h.id, h.event_id, h.account, h.seat_ids, h.quantity,
        END,
        $2, nullif($3, ''), nullif($4, '')
   FROM holds h
- WHERE h.id = $1 AND h.status = 'ACTIVE' AND h.expires_at > now()
-ON CONFLICT (hold_id) WHERE status <> 'FAILED' DO NOTHING
+ WHERE h.id = $1 AND h.status = ` + sqlHoldActive + ` AND h.expires_at > now()
+ON CONFLICT (hold_id) WHERE status <> ` + sqlFailed + ` DO NOTHING
 RETURNING id`
 
+// bookingColumns is what scanBooking reads. The attempt is the booking's
+// rank among its hold's bookings: a new one follows a FAILED payment.
 const bookingColumns = `SELECT id, hold_id::text, event_id, account, seat_ids, quantity, amount_paise, currency, flow, status,
        coalesce(payment_id, ''), coalesce(email, ''), coalesce(phone, ''), created_at, captured_at IS NOT NULL,
        (SELECT count(*) FROM bookings x WHERE x.hold_id = bookings.hold_id AND x.id <= bookings.id)::int FROM bookings`
+
+// bookingByIDSQL reads one booking (scanBooking).
+const bookingByIDSQL = bookingColumns + ` WHERE id = $1`
+
+// liveBookingSQL reads a hold's live booking, the one a retried Pay is
+// answered from (scanBooking). $1 hold.
+const liveBookingSQL = bookingColumns + ` WHERE hold_id = $1 AND status <> ` + sqlFailed
 
 func scanBooking(row pgx.Row) (*core.Booking, error) {
 	var b core.Booking
@@ -45,6 +77,10 @@ func scanBooking(row pgx.Row) (*core.Booking, error) {
 	return &b, nil
 }
 
+// lockHoldSQL locks the hold a payment starts on, so that a sweep or a
+// release cannot slip in between reading it and extending it. $1 hold.
+const lockHoldSQL = `SELECT status, version, extended, expires_at > now() FROM holds WHERE id = $1 FOR UPDATE`
+
 // StartPayment creates the booking of a valid hold, or returns the live
 // booking it has in whatever status, so a retry is answered from what
 // happened; it extends the hold once (the Pay step) in the same
@@ -52,7 +88,7 @@ func scanBooking(row pgx.Row) (*core.Booking, error) {
 // slip in between. Fails with EHoldExpired, EHoldNotActive,
 // EPaymentInProgress (a payment of the other flow is under way),
 // EForbidden, EWrongEvent or ENotFound.
-func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow string, c core.Contact) (*core.Booking, error) {
+func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow core.Flow, c core.Contact) (*core.Booking, error) {
 	if _, err := db.ownedHold(ctx, ref); err != nil && core.ErrorCode(err) != core.EHoldNotActive {
 		return nil, err
 	}
@@ -61,13 +97,11 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow string, c
 		var status string
 		var version int64
 		var extended, valid bool
-		err := tx.QueryRow(ctx, `SELECT status, version, extended, expires_at > now() FROM holds WHERE id = $1 FOR UPDATE`, ref.ID).
-			Scan(&status, &version, &extended, &valid)
-		if err != nil {
+		if err := tx.QueryRow(ctx, lockHoldSQL, ref.ID).Scan(&status, &version, &extended, &valid); err != nil {
 			return err
 		}
 		live := status == core.HoldActive && valid
-		if existing, err := scanBooking(tx.QueryRow(ctx, bookingColumns+` WHERE hold_id = $1 AND status <> 'FAILED'`, ref.ID)); err == nil {
+		if existing, err := scanBooking(tx.QueryRow(ctx, liveBookingSQL, ref.ID)); err == nil {
 			switch {
 			case existing.Status == core.BookingPending && existing.Flow != flow:
 				return core.Errorf(core.EPaymentInProgress, "a %s payment is already in progress for this hold", existing.Flow).
@@ -97,7 +131,8 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow string, c
 				return core.Errorf(core.EHoldExpired, "hold %s could not be extended: no longer valid", ref.ID)
 			}
 		}
-		b, err = scanBooking(tx.QueryRow(ctx, bookingColumns+` WHERE id = $1`, id))
+		var err error
+		b, err = scanBooking(tx.QueryRow(ctx, bookingByIDSQL, id))
 		return err
 	})
 	if err != nil {
@@ -106,19 +141,26 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow string, c
 	return b, nil
 }
 
+// setPaymentIDSQL records the provider's payment id, once: a retry that
+// created no new payment cannot overwrite the first. $1 booking, $2 id.
+const setPaymentIDSQL = `UPDATE bookings SET payment_id = $2, updated_at = now() WHERE id = $1 AND payment_id IS NULL`
+
 // SetPaymentID records the provider's payment id on a booking (once).
 func (db *DB) SetPaymentID(ctx context.Context, booking int64, paymentID string) error {
-	_, err := db.pool.Exec(ctx, `UPDATE bookings SET payment_id = $2, updated_at = now() WHERE id = $1 AND payment_id IS NULL`, booking, paymentID)
+	_, err := db.pool.Exec(ctx, setPaymentIDSQL, booking, paymentID)
 	return translate(err)
 }
 
+// ticketsSQL lists a booking's tickets in order. $1 booking.
+const ticketsSQL = `SELECT id::text, event_id, coalesce(seat_id, ''), n FROM tickets WHERE booking_id = $1 ORDER BY n`
+
 // Booking returns a booking with its tickets (payloads unsigned).
 func (db *DB) Booking(ctx context.Context, id int64) (*core.Booking, error) {
-	b, err := scanBooking(db.pool.QueryRow(ctx, bookingColumns+` WHERE id = $1`, id))
+	b, err := scanBooking(db.pool.QueryRow(ctx, bookingByIDSQL, id))
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.pool.Query(ctx, `SELECT id::text, event_id, coalesce(seat_id, ''), n FROM tickets WHERE booking_id = $1 ORDER BY n`, id)
+	rows, err := db.pool.Query(ctx, ticketsSQL, id)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -133,6 +175,35 @@ func (db *DB) Booking(ctx context.Context, id int64) (*core.Booking, error) {
 	return b, translate(rows.Err())
 }
 
+// lockedColumns is what scanLocked reads of a booking whose row the
+// statement locks: what a transition and its compensation need.
+const lockedColumns = `SELECT id, hold_id::text, event_id, account, seat_ids, quantity, flow, status FROM bookings`
+
+func scanLocked(row pgx.Row) (*core.Booking, error) {
+	var b core.Booking
+	if err := row.Scan(&b.ID, &b.HoldID, &b.EventID, &b.Account, &b.Seats, &b.Quantity, &b.Flow, &b.Status); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// lockSettledSQL locks the booking a provider outcome is for, by booking id
+// or (a webhook without our reference) by payment id, so two deliveries of
+// one webhook run one after the other and the second sees the first's
+// result (scanLocked). $1 booking (0: by payment), $2 payment id.
+const lockSettledSQL = lockedColumns + `
+ WHERE id = $1 OR (payment_id = nullif($2, '') AND $1 = 0) ORDER BY id LIMIT 1 FOR UPDATE`
+
+// recordEventSQL de-duplicates provider events: the event id is the key,
+// inserted in the transaction that applies the event, so an event applied
+// once is recognised forever. $1 event, $2 type, $3 payment, $4 booking.
+const recordEventSQL = `INSERT INTO payment_events (id, type, payment_id, booking_id) VALUES ($1, $2, nullif($3, ''), nullif($4, 0))
+ON CONFLICT (id) DO NOTHING`
+
+// eventOutcomeSQL records what an event did, for the record. $1 event,
+// $2 outcome, $3 booking.
+const eventOutcomeSQL = `UPDATE payment_events SET outcome = $2, booking_id = coalesce(booking_id, nullif($3, 0)) WHERE id = $1`
+
 // bookSQL books exactly the seats of one hold for a booking: the hold must
 // still be ACTIVE (and, under the refund policy, unexpired), and each seat
 // must still be HELD under this hold id (and unexpired). It reports the
@@ -140,8 +211,8 @@ func (db *DB) Booking(ctx context.Context, id int64) (*core.Booking, error) {
 // books all or nothing. $1 hold, $2 booking, $3 true for the honour policy.
 const bookSQL = `
 WITH h AS (
-    UPDATE holds SET status = 'BOOKED', version = version + 1, ended_at = now()
-     WHERE id = $1 AND status = 'ACTIVE' AND ($3 OR expires_at > now())
+    UPDATE holds SET status = ` + sqlHoldBooked + `, version = version + 1, ended_at = now()
+     WHERE id = $1 AND status = ` + sqlHoldActive + ` AND ($3 OR expires_at > now())
     RETURNING id, event_id, seat_ids
 ), s AS (
     UPDATE seats s SET status = 'BOOKED', booking_id = $2, hold_until = NULL, version = s.version + 1
@@ -152,138 +223,183 @@ WITH h AS (
 )
 SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM s), coalesce((SELECT cardinality(seat_ids) FROM h), 0)`
 
+// issueTicketsSQL issues one ticket per booked seat, or per GA ticket (no
+// seat), numbered from 1. $1 booking, $2 event, $3 seats, $4 quantity.
+const issueTicketsSQL = `
+INSERT INTO tickets (booking_id, event_id, seat_id, n)
+SELECT $1, $2, nullif(u.seat, ''), u.n
+  FROM unnest(CASE WHEN cardinality($3::text[]) > 0 THEN $3::text[] ELSE array_fill(''::text, ARRAY[$4::int]) END)
+       WITH ORDINALITY AS u (seat, n)`
+
+// advanceSQL writes the step core.Transition decided: a compare-and-set on
+// the status it was decided from (the caller holds the row lock; the guard
+// turns a decision taken on a stale read into no change), and on the money
+// being uncaptured when the step captures it (captured once). confirmed_at
+// is set on entering CONFIRMED and cleared on leaving it. $1 booking,
+// $2 from, $3 next, $4 payment id (empty: kept), $5 captured by this step.
+const advanceSQL = `
+UPDATE bookings SET status = $3, payment_id = coalesce(payment_id, nullif($4, '')), updated_at = now(),
+       confirmed_at = CASE WHEN $3 = ` + sqlConfirmed + ` THEN coalesce(confirmed_at, now()) END,
+       captured_at = CASE WHEN $5 THEN now() ELSE captured_at END
+ WHERE id = $1 AND status = $2 AND (NOT $5 OR captured_at IS NULL)`
+
+// enqueueSQL queues a step's jobs; a job already queued for the booking
+// stays as it is (one job of a kind per booking: its idempotency key).
+// $1 booking, $2 kinds.
+const enqueueSQL = `INSERT INTO outbox (kind, booking_id) SELECT unnest($2::text[]), $1 ON CONFLICT (kind, booking_id) DO NOTHING`
+
+// advance applies outcome o to booking b (locked by the caller, b.Status as
+// read under the lock): core.Transition decides the step, advanceSQL writes
+// it, enqueueSQL queues its jobs. It returns the booking's status after,
+// and whether it moved.
+func advance(ctx context.Context, tx pgx.Tx, b *core.Booking, o core.Outcome, paymentID string) (core.BookingStatus, bool, error) {
+	step, ok := core.Transition(b.Status, b.Flow, o)
+	if !ok {
+		return b.Status, false, nil
+	}
+	tag, err := tx.Exec(ctx, advanceSQL, b.ID, b.Status, step.Next, paymentID, step.Captured)
+	if err != nil {
+		return "", false, err
+	}
+	if tag.RowsAffected() == 0 {
+		return b.Status, false, nil
+	}
+	if len(step.Jobs) > 0 {
+		kinds := make([]string, len(step.Jobs))
+		for i, k := range step.Jobs {
+			kinds[i] = string(k)
+		}
+		if _, err := tx.Exec(ctx, enqueueSQL, b.ID, kinds); err != nil {
+			return "", false, fmt.Errorf("queue %v: %w", step.Jobs, err)
+		}
+	}
+	return step.Next, true, nil
+}
+
 // Settle applies a provider's outcome to its booking exactly once. See
 // core.Bookings. The booking row is locked first, so two deliveries of one
 // webhook run one after the other and the second sees the first's result;
 // the seats are booked in a savepoint that is undone when any seat is no
 // longer the hold's; the refund (or the void of an authorization) is queued
 // in the outbox in the same transaction, and carried out after commit.
-func (db *DB) Settle(ctx context.Context, s core.Settlement) (string, error) {
-	outcome, err := db.settle(ctx, s)
-	if st := sqlState(err); st == "40P01" || st == "40001" {
-		outcome, err = db.settle(ctx, s) // the seats' locks met a new fan's hold: once more
-	}
+// A deadlock or serialization failure (the seats' locks met a new fan's
+// hold) is retried; one that persists is EUnavailable (the provider
+// retries its webhook).
+func (db *DB) Settle(ctx context.Context, s core.Settlement) (core.BookingStatus, error) {
+	var result core.BookingStatus
+	// RETRY: the hand-made "settle once more" loop is gone; retryTx stands
+	// in for the shared transaction helper that retries 40P01/40001
+	// (corestruct's branch): at the merge this becomes db.inTx.
+	err := db.retryTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		result, err = db.settle(ctx, tx, s)
+		return err
+	})
 	if st := sqlState(err); st == "40P01" || st == "40001" {
 		return "", core.Errorf(core.EUnavailable, "could not settle booking %d now: retry", s.BookingID)
 	}
 	if err != nil {
 		return "", translate(err)
 	}
-	return outcome, nil
+	return result, nil
 }
 
-func (db *DB) settle(ctx context.Context, s core.Settlement) (string, error) {
-	var outcome string
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		outcome = ""
-		if s.EventID != "" {
-			tag, err := tx.Exec(ctx, `INSERT INTO payment_events (id, type, payment_id, booking_id) VALUES ($1, $2, nullif($3, ''), nullif($4, 0))
-ON CONFLICT (id) DO NOTHING`, s.EventID, s.Type, s.PaymentID, s.BookingID)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				outcome = core.OutcomeDuplicate
-				return nil
-			}
-		}
-		var b core.Booking
-		err := tx.QueryRow(ctx, `SELECT id, hold_id::text, event_id, seat_ids, quantity, flow, status FROM bookings
- WHERE id = $1 OR (payment_id = nullif($2, '') AND $1 = 0) ORDER BY id LIMIT 1 FOR UPDATE`, s.BookingID, s.PaymentID).
-			Scan(&b.ID, &b.HoldID, &b.EventID, &b.Seats, &b.Quantity, &b.Flow, &b.Status)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			outcome, err = core.OutcomeUnknownOrder, nil
-		case err != nil:
-			return err
-		case b.Status == core.BookingFailed && s.Succeeded:
-			// Money arrived for a booking given up as failed (a webhook
-			// after the reconciler's verdict): it is given back.
-			outcome = core.BookingRefundDue
-			err = db.closeBooking(ctx, tx, &b, outcome, s.PaymentID)
-		case b.Status != core.BookingPending:
-			outcome = b.Status // a repeat or a late event: already settled
-		case !s.Succeeded:
-			outcome = core.BookingFailed
-			_, err = tx.Exec(ctx, `UPDATE bookings SET status = 'FAILED', payment_id = coalesce(payment_id, nullif($2, '')), updated_at = now() WHERE id = $1`, b.ID, s.PaymentID)
-		default:
-			outcome, err = db.book(ctx, tx, &b, s.PaymentID)
-		}
+func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.BookingStatus, error) {
+	if s.EventID != "" {
+		tag, err := tx.Exec(ctx, recordEventSQL, s.EventID, s.Type, s.PaymentID, s.BookingID)
 		if err != nil {
-			return err
+			return "", err
 		}
-		if s.EventID != "" {
-			_, err = tx.Exec(ctx, `UPDATE payment_events SET outcome = $2, booking_id = coalesce(booking_id, nullif($3, 0)) WHERE id = $1`, s.EventID, outcome, b.ID)
+		if tag.RowsAffected() == 0 {
+			return core.OutcomeDuplicate, nil
 		}
-		return err
-	})
-	return outcome, err
+	}
+	var result core.BookingStatus
+	var bookingID int64
+	b, err := scanLocked(tx.QueryRow(ctx, lockSettledSQL, s.BookingID, s.PaymentID))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		result = core.OutcomeUnknownOrder
+	case err != nil:
+		return "", err
+	default:
+		bookingID = b.ID
+		o := core.OutcomeDeclined
+		if s.Succeeded {
+			o = core.OutcomeApproved
+			// Approval confirms only with the hold's seats booked under
+			// this booking: when that fails, the money came late.
+			if step, ok := core.Transition(b.Status, b.Flow, o); ok && step.Next == core.BookingConfirmed {
+				booked, err := db.bookSeats(ctx, tx, b)
+				if err != nil {
+					return "", err
+				}
+				if !booked {
+					o = core.OutcomeLate
+				}
+			}
+		}
+		// A refused transition is a repeat or a late event: the booking
+		// is settled already, and its status is the answer.
+		if result, _, err = advance(ctx, tx, b, o, s.PaymentID); err != nil {
+			return "", err
+		}
+	}
+	if s.EventID != "" {
+		if _, err := tx.Exec(ctx, eventOutcomeSQL, s.EventID, string(result), bookingID); err != nil {
+			return "", err
+		}
+	}
+	return result, nil
 }
 
-// book runs the conditional book of a pending booking's hold in a savepoint
-// and records the result: CONFIRMED with tickets, the capture (sync flow)
-// and the ticket messages queued; or REFUND_DUE with the refund (async) or
-// the void (sync, nothing captured yet) queued.
-func (db *DB) book(ctx context.Context, tx pgx.Tx, b *core.Booking, paymentID string) (string, error) {
+// bookSeats runs the conditional book of a booking's hold in a savepoint
+// and, when every seat was booked, issues the tickets; otherwise the
+// savepoint is undone and nothing is booked.
+func (db *DB) bookSeats(ctx context.Context, tx pgx.Tx, b *core.Booking) (bool, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return "", err
+		return false, err
 	}
 	var holds, booked, listed int
 	if err := sp.QueryRow(ctx, bookSQL, b.HoldID, b.ID, db.policy == core.PolicyHonour).Scan(&holds, &booked, &listed); err != nil {
 		sp.Rollback(ctx)
-		return "", err
+		return false, err
 	}
-	status := core.BookingConfirmed
-	if holds == 1 && booked == listed {
-		if err := sp.Commit(ctx); err != nil {
-			return "", err
-		}
-		if _, err := tx.Exec(ctx, `
-INSERT INTO tickets (booking_id, event_id, seat_id, n)
-SELECT $1, $2, nullif(u.seat, ''), u.n
-  FROM unnest(CASE WHEN cardinality($3::text[]) > 0 THEN $3::text[] ELSE array_fill(''::text, ARRAY[$4::int]) END)
-       WITH ORDINALITY AS u (seat, n)`, b.ID, b.EventID, b.Seats, b.Quantity); err != nil {
-			return "", fmt.Errorf("issue tickets: %w", err)
-		}
-	} else {
-		if err := sp.Rollback(ctx); err != nil {
-			return "", err
-		}
-		status = core.BookingRefundDue
+	if holds != 1 || booked != listed {
+		return false, sp.Rollback(ctx)
 	}
-	return status, db.closeBooking(ctx, tx, b, status, paymentID)
+	if err := sp.Commit(ctx); err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, issueTicketsSQL, b.ID, b.EventID, b.Seats, b.Quantity); err != nil {
+		return false, fmt.Errorf("issue tickets: %w", err)
+	}
+	return true, nil
 }
 
-// closeBooking records a booking's settled status and queues what must
-// follow: for CONFIRMED the ticket email and SMS (in the card flow, the
-// capture, which queues them when it succeeds); for REFUND_DUE the refund
-// (or, in the card flow where nothing was captured, the void).
-func (db *DB) closeBooking(ctx context.Context, tx pgx.Tx, b *core.Booking, status, paymentID string) error {
-	var jobs []string
-	switch {
-	case status == core.BookingConfirmed && b.Flow == core.FlowSync:
-		jobs = []string{"capture"} // the tickets go out once the money is taken
-	case status == core.BookingConfirmed:
-		jobs = []string{"email", "sms"}
-	case b.Flow == core.FlowSync:
-		jobs = []string{"void"}
-	default:
-		jobs = []string{"refund"}
-	}
-	if _, err := tx.Exec(ctx, `UPDATE bookings SET status = $2, payment_id = coalesce(payment_id, nullif($3, '')), updated_at = now(),
-       confirmed_at = CASE WHEN $2 = 'CONFIRMED' THEN now() END,
-       captured_at = CASE WHEN $2 = 'CONFIRMED' AND flow = 'async' THEN now() END
- WHERE id = $1`, b.ID, status, paymentID); err != nil {
-		return err
-	}
-	for _, kind := range jobs {
-		if _, err := tx.Exec(ctx, `INSERT INTO outbox (kind, booking_id) VALUES ($1, $2) ON CONFLICT (kind, booking_id) DO NOTHING`, kind, b.ID); err != nil {
-			return fmt.Errorf("queue %s: %w", kind, err)
-		}
-	}
-	return nil
-}
+// lockUncapturedSQL locks a confirmed card booking whose money is not
+// taken: the only booking a refused capture may undo (scanLocked).
+// $1 booking.
+const lockUncapturedSQL = lockedColumns + `
+ WHERE id = $1 AND status = ` + sqlConfirmed + ` AND flow = ` + sqlFlowSync + ` AND captured_at IS NULL FOR UPDATE`
+
+// The compensation of a refused capture, statement by statement: the
+// seats go back on sale, the hold is released, the account gets its quota
+// back (and GA its tickets), the tickets are withdrawn.
+const (
+	// $1 event, $2 booking.
+	freeBookedSeatsSQL = `UPDATE seats SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL, booking_id = NULL, version = version + 1
+  WHERE event_id = $1 AND booking_id = $2 AND status = 'BOOKED'`
+	// $1 hold.
+	releaseBookedHoldSQL = `UPDATE holds SET status = ` + sqlHoldFreed + `, version = version + 1, ended_at = now() WHERE id = $1 AND status = ` + sqlHoldBooked
+	// $1 event, $2 account, $3 tickets.
+	returnQuotaSQL = `UPDATE account_tickets SET tickets = tickets - $3 WHERE event_id = $1 AND account = $2`
+	// $1 event, $2 tickets, $3 true for a GA booking.
+	returnGASQL = `UPDATE ga_inventory SET remaining = remaining + $2 WHERE event_id = $1 AND $3`
+	// $1 booking.
+	withdrawTicketsSQL = `DELETE FROM tickets WHERE booking_id = $1`
+)
 
 // FailCapture undoes a card booking whose capture the provider refused for
 // good: no money was taken, so the seats go back on sale, the account gets
@@ -293,10 +409,7 @@ func (db *DB) closeBooking(ctx context.Context, tx pgx.Tx, b *core.Booking, stat
 func (db *DB) FailCapture(ctx context.Context, booking int64) error {
 	var freed core.Booking
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		var b core.Booking
-		err := tx.QueryRow(ctx, `SELECT id, hold_id::text, event_id, account, seat_ids, quantity FROM bookings
- WHERE id = $1 AND status = 'CONFIRMED' AND flow = 'sync' AND captured_at IS NULL FOR UPDATE`, booking).
-			Scan(&b.ID, &b.HoldID, &b.EventID, &b.Account, &b.Seats, &b.Quantity)
+		b, err := scanLocked(tx.QueryRow(ctx, lockUncapturedSQL, booking))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -307,21 +420,25 @@ func (db *DB) FailCapture(ctx context.Context, booking int64) error {
 			sql  string
 			args []any
 		}{
-			{`UPDATE seats SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL, booking_id = NULL, version = version + 1
-  WHERE event_id = $1 AND booking_id = $2 AND status = 'BOOKED'`, []any{b.EventID, b.ID}},
-			{`UPDATE holds SET status = 'RELEASED', version = version + 1, ended_at = now() WHERE id = $1 AND status = 'BOOKED'`, []any{b.HoldID}},
-			{`UPDATE account_tickets SET tickets = tickets - $3 WHERE event_id = $1 AND account = $2`, []any{b.EventID, b.Account, b.Quantity}},
-			{`UPDATE ga_inventory SET remaining = remaining + $2 WHERE event_id = $1 AND $3`, []any{b.EventID, b.Quantity, len(b.Seats) == 0}},
-			{`DELETE FROM tickets WHERE booking_id = $1`, []any{b.ID}},
-			{`UPDATE bookings SET status = 'FAILED', confirmed_at = NULL, updated_at = now() WHERE id = $1`, []any{b.ID}},
-			{`INSERT INTO outbox (kind, booking_id) VALUES ('void', $1) ON CONFLICT (kind, booking_id) DO NOTHING`, []any{b.ID}},
+			{freeBookedSeatsSQL, []any{b.EventID, b.ID}},
+			{releaseBookedHoldSQL, []any{b.HoldID}},
+			{returnQuotaSQL, []any{b.EventID, b.Account, b.Quantity}},
+			{returnGASQL, []any{b.EventID, b.Quantity, len(b.Seats) == 0}},
+			{withdrawTicketsSQL, []any{b.ID}},
 		}
 		for _, st := range steps {
 			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
 				return err
 			}
 		}
-		freed = b
+		_, moved, err := advance(ctx, tx, b, core.OutcomeCaptureRefused, "")
+		if err != nil {
+			return err
+		}
+		if !moved {
+			return fmt.Errorf("booking %d: a refused capture did not fail it", b.ID)
+		}
+		freed = *b
 		return nil
 	})
 	if err != nil {
@@ -329,4 +446,16 @@ func (db *DB) FailCapture(ctx context.Context, booking int64) error {
 	}
 	db.seatsChanged(freed.EventID, freed.Seats, true)
 	return nil
+}
+
+// retryTx is db.inTx once more on a deadlock (40P01) or a serialization
+// failure (40001), as the hand-made loop in Settle did. It stands in for
+// the shared transaction helper (corestruct's branch: inTx with jittered,
+// bounded retries); at the merge its callers use db.inTx and it goes.
+func (db *DB) retryTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	err := db.inTx(ctx, fn)
+	if st := sqlState(err); st == "40P01" || st == "40001" {
+		err = db.inTx(ctx, fn)
+	}
+	return err
 }

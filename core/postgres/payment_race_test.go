@@ -7,6 +7,7 @@ package postgres_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func pending(tb testing.TB, db *postgres.DB, ev int64, account string, seats ...
 	return h, b
 }
 
-func jobs(tb testing.TB, db *postgres.DB, kind string, booking int64) int {
+func jobs(tb testing.TB, db *postgres.DB, kind core.JobKind, booking int64) int {
 	tb.Helper()
 	var n int
 	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE kind = $1 AND booking_id = $2`, kind, booking).Scan(&n); err != nil {
@@ -96,14 +97,16 @@ func TestStartPayment(t *testing.T) {
 
 // naiveSettle is the confirm without the booking row lock and without the
 // event de-duplication: read the status, then act on it.
-func naiveSettle(db *postgres.DB, booking int64, hold string) (string, error) {
-	var status string
+func naiveSettle(db *postgres.DB, booking int64, hold string) (core.BookingStatus, error) {
+	var status core.BookingStatus
 	if err := db.Pool().QueryRow(ctx, `SELECT status FROM bookings WHERE id = $1`, booking).Scan(&status); err != nil {
 		return "", err
 	}
 	if status != core.BookingPending {
 		return status, nil
 	}
+	// Deliberate: the round trip between the read and the act, where the
+	// other copy of the webhook slips in.
 	time.Sleep(time.Millisecond)
 	outcome := core.BookingConfirmed
 	err := pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
@@ -128,7 +131,7 @@ SELECT count(*) FROM h`, hold).Scan(&n); err != nil {
 // Payment experiment 1: two copies of one webhook at the same moment, 50 times.
 func TestRaceDuplicateWebhook(t *testing.T) {
 	const n = 50
-	run := func(t *testing.T, settle func(db *postgres.DB, b *core.Booking, h *core.Hold, copy int) (string, error)) (refunded, confirmed int) {
+	run := func(t *testing.T, settle func(db *postgres.DB, b *core.Booking, h *core.Hold, copy int) (core.BookingStatus, error)) (refunded, confirmed int) {
 		db := postgrestest.NewDB(t, postgres.Options{})
 		ev := newEvent(t, db, "stadium", 6)
 		seats := seed.MustLayout("stadium").Seats()
@@ -142,7 +145,7 @@ func TestRaceDuplicateWebhook(t *testing.T) {
 			if jobs(t, db, "refund", b.ID) > 0 {
 				refunded++
 			}
-			var status string
+			var status core.BookingStatus
 			db.Pool().QueryRow(ctx, `SELECT status FROM bookings WHERE id = $1`, b.ID).Scan(&status)
 			if status == core.BookingConfirmed {
 				confirmed++
@@ -152,7 +155,7 @@ func TestRaceDuplicateWebhook(t *testing.T) {
 	}
 
 	t.Run("control: read-then-act confirm refunds a booked payment", func(t *testing.T) {
-		refunded, confirmed := run(t, func(db *postgres.DB, b *core.Booking, h *core.Hold, _ int) (string, error) {
+		refunded, confirmed := run(t, func(db *postgres.DB, b *core.Booking, h *core.Hold, _ int) (core.BookingStatus, error) {
 			return naiveSettle(db, b.ID, h.ID)
 		})
 		t.Logf("naive: %d of %d bookings confirmed, %d with a refund queued for a payment that booked", confirmed, n, refunded)
@@ -162,7 +165,7 @@ func TestRaceDuplicateWebhook(t *testing.T) {
 	})
 	t.Run("product: row lock and event de-duplication", func(t *testing.T) {
 		var dups atomic.Int32
-		refunded, confirmed := run(t, func(db *postgres.DB, b *core.Booking, h *core.Hold, _ int) (string, error) {
+		refunded, confirmed := run(t, func(db *postgres.DB, b *core.Booking, h *core.Hold, _ int) (core.BookingStatus, error) {
 			out, err := db.Settle(ctx, core.Settlement{EventID: fmt.Sprintf("evt_%d", b.ID), Type: "payment.succeeded",
 				PaymentID: b.PaymentID, BookingID: b.ID, Succeeded: true})
 			if out == core.OutcomeDuplicate {
@@ -191,7 +194,7 @@ func TestRaceLatePaymentVersusNewFan(t *testing.T) {
 			h, b := pending(t, db, ev, fmt.Sprintf("payer%d", i), seats[i].ID)
 			setExpiry(t, db, h.ID, 0)
 			var fan *core.Hold
-			var outcome string
+			var outcome core.BookingStatus
 			together(2, func(k int) {
 				if k == 0 {
 					outcome, _ = unfencedConfirm(db, b)
@@ -221,7 +224,7 @@ func latePaymentRaces(t *testing.T) {
 		h, b := pending(t, db, ev, fmt.Sprintf("payer%d", i), seat)
 		setExpiry(t, db, h.ID, 0)
 		var fan *core.Hold
-		var outcome string
+		var outcome core.BookingStatus
 		together(2, func(k int) {
 			var err error
 			if k == 0 {
@@ -242,7 +245,7 @@ func latePaymentRaces(t *testing.T) {
 
 // unfencedConfirm books a booking's seats by seat id alone, as a confirm
 // that does not match the hold id would.
-func unfencedConfirm(db *postgres.DB, b *core.Booking) (string, error) {
+func unfencedConfirm(db *postgres.DB, b *core.Booking) (core.BookingStatus, error) {
 	tag, err := db.Pool().Exec(ctx, `UPDATE seats SET status = 'BOOKED', booking_id = $2, hold_until = NULL
 WHERE event_id = $1 AND seat_id = ANY ($3) AND status = 'HELD'`, b.EventID, b.ID, b.Seats)
 	if err != nil || int(tag.RowsAffected()) != len(b.Seats) {
@@ -291,12 +294,14 @@ func honourRaces(t *testing.T) {
 		h, b := pending(t, db, ev, fmt.Sprintf("payer%d", i), seat)
 		setExpiry(t, db, h.ID, time.Duration(rand.IntN(4000)-2000)*time.Microsecond)
 		var fanHold *core.Hold
-		var outcome string
+		var outcome core.BookingStatus
 		together(2, func(k int) {
 			if k == 0 {
 				outcome, _ = db.Settle(ctx, core.Settlement{EventID: fmt.Sprintf("evt_%d", i), PaymentID: b.PaymentID, BookingID: b.ID, Succeeded: true})
 				return
 			}
+			// Deliberate: spread the fan's hold over 2 ms around the
+			// payer's webhook, so the races land on both sides of expiry.
 			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 			fanHold, _ = hold(db, ev, fmt.Sprintf("fan%d", i), core.HoldRequest{Seats: []string{seat}})
 		})
@@ -391,14 +396,14 @@ func TestOutboxRetries(t *testing.T) {
 	if d := time.Until(next); d < 0 || d > 2*time.Second || status != "PENDING" || lastErr != "smtp down" {
 		t.Fatalf("after one failure: retry in %v, %s, %q; want about 1 s, PENDING", d, status, lastErr)
 	}
-	j.Attempts = postgres.MaxAttempts
-	db.Pool().Exec(ctx, `UPDATE outbox SET attempts = $2 WHERE id = $1`, j.ID, postgres.MaxAttempts)
+	j.Attempts = core.MaxJobAttempts
+	db.Pool().Exec(ctx, `UPDATE outbox SET attempts = $2 WHERE id = $1`, j.ID, core.MaxJobAttempts)
 	if err := db.FailJob(ctx, j, fmt.Errorf("still down")); err != nil {
 		t.Fatal(err)
 	}
 	db.Pool().QueryRow(ctx, `SELECT status FROM outbox WHERE id = $1`, j.ID).Scan(&status)
 	if status != "DEAD" {
-		t.Fatalf("after %d attempts: %s; want DEAD", postgres.MaxAttempts, status)
+		t.Fatalf("after %d attempts: %s; want DEAD", core.MaxJobAttempts, status)
 	}
 	if err := db.FinishJob(ctx, jobs[1]); err != nil {
 		t.Fatal(err)
@@ -415,7 +420,7 @@ func TestIdempotencyKeyRetention(t *testing.T) {
 	if r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); r != nil || err != nil {
 		t.Fatalf("first claim = %v, %v", r, err)
 	}
-	if err := db.SaveResponse(ctx, "alice", "k", postgres.StoredResponse{Status: 201, Body: []byte(`{"ok":true}`)}); err != nil {
+	if err := db.SaveResponse(ctx, "alice", "k", core.StoredResponse{Status: 201, Body: []byte(`{"ok":true}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := db.ClaimKey(ctx, "bob", "k", []byte("other"), time.Minute); r != nil || err != nil {
@@ -439,5 +444,48 @@ func TestIdempotencyKeyRetention(t *testing.T) {
 	}
 	if _, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); core.ErrorCode(err) != core.EIdemInFlight {
 		t.Fatalf("claim while leased = %v; want request_in_flight", err)
+	}
+}
+
+// checkValuesSQL reads the values a CHECK (column IN (...)) constraint
+// allows. $1 table, $2 column.
+const checkValuesSQL = `
+SELECT coalesce(array_agg(m[1] ORDER BY m[1]), '{}')
+  FROM pg_constraint c, regexp_matches(pg_get_constraintdef(c.oid), '''([^'']*)''::text', 'g') AS m
+ WHERE c.conrelid = $1::regclass AND c.contype = 'c' AND pg_get_constraintdef(c.oid) LIKE '%(' || $2 || ' = ANY%'`
+
+// The schema's CHECK constraints and the Go vocabulary of the payment state
+// machine name the same values: SQL composed from the Go constants cannot
+// write a value the table refuses, nor miss one it allows.
+func TestPaymentVocabularyMatchesSchema(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	strs := func(vs ...string) []string { slices.Sort(vs); return vs }
+	var statuses, flows, kinds, jobStatuses []string
+	for _, s := range core.BookingStatuses {
+		statuses = append(statuses, string(s))
+	}
+	for _, f := range core.Flows {
+		flows = append(flows, string(f))
+	}
+	for _, k := range core.JobKinds {
+		kinds = append(kinds, string(k))
+	}
+	jobStatuses = []string{string(core.JobPending), string(core.JobDone), string(core.JobDead)}
+	for _, tc := range []struct {
+		table, column string
+		want          []string
+	}{
+		{"bookings", "status", strs(statuses...)},
+		{"bookings", "flow", strs(flows...)},
+		{"outbox", "kind", strs(kinds...)},
+		{"outbox", "status", strs(jobStatuses...)},
+	} {
+		var got []string
+		if err := db.Pool().QueryRow(ctx, checkValuesSQL, tc.table, tc.column).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("CHECK on %s.%s allows %v; the Go constants are %v", tc.table, tc.column, got, tc.want)
+		}
 	}
 }

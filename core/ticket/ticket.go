@@ -14,6 +14,8 @@ import (
 	"time"
 
 	qrcode "github.com/skip2/go-qrcode"
+
+	"github.com/onsale/onsale/core"
 )
 
 const prefix = "t1."
@@ -49,6 +51,20 @@ func (s *Signer) Sign(c Claims) string {
 	msg := prefix + base64.RawURLEncoding.EncodeToString(b)
 	return msg + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.key, []byte(msg)))
 }
+
+// SignTickets returns a booking's tickets with their signed payloads.
+func (s *Signer) SignTickets(b *core.Booking) []core.Ticket {
+	out := make([]core.Ticket, len(b.Tickets))
+	for i, t := range b.Tickets {
+		t.Payload = s.Sign(Claims{Ticket: t.ID, Booking: b.ID, Event: t.EventID, Seat: t.Seat, N: t.N, Issued: b.CreatedAt.Unix()})
+		out[i] = t
+	}
+	return out
+}
+
+// QR is the package's QR, so that a consumer holding a Signer behind an
+// interface draws the codes of the tickets it signed.
+func (s *Signer) QR(payload string, size int) ([]byte, error) { return QR(payload, size) }
 
 // Verify checks a payload against the public key and returns its claims.
 func Verify(pub ed25519.PublicKey, payload string) (*Claims, error) {

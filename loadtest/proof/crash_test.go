@@ -158,7 +158,7 @@ func TestRefundSurvivesSIGKILL(t *testing.T) {
 		body := fmt.Sprintf(`{"id":"evt_crash_b","type":"payment.succeeded","created":%d,"data":{"object":{"id":%q,"status":"succeeded","reference":%q}}}`,
 			time.Now().Unix(), pay, ref)
 		r := s.call(t, "POST", "/v1/webhooks/payments", "", body, paysig.Header, paysig.Sign([]byte(webhookSecret), time.Now(), []byte(body)))
-		if r.status != 200 || r.body["outcome"] != core.BookingRefundDue {
+		if r.status != 200 || r.body["outcome"] != string(core.BookingRefundDue) {
 			t.Fatalf("webhook = %d %s", r.status, r.raw)
 		}
 		c.kill(t)

@@ -314,7 +314,7 @@ func TestDoubleClickedConfirm(t *testing.T) {
 		ok := 0
 		for _, r := range replies {
 			switch {
-			case r.status == 200 && r.body["status"] == core.BookingConfirmed:
+			case r.status == 200 && r.body["status"] == string(core.BookingConfirmed):
 				ok++
 			case r.status == 409 && r.body["error"] == core.EIdemInFlight:
 			default:
@@ -433,13 +433,13 @@ func TestDeclinedCard(t *testing.T) {
 		t.Fatalf("declined card = %d %s; want 402 payment_declined", r.status, r.raw)
 	}
 	var first int64
-	var status string
+	var status core.BookingStatus
 	s.db.Pool().QueryRow(ctx, `SELECT id, status FROM bookings WHERE hold_id = $1 ORDER BY id LIMIT 1`, hold).Scan(&first, &status)
 	if status != core.BookingFailed {
 		t.Fatalf("booking after decline = %s; want FAILED", status)
 	}
 	r = s.call(t, "POST", "/v1/holds/"+hold+"/confirm", "declined", `{"payment_token":"tok_visa"}`, "Idempotency-Key", "d2")
-	if r.status != 200 || r.body["status"] != core.BookingConfirmed || r.body["attempt"] != 2.0 || len(r.body["tickets"].([]any)) != 1 {
+	if r.status != 200 || r.body["status"] != string(core.BookingConfirmed) || r.body["attempt"] != 2.0 || len(r.body["tickets"].([]any)) != 1 {
 		t.Fatalf("second card = %d %s; want 200 CONFIRMED, attempt 2, one ticket", r.status, r.raw)
 	}
 	second := int64(r.body["booking_id"].(float64))
@@ -523,7 +523,7 @@ func TestMessyProvider(t *testing.T) {
 			s.expire(t, hold)
 		}
 	}
-	counts := map[string]int{}
+	counts := map[core.BookingStatus]int{}
 	for _, o := range orders {
 		eventually(t, "a final status", func() bool {
 			st := s.bookingStatus(t, o.booking)

@@ -73,8 +73,11 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	prov := provider.New(simSrv.URL, apiKey)
 	met := metrics.New()
 	log := slog.New(slog.DiscardHandler)
-	s.worker = &outbox.Worker{DB: db, Provider: prov, Tickets: s.tickets, Mailer: o.mailer, PublicURL: "http://onsale.test",
+	s.worker = &outbox.Worker{DB: db, Provider: prov, Tickets: s.tickets, PublicURL: "http://onsale.test",
 		Lease: time.Second, Log: log, Metrics: met}
+	if o.mailer != nil { // the worker's Mailer is an interface: never a nil *notify.Mailer in it
+		s.worker.Mailer = o.mailer
+	}
 	if o.sms {
 		s.worker.SMS = &notify.SMS{URL: simSrv.URL + "/sms"}
 	}
@@ -162,9 +165,9 @@ func (s *stack) pay(t *testing.T, account, hold string, contact map[string]any) 
 	return int64(b["booking_id"].(float64)), r.body["payment"].(map[string]any)["id"].(string)
 }
 
-func (s *stack) bookingStatus(t *testing.T, id int64) string {
+func (s *stack) bookingStatus(t *testing.T, id int64) core.BookingStatus {
 	t.Helper()
-	var st string
+	var st core.BookingStatus
 	if err := s.db.Pool().QueryRow(ctx, `SELECT status FROM bookings WHERE id = $1`, id).Scan(&st); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,618 @@
+package outbox_test
+
+// The outbox moves money, so its properties are tested on real PostgreSQL
+// (a fresh database per test) with a fake provider that records every call
+// and its idempotency key: a retry after a temporary failure, a lease that
+// runs out under a worker that hangs, backoff, money jobs never given up,
+// and exactly one run of each job under two workers, beside a control that
+// shows the harness seeing a double run when the claim guard is bypassed.
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/metrics"
+	"github.com/onsale/onsale/core/notify"
+	"github.com/onsale/onsale/core/outbox"
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/postgres/postgrestest"
+	"github.com/onsale/onsale/core/seed"
+	"github.com/onsale/onsale/core/ticket"
+)
+
+var ctx = context.Background()
+
+// call is one call the fake provider received.
+type call struct {
+	op, key, payment string
+}
+
+// fakeProvider is the payment provider as the outbox sees it. Like the
+// real one, a second call under a key has no second effect; unlike it, it
+// records every call, so a test sees how often a job ran.
+type fakeProvider struct {
+	mu      sync.Mutex
+	calls   []call
+	effects map[string]int // key -> effects (at most 1 unless the key is broken)
+	failing map[string]int // op -> temporary failures still to give (-1: forever)
+	// hang, when set, holds the next refund call until it is closed, and
+	// hung is closed when that call arrives: a worker stuck mid-job.
+	hang, hung chan struct{}
+	// window is how long each money call takes: the race window of the
+	// two-worker experiment.
+	window time.Duration
+}
+
+func newFakeProvider() *fakeProvider {
+	return &fakeProvider{effects: map[string]int{}, failing: map[string]int{}}
+}
+
+func (p *fakeProvider) enter(ctx context.Context, op, key, payment string) error {
+	p.mu.Lock()
+	p.calls = append(p.calls, call{op, key, payment})
+	hang, hung := p.hang, p.hung
+	if op == "refund" && hang != nil {
+		p.hang, p.hung = nil, nil
+	}
+	n := p.failing[op]
+	if n > 0 {
+		p.failing[op] = n - 1
+	}
+	window := p.window
+	p.mu.Unlock()
+	if op == "refund" && hang != nil {
+		close(hung)
+		select {
+		case <-hang:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if n != 0 {
+		return &core.ProviderError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "try again"}
+	}
+	time.Sleep(window) // deliberate: the call's duration, where a second runner can slip in
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.effects[key] == 0 {
+		p.effects[key]++
+	}
+	return nil
+}
+
+func (p *fakeProvider) Refund(ctx context.Context, key, id string) (*core.Refund, error) {
+	if err := p.enter(ctx, "refund", key, id); err != nil {
+		return nil, err
+	}
+	return &core.Refund{ID: "re_" + key, PaymentID: id, Status: "succeeded"}, nil
+}
+
+func (p *fakeProvider) Cancel(ctx context.Context, key, id string) (*core.Payment, error) {
+	if err := p.enter(ctx, "void", key, id); err != nil {
+		return nil, err
+	}
+	return &core.Payment{ID: id, Status: core.PaymentCanceled}, nil
+}
+
+func (p *fakeProvider) Capture(ctx context.Context, key, id string) (*core.Payment, error) {
+	if err := p.enter(ctx, "capture", key, id); err != nil {
+		return nil, err
+	}
+	return &core.Payment{ID: id, Status: core.PaymentSucceeded}, nil
+}
+
+func (p *fakeProvider) Payment(ctx context.Context, id string) (*core.Payment, error) {
+	return &core.Payment{ID: id, Status: core.PaymentSucceeded}, nil
+}
+
+// fail makes the next n calls of op fail temporarily (-1: until told otherwise).
+func (p *fakeProvider) fail(op string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failing[op] = n
+}
+
+// callsFor returns the calls made for a key.
+func (p *fakeProvider) callsFor(key string) []call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []call
+	for _, c := range p.calls {
+		if c.key == key {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// failingSender is a mailer and an SMS gateway that are always down.
+type failingSender struct{}
+
+func (failingSender) SendTickets(context.Context, *core.Booking, string, []notify.Ticket) error {
+	return errors.New("smtp down")
+}
+func (failingSender) Send(context.Context, string, string) error {
+	return errors.New("sms gateway down")
+}
+
+type env struct {
+	db    *postgres.DB
+	prov  *fakeProvider
+	met   *metrics.Metrics
+	event int64
+	seats []string // seat ids, one per booking
+	next  int
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	db := postgrestest.NewDB(t, postgres.Options{})
+	layout := seed.MustLayout("stadium")
+	ev, err := db.CreateEvent(ctx, seed.EventSpec{Name: "outbox test", Kind: core.KindConcert, Layout: layout,
+		StartsAt: time.Now().Add(24 * time.Hour), OnsaleAt: time.Now().Add(-time.Hour), MaxPerAccount: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{db: db, prov: newFakeProvider(), met: metrics.New(), event: ev}
+	for _, s := range layout.Seats() {
+		e.seats = append(e.seats, s.ID)
+	}
+	return e
+}
+
+// booking makes a booking paid by flow whose payment the provider approved:
+// on time (CONFIRMED: a capture for a card, the ticket messages for UPI) or
+// after its hold expired (REFUND_DUE: a void for a card, a refund for UPI).
+func (e *env) booking(t *testing.T, flow core.Flow, late bool, email string) int64 {
+	t.Helper()
+	seat := e.seats[e.next]
+	account := fmt.Sprintf("fan%d", e.next)
+	e.next++
+	h, err := e.db.CreateHold(ctx, core.HoldParams{EventID: e.event, Account: account, Request: core.HoldRequest{Seats: []string{seat}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: account, EventID: e.event}, flow, core.Contact{Email: email, Phone: "+910000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.SetPaymentID(ctx, b.ID, fmt.Sprintf("pay_%d", b.ID)); err != nil {
+		t.Fatal(err)
+	}
+	want := core.BookingConfirmed
+	if late {
+		e.exec(t, `UPDATE holds SET expires_at = now() - interval '1 second' WHERE id = $1`, h.ID)
+		want = core.BookingRefundDue
+	}
+	got, err := e.db.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: fmt.Sprintf("pay_%d", b.ID), Succeeded: true, Type: "test"})
+	if err != nil || got != want {
+		t.Fatalf("Settle(booking %d, late %v) = %s, %v; want %s", b.ID, late, got, err, want)
+	}
+	return b.ID
+}
+
+func (e *env) worker(store outbox.Store, lease time.Duration) *outbox.Worker {
+	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	return &outbox.Worker{DB: store, Provider: e.prov, Tickets: ticket.NewSigner(key), PublicURL: "http://onsale.test",
+		Lease: lease, Log: slog.New(slog.DiscardHandler), Metrics: e.met}
+}
+
+func (e *env) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := e.db.Pool().Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type jobRow struct {
+	status   core.JobStatus
+	attempts int
+	lastErr  string
+	wait     time.Duration // until the next attempt
+}
+
+func (e *env) job(t *testing.T, kind core.JobKind, booking int64) jobRow {
+	t.Helper()
+	var j jobRow
+	var secs float64
+	err := e.db.Pool().QueryRow(ctx, `SELECT status, attempts, coalesce(last_error, ''), extract(epoch FROM next_attempt_at - now())::float8
+  FROM outbox WHERE kind = $1 AND booking_id = $2`, kind, booking).Scan(&j.status, &j.attempts, &j.lastErr, &secs)
+	if err != nil {
+		t.Fatalf("job %s of booking %d: %v", kind, booking, err)
+	}
+	j.wait = time.Duration(secs * float64(time.Second))
+	return j
+}
+
+// due makes every pending job due now, as if its backoff had passed.
+func (e *env) due(t *testing.T) {
+	t.Helper()
+	e.exec(t, `UPDATE outbox SET next_attempt_at = now() WHERE status = 'PENDING'`)
+}
+
+func (e *env) status(t *testing.T, booking int64) (core.BookingStatus, bool) {
+	t.Helper()
+	b, err := e.db.Booking(ctx, booking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Status, b.Captured
+}
+
+// runs is the metric of job runs of a kind with a result.
+func (e *env) runs(t *testing.T, kind core.JobKind, result string) int {
+	t.Helper()
+	families, err := e.met.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "onsale_core_outbox_jobs_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == string(kind) && labels["result"] == result {
+				return int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return 0
+}
+
+func key(kind core.JobKind, booking int64) string { return fmt.Sprintf("%s:%d", kind, booking) }
+
+// A refund the provider could not take (503) is retried by the next poll
+// after its backoff, under the same idempotency key, and then recorded.
+func TestRetryAfterTemporaryFailure(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowAsync, true, "")
+	w := e.worker(e.db, time.Minute)
+	e.prov.fail("refund", 1)
+	if n := w.Poll(ctx); n != 1 {
+		t.Fatalf("first poll ran %d jobs; want the refund", n)
+	}
+	j := e.job(t, core.JobRefund, b)
+	if j.status != core.JobPending || j.attempts != 1 || j.lastErr == "" || j.wait <= 0 {
+		t.Fatalf("after a 503: %+v; want PENDING, 1 attempt, the error kept, a retry scheduled", j)
+	}
+	if n := w.Poll(ctx); n != 0 {
+		t.Fatalf("a poll inside the backoff ran %d jobs; want none", n)
+	}
+	e.due(t)
+	if n := w.Poll(ctx); n != 1 {
+		t.Fatalf("poll after the backoff ran %d jobs; want the refund", n)
+	}
+	calls := e.prov.callsFor(key(core.JobRefund, b))
+	if len(calls) != 2 || calls[0] != calls[1] {
+		t.Fatalf("provider calls %+v; want two identical refunds under key %s", calls, key(core.JobRefund, b))
+	}
+	if j := e.job(t, core.JobRefund, b); j.status != core.JobDone || j.attempts != 2 {
+		t.Fatalf("after the retry: %+v; want DONE after 2 attempts", j)
+	}
+	if st, _ := e.status(t, b); st != core.BookingRefunded {
+		t.Fatalf("booking %s; want REFUNDED", st)
+	}
+	if r, d := e.runs(t, core.JobRefund, "retry"), e.runs(t, core.JobRefund, "done"); r != 1 || d != 1 {
+		t.Fatalf("metrics: %d retries, %d done; want 1, 1", r, d)
+	}
+}
+
+// A worker that hangs mid-job keeps its job only for its lease: then
+// another worker takes it and carries it out under the same key, and the
+// first worker's late finish changes nothing.
+func TestLeaseExpiry(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowAsync, true, "")
+	const lease = 500 * time.Millisecond
+	hang, hung := make(chan struct{}), make(chan struct{})
+	e.prov.hang, e.prov.hung = hang, hung
+	first, second := e.worker(e.db, lease), e.worker(e.db, lease)
+
+	firstDone := make(chan int)
+	go func() { firstDone <- first.Poll(ctx) }()
+	<-hung // the first worker is inside the provider call, holding the lease
+	leased := time.Now()
+	if n := second.Poll(ctx); n != 0 && time.Since(leased) < lease {
+		t.Fatalf("a second worker ran %d jobs inside the first one's lease", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for second.Poll(ctx) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second worker never took the job after the lease ran out")
+		}
+		time.Sleep(20 * time.Millisecond) // between polls, as the worker's own loop waits
+	}
+	if took := time.Since(leased); took < lease {
+		t.Fatalf("the job changed hands after %v; want after the %v lease", took, lease)
+	}
+	if j := e.job(t, core.JobRefund, b); j.status != core.JobDone || j.attempts != 2 {
+		t.Fatalf("after the takeover: %+v; want DONE, 2 attempts", j)
+	}
+	close(hang) // the first worker wakes up and finishes late
+	if n := <-firstDone; n != 1 {
+		t.Fatalf("first worker ran %d jobs; want 1", n)
+	}
+	if j := e.job(t, core.JobRefund, b); j.status != core.JobDone || j.attempts != 2 {
+		t.Fatalf("after the late finish: %+v; want it unchanged", j)
+	}
+	if st, _ := e.status(t, b); st != core.BookingRefunded {
+		t.Fatalf("booking %s; want REFUNDED", st)
+	}
+	k := key(core.JobRefund, b)
+	calls := e.prov.callsFor(k)
+	if len(calls) != 2 || calls[0] != calls[1] || e.prov.effects[k] != 1 {
+		t.Fatalf("provider calls %+v, %d effects; want two identical calls under %s and one refund", calls, e.prov.effects[k], k)
+	}
+}
+
+// Each failure pushes the next attempt out by core.JobBackoff: doubling
+// from 1 s, never past an hour; no poll runs the job before then.
+func TestBackoff(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowAsync, true, "")
+	w := e.worker(e.db, time.Minute)
+	e.prov.fail("refund", -1)
+	var prev time.Duration
+	for attempt := 1; attempt <= 15; attempt++ {
+		if n := w.Poll(ctx); n != 1 {
+			t.Fatalf("attempt %d: poll ran %d jobs; want 1", attempt, n)
+		}
+		j := e.job(t, core.JobRefund, b)
+		want := core.JobBackoff(attempt)
+		if j.attempts != attempt || j.wait > want || j.wait < want-2*time.Second {
+			t.Fatalf("attempt %d: %+v; want the next attempt in %v", attempt, j, want)
+		}
+		if want != min(2*prev, time.Hour) && attempt > 1 {
+			t.Fatalf("attempt %d: backoff %v after %v; want doubling up to an hour", attempt, want, prev)
+		}
+		if want > time.Hour {
+			t.Fatalf("attempt %d: backoff %v; want at most an hour", attempt, want)
+		}
+		prev = want
+		if n := w.Poll(ctx); n != 0 {
+			t.Fatalf("attempt %d: a poll inside the backoff ran %d jobs", attempt, n)
+		}
+		e.due(t)
+	}
+	if prev != time.Hour {
+		t.Fatalf("backoff after 15 failures %v; want the one-hour bound reached", prev)
+	}
+}
+
+// A job that moves money is never given up: past core.MaxJobAttempts it
+// stays PENDING (counted "dead" in the metrics) and succeeds when the
+// provider is back.
+func TestMoneyJobsNeverGivenUp(t *testing.T) {
+	for _, tc := range []struct {
+		kind     core.JobKind
+		flow     core.Flow
+		late     bool
+		want     core.BookingStatus
+		captured bool
+	}{
+		{core.JobRefund, core.FlowAsync, true, core.BookingRefunded, false},
+		{core.JobVoid, core.FlowSync, true, core.BookingRefunded, false},
+		{core.JobCapture, core.FlowSync, false, core.BookingConfirmed, true},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			e := newEnv(t)
+			b := e.booking(t, tc.flow, tc.late, "")
+			w := e.worker(e.db, time.Minute)
+			e.exec(t, `UPDATE outbox SET attempts = $1 WHERE booking_id = $2`, core.MaxJobAttempts-1, b)
+			e.prov.fail(string(tc.kind), -1)
+			for attempt := core.MaxJobAttempts; attempt < core.MaxJobAttempts+3; attempt++ {
+				if n := w.Poll(ctx); n != 1 {
+					t.Fatalf("attempt %d: poll ran %d jobs; want 1", attempt, n)
+				}
+				if j := e.job(t, tc.kind, b); j.status != core.JobPending || j.attempts != attempt {
+					t.Fatalf("attempt %d: %+v; want PENDING, never given up", attempt, j)
+				}
+				e.due(t)
+			}
+			if d := e.runs(t, tc.kind, "dead"); d != 3 {
+				t.Fatalf("metrics: %d runs past the limit; want 3 counted dead", d)
+			}
+			e.prov.fail(string(tc.kind), 0)
+			if n := w.Poll(ctx); n != 1 {
+				t.Fatalf("poll after recovery ran %d jobs; want 1", n)
+			}
+			if j := e.job(t, tc.kind, b); j.status != core.JobDone {
+				t.Fatalf("after recovery: %+v; want DONE", j)
+			}
+			if st, captured := e.status(t, b); st != tc.want || captured != tc.captured {
+				t.Fatalf("booking %s (captured %v); want %s (captured %v)", st, captured, tc.want, tc.captured)
+			}
+			if tc.kind == core.JobCapture {
+				for _, k := range []core.JobKind{core.JobEmail, core.JobSMS} {
+					if j := e.job(t, k, b); j.status != core.JobPending {
+						t.Fatalf("%s after the capture: %+v; want queued", k, j)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The ticket email and SMS are given up (DEAD) after core.MaxJobAttempts,
+// and no poll takes them again.
+func TestNonMoneyJobsGivenUp(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowAsync, false, "fan@onsale.test")
+	w := e.worker(e.db, time.Minute)
+	w.Mailer, w.SMS = failingSender{}, failingSender{}
+	e.exec(t, `UPDATE outbox SET attempts = $1 WHERE booking_id = $2`, core.MaxJobAttempts-2, b)
+	if n := w.Poll(ctx); n != 2 {
+		t.Fatalf("poll ran %d jobs; want the email and the SMS", n)
+	}
+	for _, k := range []core.JobKind{core.JobEmail, core.JobSMS} {
+		if j := e.job(t, k, b); j.status != core.JobPending || j.attempts != core.MaxJobAttempts-1 {
+			t.Fatalf("%s one attempt before the limit: %+v; want PENDING", k, j)
+		}
+	}
+	e.due(t)
+	if n := w.Poll(ctx); n != 2 {
+		t.Fatalf("poll ran %d jobs; want the email and the SMS", n)
+	}
+	for _, k := range []core.JobKind{core.JobEmail, core.JobSMS} {
+		if j := e.job(t, k, b); j.status != core.JobDead || j.attempts != core.MaxJobAttempts {
+			t.Fatalf("%s at the limit: %+v; want DEAD after %d attempts", k, j, core.MaxJobAttempts)
+		}
+		if d := e.runs(t, k, "dead"); d != 1 {
+			t.Fatalf("metrics: %s counted dead %d times; want 1", k, d)
+		}
+	}
+	e.exec(t, `UPDATE outbox SET next_attempt_at = now() WHERE booking_id = $1`, b)
+	if n := w.Poll(ctx); n != 0 {
+		t.Fatalf("a poll ran %d dead jobs; want none", n)
+	}
+}
+
+// signallingStore tells when a poll has claimed.
+type signallingStore struct {
+	*postgres.DB
+	claimed chan struct{}
+}
+
+func (s signallingStore) ClaimJobs(ctx context.Context, n int, lease time.Duration) ([]core.Job, error) {
+	jobs, err := s.DB.ClaimJobs(ctx, n, lease)
+	select {
+	case s.claimed <- struct{}{}:
+	default:
+	}
+	return jobs, err
+}
+
+// naiveStore is the outbox without its claim guard: it hands out every
+// pending job without a lease or a row lock, as a worker that reads
+// "what is pending" and runs it would.
+type naiveStore struct{ *postgres.DB }
+
+func (s naiveStore) ClaimJobs(ctx context.Context, n int, _ time.Duration) ([]core.Job, error) {
+	rows, err := s.Pool().Query(ctx, `SELECT id, kind, booking_id, attempts + 1 FROM outbox WHERE status = 'PENDING' ORDER BY id LIMIT $1`, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var jobs []core.Job
+	for rows.Next() {
+		var j core.Job
+		if err := rows.Scan(&j.ID, &j.Kind, &j.BookingID, &j.Attempts); err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+// Two workers on one table run each refund exactly once; the control, the
+// same two workers without the claim guard, runs some twice: the harness
+// can see a double run.
+func TestExactlyOnceUnderTwoWorkers(t *testing.T) {
+	const n = 24
+	run := func(t *testing.T, store func(*postgres.DB) outbox.Store) (twice int) {
+		e := newEnv(t)
+		e.prov.window = 5 * time.Millisecond
+		var bookings []int64
+		for range n {
+			bookings = append(bookings, e.booking(t, core.FlowAsync, true, ""))
+		}
+		workers := []*outbox.Worker{e.worker(store(e.db), time.Minute), e.worker(store(e.db), time.Minute)}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for w.Poll(ctx) > 0 {
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for _, b := range bookings {
+			calls := len(e.prov.callsFor(key(core.JobRefund, b)))
+			if calls == 0 {
+				t.Errorf("booking %d: never refunded", b)
+			}
+			if calls > 1 {
+				twice++
+			}
+			if st, _ := e.status(t, b); st != core.BookingRefunded {
+				t.Errorf("booking %d: %s; want REFUNDED", b, st)
+			}
+		}
+		return twice
+	}
+	t.Run("control: without the claim guard a refund runs twice", func(t *testing.T) {
+		twice := run(t, func(db *postgres.DB) outbox.Store { return naiveStore{db} })
+		t.Logf("naive claim: %d of %d refunds ran twice", twice, n)
+		if twice == 0 {
+			t.Fatal("no refund ran twice without the claim guard: the harness cannot see a double run")
+		}
+	})
+	t.Run("product: lease and SKIP LOCKED", func(t *testing.T) {
+		if twice := run(t, func(db *postgres.DB) outbox.Store { return db }); twice != 0 {
+			t.Fatalf("%d of %d refunds ran twice; want each once", twice, n)
+		}
+	})
+}
+
+// A kicked job runs promptly in Run's own loop, not at the next poll, and
+// Run (the worker's shutdown) returns only once a kicked job in flight has
+// finished.
+func TestKickIsOwnedByRun(t *testing.T) {
+	e := newEnv(t)
+	polled := make(chan struct{}, 1)
+	w := e.worker(signallingStore{e.db, polled}, time.Minute)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runDone := make(chan struct{})
+	go func() {
+		defer close(runDone)
+		w.Run(runCtx, time.Hour) // after its first poll, only a kick runs a job
+	}()
+	<-polled // the first poll is over: a job queued now is not its
+
+	b := e.booking(t, core.FlowAsync, true, "")
+	w.Kick(core.JobRefund, b)
+	deadline := time.Now().Add(10 * time.Second)
+	for st, _ := e.status(t, b); st != core.BookingRefunded; st, _ = e.status(t, b) {
+		if time.Now().After(deadline) {
+			t.Fatalf("kicked refund: booking %s after 10 s; want REFUNDED", st)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the booking, not timing the worker
+	}
+
+	// Shutdown while a kicked refund is inside the provider call.
+	b2 := e.booking(t, core.FlowAsync, true, "")
+	hang, hung := make(chan struct{}), make(chan struct{})
+	e.prov.mu.Lock()
+	e.prov.hang, e.prov.hung = hang, hung
+	e.prov.mu.Unlock()
+	w.Kick(core.JobRefund, b2)
+	<-hung
+	stop()
+	select {
+	case <-runDone:
+		t.Fatal("Run returned while its kicked refund was in flight")
+	case <-time.After(100 * time.Millisecond): // deliberate: give a wrong Run time to return
+	}
+	close(hang)
+	<-runDone
+	if st, _ := e.status(t, b2); st != core.BookingRefunded {
+		t.Fatalf("refund in flight at shutdown: booking %s; want REFUNDED (the job finished before Run returned)", st)
+	}
+}
