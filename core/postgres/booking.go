@@ -287,10 +287,9 @@ func advance(ctx context.Context, tx pgx.Tx, b *core.Booking, o core.Outcome, pa
 // retries its webhook).
 func (db *DB) Settle(ctx context.Context, s core.Settlement) (core.BookingStatus, error) {
 	var result core.BookingStatus
-	// RETRY: the hand-made "settle once more" loop is gone; retryTx stands
-	// in for the shared transaction helper that retries 40P01/40001
-	// (corestruct's branch): at the merge this becomes db.inTx.
-	err := db.retryTx(ctx, func(tx pgx.Tx) error {
+	// inTx retries a deadlock or serialization failure with back-off; one
+	// that persists past its attempts is answered EUnavailable below.
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		result, err = db.settle(ctx, tx, s)
 		return err
@@ -446,16 +445,4 @@ func (db *DB) FailCapture(ctx context.Context, booking int64) error {
 	}
 	db.seatsChanged(freed.EventID, freed.Seats, true)
 	return nil
-}
-
-// retryTx is db.inTx once more on a deadlock (40P01) or a serialization
-// failure (40001), as the hand-made loop in Settle did. It stands in for
-// the shared transaction helper (corestruct's branch: inTx with jittered,
-// bounded retries); at the merge its callers use db.inTx and it goes.
-func (db *DB) retryTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	err := db.inTx(ctx, fn)
-	if st := sqlState(err); st == "40P01" || st == "40001" {
-		err = db.inTx(ctx, fn)
-	}
-	return err
 }
