@@ -2,30 +2,46 @@
 # deploy/local/stack.sh - local backing services (PostgreSQL, Redis) for onsale.
 #
 # Usage:
-#   deploy/local/stack.sh up            make sure PostgreSQL and Redis answer; write .run/env
+#   deploy/local/stack.sh up            make sure PostgreSQL and Redis answer, write .run/env,
+#                                       start the apps (bin/stack) on their well-known ports
 #   deploy/local/stack.sh down          stop exactly what `up` started (safe to repeat)
-#   deploy/local/stack.sh run -- CMD..  up, run CMD with .run/env, stop what this run started,
-#                                       exit with CMD's status
+#   deploy/local/stack.sh run -- CMD..  services of this run's own, run CMD with them, stop
+#                                       them, exit with CMD's status
 #   deploy/local/stack.sh env           up, then print the export lines:
 #                                         eval "$(deploy/local/stack.sh env)"
 #
 # DATABASE_URL / REDIS_URL from the environment win over the defaults below. A URL that
 # already answers is used as is. Otherwise a throwaway server is started on the URL's
-# port (local hosts only) with everything it owns under .run/:
-#   .run/env                  export lines (DATABASE_URL, REDIS_URL)
-#   .run/started/NAME         marker: "NAME was started by this tool" (key=value lines)
-#   .run/NAME.pid, NAME.log   pid file and log of each started service / process
-#   .run/pg                   PostgreSQL data dir (or a symlink to /tmp/onsale-pg-<hash> when
-#                             the unprivileged postgres user cannot reach .run/)
-#   .run/redis                Redis working dir
+# port (local hosts only) with everything it owns under the run directory.
+#
+# `up` / `down` / `env` use .run/ and the fixed ports 15432 (PostgreSQL) and 16379 (Redis).
+# Each `run` (make test / bench / demo) is a run of its own: its directory is
+# .run/runs/NAME-PID/ (NAME from CMD; exported to CMD as ONSALE_RUN_DIR) and its default
+# servers are throwaways on free ports, so a run never shares a database, a Redis or a port
+# with `make up` or with another run. The run directory is removed when CMD succeeds and
+# kept (with its logs) when it fails.
+#
+# In the run directory (.run/ for up):
+#   env                       export lines (DATABASE_URL, REDIS_URL)
+#   started/NAME              marker: "NAME was started by this tool" (key=value lines)
+#   NAME.pid, NAME.log        pid file and log of each started service / process
+#   pg                        PostgreSQL data dir (or a symlink to /tmp/onsale-pg-<hash> when
+#                             the unprivileged postgres user cannot reach it)
+#   redis                     Redis working dir
+#   apps/                     (up) the apps' logs and keys: apps/keys/admit.key, ticket.key,
+#                             admin.token; apps/stack.env: their URLs (STACK_*)
 #
 # Status lines go to stderr, so stdout stays clean for `env` and for `run`'s command.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 RUN_DIR=$ROOT/.run
-STARTED_DIR=$RUN_DIR/started
-ENV_FILE=$RUN_DIR/env
+set_run_dir() {
+	RUN_DIR=$1
+	STARTED_DIR=$RUN_DIR/started
+	ENV_FILE=$RUN_DIR/env
+}
+set_run_dir "$ROOT/.run"
 
 DEFAULT_DATABASE_URL='postgres://postgres@127.0.0.1:15432/onsale?sslmode=disable'
 DEFAULT_REDIS_URL='redis://127.0.0.1:16379/0'
@@ -86,6 +102,20 @@ is_local_host() { [[ $1 == 127.0.0.1 || $1 == localhost ]]; }
 # something accepts TCP connections on 127.0.0.1:PORT
 # shellcheck disable=SC2016 # $1 is expanded by the inner bash
 port_busy() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
+
+# a port in 20000-29999 nothing listens on now (a throwaway server takes it moments later;
+# Redis Cluster bus ports are +10000, so stay below 30000 for them to stay clear)
+free_port() {
+	local i p
+	for ((i = 0; i < 200; i++)); do
+		p=$((20000 + RANDOM % 10000))
+		port_busy "$p" || port_busy "$((p + 10000))" || {
+			printf '%s\n' "$p"
+			return 0
+		}
+	done
+	die "no free port found"
+}
 
 # "host:port", "[v6]:port" or "host" -> HP_HOST, HP_PORT (default $2)
 split_hostport() {
@@ -212,45 +242,32 @@ start_bg() { # NAME CMD...
 }
 
 # Called at the end of `up` with DATABASE_URL / REDIS_URL exported. Only `make up`
-# (MODE=up) starts the services, so a person can use them: builds the binaries, makes
-# the development admit and ticket keys, seeds the demo catalog, starts the payment
+# (MODE=up) starts the apps, so a person can use them: bin/stack runs the payment
 # simulator on ONSALE_PAYSIM_ADDR (127.0.0.1:18090), the core on ONSALE_CORE_ADDR
-# (127.0.0.1:8081) and the gateway on ONSALE_GATEWAY_ADDR (127.0.0.1:8080).
+# (127.0.0.1:8081) and the gateway on ONSALE_GATEWAY_ADDR (127.0.0.1:8080), logs and keys
+# in .run/apps/ (.run/keys links there); then the demo catalog is seeded (.run/seed.json).
 # `run` (make test / bench / demo) starts its own.
 start_apps() {
 	[[ $MODE == up ]] || return 0
-	local addr=${ONSALE_CORE_ADDR:-127.0.0.1:8081} i
-	log "apps: building"
-	(cd "$ROOT" && go build -o bin/ ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...) >&2
-	mkdir -p "$RUN_DIR/keys"
-	"$ROOT/bin/admitkey" gen -key "$RUN_DIR/keys/admit.key" >&2
-	"$ROOT/bin/admitkey" gen -key "$RUN_DIR/keys/ticket.key" >&2
+	local dir=$RUN_DIR/apps i bin
+	for bin in stack seed; do
+		[[ -x $ROOT/bin/$bin ]] || die "no bin/$bin: run 'make build' first (make up does)"
+	done
+	mkdir -p "$dir"
+	ln -sfn apps/keys "$RUN_DIR/keys"
+	rm -f "$dir/stack.env"
+	start_bg apps "$ROOT/bin/stack" -dir "$dir" -env-file "$dir/stack.env" \
+		-paysim-addr "${ONSALE_PAYSIM_ADDR:-127.0.0.1:18090}" -core-addr "${ONSALE_CORE_ADDR:-127.0.0.1:8081}" \
+		-gateway-addr "${ONSALE_GATEWAY_ADDR:-127.0.0.1:8080}"
+	for ((i = 0; i < 1200; i++)); do
+		[[ -f $dir/stack.env ]] && break
+		alive "$(cat "$RUN_DIR/apps.pid")" || break
+		sleep 0.1
+	done
+	[[ -f $dir/stack.env ]] || { tail -n 20 "$RUN_DIR/apps.log" >&2; die "the apps did not start; see .run/apps.log and .run/apps/*.log"; }
 	"$ROOT/bin/seed" -json >"$RUN_DIR/seed.json"
-	log "apps: demo catalog in .run/seed.json"
-	local paysim=${ONSALE_PAYSIM_ADDR:-127.0.0.1:18090}
-	start_bg paysim env ONSALE_PAYSIM_ADDR="$paysim" ONSALE_PAYSIM_CONTROL=true \
-		ONSALE_PAYSIM_WEBHOOK_URL="http://$addr/v1/webhooks/payments" "$ROOT/bin/paysim"
-	start_bg core env ONSALE_CORE_ADDR="$addr" ONSALE_ADMIT_PUBLIC_KEY="$RUN_DIR/keys/admit.key.pub" \
-		ONSALE_PROVIDER_URL="http://$paysim" ONSALE_PROVIDER_KEY=sk_test_paysim ONSALE_WEBHOOK_SECRET=whsec_test_paysim \
-		ONSALE_TICKET_KEY="$RUN_DIR/keys/ticket.key" ONSALE_SMS_URL="http://$paysim/sms" ONSALE_PUBLIC_URL="http://$addr" \
-		"$ROOT/bin/core"
-	for ((i = 0; i < 100; i++)); do
-		curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break
-		sleep 0.1
-	done
-	curl -fsS "http://$addr/readyz" >/dev/null 2>&1 || die "core did not become ready; see .run/core.log"
-	log "core: ready at http://$addr"
-	local gw=${ONSALE_GATEWAY_ADDR:-127.0.0.1:8080}
-	[[ -f $RUN_DIR/keys/queue.secret ]] || head -c 48 /dev/urandom | base64 | tr -d '\n' >"$RUN_DIR/keys/queue.secret"
-	[[ -f $RUN_DIR/keys/admin.token ]] || head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$RUN_DIR/keys/admin.token"
-	start_bg gateway env ONSALE_GATEWAY_ADDR="$gw" ONSALE_REDIS="$REDIS_URL" ONSALE_CORE_URL="http://$addr" \
-		ONSALE_ADMIT_KEYS="$RUN_DIR/keys/admit.key" ONSALE_QUEUE_SECRET="$(cat "$RUN_DIR/keys/queue.secret")" \
-		ONSALE_ADMIN_TOKEN="$(cat "$RUN_DIR/keys/admin.token")" "$ROOT/bin/gateway"
-	for ((i = 0; i < 100; i++)); do
-		curl -fsS "http://$gw/readyz" >/dev/null 2>&1 && { log "gateway: ready at http://$gw (admin token in .run/keys/admin.token)"; return 0; }
-		sleep 0.1
-	done
-	die "gateway did not become ready; see .run/gateway.log"
+	log "apps: demo catalog in .run/seed.json; $(grep -o 'ready: .*' "$RUN_DIR/apps.log" | tail -n 1)"
+	log "apps: admin token in .run/keys/admin.token"
 }
 
 stop_process() { # NAME
@@ -390,7 +407,7 @@ up_postgres() { # URL
 	u=$(pg_os_user)
 	if [[ -n $u ]] && ! as_user "$u" test -x "$RUN_DIR"; then
 		# e.g. a clone inside a 0700 root-owned mktemp dir: keep the data where $u can reach it
-		hash=$(printf '%s' "$ROOT" | sha256sum | cut -c1-16)
+		hash=$(printf '%s' "$RUN_DIR" | sha256sum | cut -c1-16)
 		target=/tmp/onsale-pg-$hash
 	fi
 	data=${target:-$link}
@@ -655,6 +672,10 @@ ensure_clients() {
 
 do_up() {
 	local db_url=${DATABASE_URL:-$DEFAULT_DATABASE_URL} redis_url=${REDIS_URL:-$DEFAULT_REDIS_URL}
+	if [[ $MODE == run ]]; then
+		[[ -n ${DATABASE_URL:-} ]] || db_url="postgres://postgres@127.0.0.1:$(free_port)/onsale?sslmode=disable"
+		[[ -n ${REDIS_URL:-} ]] || redis_url="redis://127.0.0.1:$(free_port)/0"
+	fi
 	lock
 	ensure_clients
 	up_postgres "$db_url"
@@ -706,6 +727,14 @@ on_exit() {
 		rmdir "$STARTED_DIR" 2>/dev/null || true
 	fi
 	unlock
+	if [[ $MODE == run && $RUN_DIR == "$ROOT/.run/runs/"* ]]; then
+		if ((rc == 0)); then
+			rm -rf "$RUN_DIR"
+			rmdir "$ROOT/.run/runs" 2>/dev/null || true
+		else
+			log "run: kept $RUN_DIR (logs of the failed run)"
+		fi
+	fi
 	exit "$rc"
 }
 
@@ -738,6 +767,10 @@ main() {
 	run)
 		[[ ${1:-} == -- ]] && shift
 		(($#)) || usage
+		local name
+		name=$(basename "$1")
+		set_run_dir "$ROOT/.run/runs/${name%.sh}-$$"
+		export ONSALE_RUN_DIR=$RUN_DIR
 		set_traps
 		do_up
 		# shellcheck source=/dev/null
