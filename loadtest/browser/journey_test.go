@@ -64,7 +64,7 @@ func TestFanJourney(t *testing.T) {
 	// With the tickets shown, the page hands the fan's room to the next in line.
 	until(t, fan, "the page leaving the room", `document.body.dataset.left === "1"`, 10*time.Second)
 	var sold int
-	if err := s.db.Pool().QueryRow(ctx, `SELECT count(*) FROM seats WHERE event_id = $1 AND status = 'BOOKED' AND seat_id IN ('AUD-E-5', 'AUD-E-6')`, ev).Scan(&sold); err != nil || sold != 2 {
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM seats WHERE event_id = $1 AND status = 'BOOKED' AND seat_id IN ('AUD-E-5', 'AUD-E-6')`, ev).Scan(&sold); err != nil || sold != 2 {
 		t.Fatalf("%d of the fan's 2 seats BOOKED (%v)", sold, err)
 	}
 }
