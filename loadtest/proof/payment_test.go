@@ -531,13 +531,20 @@ func TestMessyProvider(t *testing.T) {
 			t.Fatalf("pay = %d %s", r.status, r.raw)
 		}
 		bk := r.body["booking"].(map[string]any)
-		orders[i] = order{booking: int64(bk["booking_id"].(float64)), amount: int64(bk["amount_paise"].(float64)), expired: i%5 == 0}
-		if orders[i].expired {
-			s.expire(t, hold)
+		orders[i] = order{booking: int64(bk["booking_id"].(float64)), amount: int64(bk["amount_paise"].(float64))}
+		if i%5 == 0 {
+			// The payer may approve (50 ms at the soonest) before the test gets
+			// here on a busy machine: a hold already booked is not expired after
+			// the fact, and its order is judged as the unexpired one it was.
+			orders[i].expired = s.expireActive(t, hold)
 		}
 	}
 	counts := map[string]int{}
+	expired := 0
 	for _, o := range orders {
+		if o.expired {
+			expired++
+		}
 		eventually(t, "a final status", func() bool {
 			st := s.bookingStatus(t, o.booking)
 			return st == bookingConfirmed || st == bookingRefunded || st == bookingFailed
@@ -554,7 +561,7 @@ func TestMessyProvider(t *testing.T) {
 			t.Errorf("booking %d FAILED with ledger %+v; want nothing kept", o.booking, tot)
 		}
 	}
-	t.Logf("%d payments through a messy provider: %v", n, counts)
+	t.Logf("%d payments through a messy provider: %v; %d of %d holds expired before the payer approved", n, counts, expired, (n+4)/5)
 }
 
 // The card is authorized and the seats booked, but the capture is refused

@@ -224,6 +224,21 @@ UPDATE seats x SET hold_until = h.expires_at FROM h WHERE x.hold_id = h.id`, hol
 	}
 }
 
+// expireActive expires a hold only while it is ACTIVE (not yet booked by an
+// approved payment) and reports whether it did. The row lock makes the check
+// and the change one step against the core's own booking of the hold.
+func (s *proofStack) expireActive(t *testing.T, hold string) bool {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(ctx, `
+WITH h AS (UPDATE holds SET expires_at = now() - interval '1 ms' WHERE id = $1 AND status = 'ACTIVE' RETURNING id, expires_at),
+s AS (UPDATE seats x SET hold_until = h.expires_at FROM h WHERE x.hold_id = h.id)
+SELECT count(*) FROM h`, hold).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
 // refunds counts the refund entries in the provider's ledger for a reference.
 func (s *proofStack) refunds(ref string) int {
 	n := 0
