@@ -165,11 +165,7 @@ func (s *Server) holdRef(r *http.Request) (core.HoldRef, error) {
 	if err != nil {
 		return core.HoldRef{}, err
 	}
-	event, err := strconv.ParseInt(claims.Event, 10, 64)
-	if err != nil || event <= 0 {
-		return core.HoldRef{}, core.Errorf(core.EWrongEvent, "the admit token names no event of this core")
-	}
-	return core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: event}, nil
+	return core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: claims.EventID}, nil
 }
 
 // settledResult answers a Pay or Confirm whose booking is already settled
@@ -472,7 +468,7 @@ func (s *Server) ownBooking(r *http.Request) (*core.Booking, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.Account != claims.Account() || claims.Event != strconv.FormatInt(b.EventID, 10) {
+	if b.Account != claims.Account() || claims.EventID != b.EventID {
 		return nil, core.Errorf(core.EForbidden, "this booking belongs to another account")
 	}
 	return b, nil

@@ -189,8 +189,8 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	claims, err := s.admit(r)
-	if err == nil && claims.Event != strconv.FormatInt(id, 10) {
-		err = core.Errorf(core.EWrongEvent, "the admit token is for event %s, not %d", claims.Event, id)
+	if err == nil && claims.EventID != id {
+		err = core.Errorf(core.EWrongEvent, "the admit token is for event %d, not %d", claims.EventID, id)
 	}
 	if err != nil {
 		s.countHold(err)
@@ -269,15 +269,10 @@ func (s *Server) changeHold(w http.ResponseWriter, r *http.Request, op func(cont
 		s.fail(w, r, err)
 		return
 	}
-	event, err := strconv.ParseInt(claims.Event, 10, 64)
-	if err != nil || event <= 0 {
-		s.fail(w, r, core.Errorf(core.EWrongEvent, "the admit token names no event of this core"))
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	// The store checks event, owner and version on the row it changes.
-	h, err := op(ctx, core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: event, Version: version})
+	h, err := op(ctx, core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: claims.EventID, Version: version})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -299,8 +294,8 @@ func (s *Server) ownHold(r *http.Request) (*core.Hold, error) {
 	if err != nil {
 		return nil, err
 	}
-	if claims.Event != strconv.FormatInt(h.EventID, 10) {
-		return nil, core.Errorf(core.EWrongEvent, "the admit token is for event %s, not %d", claims.Event, h.EventID)
+	if claims.EventID != h.EventID {
+		return nil, core.Errorf(core.EWrongEvent, "the admit token is for event %d, not %d", claims.EventID, h.EventID)
 	}
 	if h.Account != claims.Account() {
 		return nil, core.Errorf(core.EForbidden, "this hold belongs to another account")

@@ -72,7 +72,7 @@ func newFixture(t *testing.T, dbURL string) *fixture {
 
 func (f *fixture) token(t *testing.T, account string, event int64) string {
 	t.Helper()
-	tok, err := f.signer.Admit(account, itoa(event), 0, 10*time.Minute)
+	tok, err := f.signer.Admit(account, event, 0, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestBadInput(t *testing.T) {
 	future := time.Now().Add(time.Hour)
 	claims := func(aud string, exp time.Time) admission.Claims {
 		return admission.Claims{RegisteredClaims: jwt.RegisteredClaims{Issuer: admission.Issuer, Audience: jwt.ClaimStrings{aud},
-			Subject: "alice", ExpiresAt: jwt.NewNumericDate(exp)}, Event: itoa(f.event)}
+			Subject: "alice", ExpiresAt: jwt.NewNumericDate(exp)}, EventID: f.event}
 	}
 	expired, _ := f.signer.Sign(claims(admission.Audience, time.Now().Add(-time.Minute)))
 	wrongAud, _ := f.signer.Sign(claims("billing", future))

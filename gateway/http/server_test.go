@@ -206,7 +206,7 @@ func TestFanJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := admission.NewVerifier(keys).Verify(admit)
-	if err != nil || c.Event != fmt.Sprint(g.event) || !strings.HasPrefix(c.Account(), "vis:") {
+	if err != nil || c.EventID != g.event || !strings.HasPrefix(c.Account(), "vis:") {
 		t.Fatalf("admit token as the core sees it: %+v, %v", c, err)
 	}
 	// Later polls answer from the token: admitted, no Redis.

@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -137,7 +136,7 @@ func (r *Ring) JWKS() admission.JWKS { return admission.NewJWKS(r.pubs...) }
 
 // Admit mints an admit token for identity on event, ending at until.
 func (r *Ring) Admit(identity string, event int64, until time.Time, max int) (string, error) {
-	return r.signer.Admit(identity, strconv.FormatInt(event, 10), max, time.Until(until))
+	return r.signer.Admit(identity, event, max, time.Until(until))
 }
 
 // NewVisitorID returns a random visitor id for the visitor cookie.

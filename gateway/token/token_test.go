@@ -69,11 +69,11 @@ func TestRing(t *testing.T) {
 	v := admission.NewVerifier(keys)
 	tok, _ := r.Admit("acct:1", 9, time.Now().Add(10*time.Minute), 6)
 	c, err := v.Verify(tok)
-	if err != nil || c.Event != "9" || c.Account() != "acct:1" || c.Max != 6 {
+	if err != nil || c.EventID != 9 || c.Account() != "acct:1" || c.Max != 6 {
 		t.Fatalf("admit token = %+v, %v", c, err)
 	}
 	// A token from the previous key still verifies during the rotation.
-	old, _ := admission.NewSigner(prev).Admit("acct:2", "9", 0, time.Minute)
+	old, _ := admission.NewSigner(prev).Admit("acct:2", 9, 0, time.Minute)
 	if _, err := v.Verify(old); err != nil {
 		t.Fatalf("token of the previous key: %v", err)
 	}

@@ -150,7 +150,7 @@ func (s *proofStack) call(t *testing.T, method, path, account string, body any, 
 	}
 	req, _ := http.NewRequest(method, s.coreURL+path, r)
 	if account != "" {
-		tok, err := s.admit.Admit(account, fmt.Sprint(s.event), 0, 10*time.Minute)
+		tok, err := s.admit.Admit(account, s.event, 0, 10*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,14 +23,15 @@ func newKey(tb testing.TB) ed25519.PrivateKey {
 	return k
 }
 
-func claims(aud, evt, sub string, exp time.Time) Claims {
-	return Claims{
-		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer: Issuer, Audience: jwt.ClaimStrings{aud}, Subject: sub,
-			IssuedAt: jwt.NewNumericDate(time.Now()), ExpiresAt: jwt.NewNumericDate(exp),
-		},
-		Event: evt,
+// claims are raw claims, so a test can put any value in evt (a number, a
+// non-numeric string) that Claims itself could not carry.
+func claims(aud string, evt any, sub string, exp time.Time) jwt.MapClaims {
+	c := jwt.MapClaims{"iss": Issuer, "aud": []string{aud}, "sub": sub,
+		"iat": time.Now().Unix(), "exp": exp.Unix()}
+	if evt != nil {
+		c["evt"] = evt
 	}
+	return c
 }
 
 func TestVerify(t *testing.T) {
@@ -39,14 +40,16 @@ func TestVerify(t *testing.T) {
 	v := NewVerifierFromPublicKeys(s.PublicKey())
 	future := time.Now().Add(time.Hour)
 
-	good, err := s.Admit("acct-1", "42", 4, time.Hour)
+	good, err := s.Admit("acct-1", 42, 4, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	signed := func(c Claims) string {
-		tok, err := s.Sign(c)
+	signed := func(c jwt.MapClaims) string {
+		tk := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+		tk.Header["kid"] = s.KeyID()
+		tok, err := tk.SignedString(key)
 		if err != nil {
-			t.Fatal(err)
+			panic(err)
 		}
 		return tok
 	}
@@ -65,7 +68,7 @@ func TestVerify(t *testing.T) {
 	}
 	parts := strings.Split(good, ".")
 	tamperedPayload := parts[0] + "." + strings.TrimSuffix(parts[1], parts[1][len(parts[1])-2:]) + "xx." + parts[2]
-	foreign, _ := so.Admit("acct-1", "42", 0, time.Hour)
+	foreign, _ := so.Admit("acct-1", 42, 0, time.Hour)
 
 	tests := []struct {
 		name  string
@@ -78,7 +81,13 @@ func TestVerify(t *testing.T) {
 		{"alg none", none, ErrInvalid},
 		{"hs256 with public key", hs, ErrInvalid},
 		{"wrong audience", signed(claims("someone-else", "42", "a", future)), ErrInvalid},
-		{"no event", signed(claims(Audience, "", "a", future)), ErrInvalid},
+		{"good, raw", signed(claims(Audience, "42", "a", future)), nil},
+		{"no event", signed(claims(Audience, nil, "a", future)), ErrInvalid},
+		{"empty event", signed(claims(Audience, "", "a", future)), ErrInvalid},
+		{"event not a number", signed(claims(Audience, "42abc", "a", future)), ErrInvalid},
+		{"event zero", signed(claims(Audience, "0", "a", future)), ErrInvalid},
+		{"event negative", signed(claims(Audience, "-7", "a", future)), ErrInvalid},
+		{"event as a JSON number", signed(claims(Audience, 42, "a", future)), ErrInvalid},
 		{"no subject", signed(claims(Audience, "42", "", future)), ErrInvalid},
 		{"tampered payload", tamperedPayload, ErrInvalid},
 		{"unknown key", foreign, ErrInvalid},
@@ -96,7 +105,7 @@ func TestVerify(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Verify(good) = %v", err)
 	}
-	if c.Account() != "acct-1" || c.Event != "42" || c.Max != 4 {
+	if c.Account() != "acct-1" || c.EventID != 42 || c.Max != 4 {
 		t.Fatalf("claims = %+v", c)
 	}
 	// A cached token still expires.
@@ -123,7 +132,7 @@ func TestJWKSRotation(t *testing.T) {
 	}
 	v := NewVerifier(keys)
 	for _, s := range []*Signer{k1, k2} {
-		tok, _ := s.Admit("a", "1", 0, time.Minute)
+		tok, _ := s.Admit("a", 1, 0, time.Minute)
 		if _, err := v.Verify(tok); err != nil {
 			t.Errorf("token by %s: %v", s.KeyID(), err)
 		}

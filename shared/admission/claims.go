@@ -16,13 +16,17 @@ const Audience = "onsale-core"
 // Issuer is the iss claim the gateway puts in admit tokens.
 const Issuer = "onsale-gateway"
 
-// Claims are the claims of an admit token. Subject is the account, Event the
-// event the holder was admitted to, Max the holder's ticket limit (0: the
+// Claims are the claims of an admit token. Subject is the account, EventID
+// the event the holder was admitted to, Max the holder's ticket limit (0: the
 // event's own limit applies).
+//
+// On the wire evt is the event id as a decimal string ("42"); the verifier
+// parses it once and refuses a token whose evt is not a positive integer, so
+// callers compare int64s and never parse it again.
 type Claims struct {
 	jwt.RegisteredClaims
-	Event string `json:"evt"`
-	Max   int    `json:"max,omitempty"`
+	EventID int64 `json:"evt,string"`
+	Max     int   `json:"max,omitempty"`
 }
 
 // Account returns the account the token was issued to.

@@ -30,7 +30,7 @@ func (s *Signer) PublicKey() ed25519.PublicKey { return s.priv.Public().(ed25519
 
 // Admit mints a token admitting account to event for ttl, with ticket limit max
 // (0 leaves the event's own limit).
-func (s *Signer) Admit(account, event string, max int, ttl time.Duration) (string, error) {
+func (s *Signer) Admit(account string, event int64, max int, ttl time.Duration) (string, error) {
 	now := time.Now()
 	return s.Sign(Claims{
 		RegisteredClaims: jwt.RegisteredClaims{
@@ -41,8 +41,8 @@ func (s *Signer) Admit(account, event string, max int, ttl time.Duration) (strin
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},
-		Event: event,
-		Max:   max,
+		EventID: event,
+		Max:     max,
 	})
 }
 

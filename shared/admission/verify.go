@@ -20,8 +20,8 @@ const cacheSize = 1 << 15
 
 // Verifier checks admit tokens: EdDSA only (the algorithm is pinned, so
 // alg=none and HS256-with-the-public-key tokens are refused), a known kid,
-// aud=onsale-core, iss=onsale-gateway, an exp in the future, and non-empty
-// sub and evt. It is safe for concurrent use.
+// aud=onsale-core, iss=onsale-gateway, an exp in the future, a non-empty
+// sub and an evt that is a positive event id. It is safe for concurrent use.
 type Verifier struct {
 	keys   atomic.Pointer[map[string]ed25519.PublicKey]
 	parser *jwt.Parser
@@ -95,8 +95,8 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	case c.Subject == "":
 		return nil, fmt.Errorf("%w: no sub", ErrInvalid)
-	case c.Event == "":
-		return nil, fmt.Errorf("%w: no evt", ErrInvalid)
+	case c.EventID <= 0:
+		return nil, fmt.Errorf("%w: evt is not a positive event id", ErrInvalid)
 	case c.Max < 0:
 		return nil, fmt.Errorf("%w: negative max", ErrInvalid)
 	}

@@ -52,7 +52,7 @@ func TestMainEndToEnd(t *testing.T) {
 	go func() { done <- m.Run(ctx) }()
 	base := "http://" + m.Addr().String()
 
-	tok, _ := admission.NewSigner(priv).Admit("fan", jsonInt(ev), 0, time.Minute)
+	tok, _ := admission.NewSigner(priv).Admit("fan", ev, 0, time.Minute)
 	req, _ := http.NewRequest("POST", base+"/v1/events/"+jsonInt(ev)+"/holds", strings.NewReader(`{"best_available":{"band":"RECLINER","count":2}}`))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
@@ -141,7 +141,7 @@ func TestMainJWKS(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	base := "http://" + m.Addr().String()
 
-	tok, _ := signer.Admit("fan", "1", 0, time.Minute)
+	tok, _ := signer.Admit("fan", 1, 0, time.Minute)
 	status := func() int {
 		req, _ := http.NewRequest("GET", base+"/v1/holds/00000000-0000-4000-8000-000000000000", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)

@@ -63,12 +63,12 @@ func gen(args []string) error {
 func mint(args []string) error {
 	fs := flag.NewFlagSet("mint", flag.ExitOnError)
 	key := fs.String("key", "admit.key", "private key file")
-	event := fs.String("event", "", "event id")
+	event := fs.Int64("event", 0, "event id (a positive integer)")
 	account := fs.String("account", "", "account id")
 	ttl := fs.Duration("ttl", 10*time.Minute, "token lifetime")
 	max := fs.Int("max", 0, "ticket limit claim (0: the event's)")
 	fs.Parse(args)
-	if *event == "" || *account == "" {
+	if *event <= 0 || *account == "" {
 		return fmt.Errorf("mint needs -event and -account")
 	}
 	priv, err := admission.ReadPrivateKeyFile(*key)

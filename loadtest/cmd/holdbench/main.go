@@ -285,7 +285,7 @@ func runAPI(ctx context.Context, db *pgxpool.Pool, signer *admission.Signer, c c
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range c.clients {
-		tok, err := signer.Admit(fmt.Sprintf("bench-%d-%d", ev, i), strconv.FormatInt(ev, 10), 0, time.Hour)
+		tok, err := signer.Admit(fmt.Sprintf("bench-%d-%d", ev, i), ev, 0, time.Hour)
 		if err != nil {
 			return nil, 0, 0, err
 		}

@@ -99,7 +99,7 @@ func run(ctx context.Context, coreURL, dbURL, keyFile string, fans, conc int) er
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			tok, err := signer.Admit(fmt.Sprintf("fan-%06d", i), evID, 0, 10*time.Minute)
+			tok, err := signer.Admit(fmt.Sprintf("fan-%06d", i), ev.ID, 0, 10*time.Minute)
 			if err != nil {
 				panic(err)
 			}

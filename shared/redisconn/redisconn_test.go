@@ -1,0 +1,78 @@
+package redisconn
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/shared/servicetest"
+)
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		in      string
+		addrs   []string
+		db      int
+		cluster bool
+		wantErr bool
+	}{
+		{in: "redis://127.0.0.1:6379/3", addrs: []string{"127.0.0.1:6379"}, db: 3},
+		{in: "redis://:pw@127.0.0.1:6379", addrs: []string{"127.0.0.1:6379"}},
+		{in: "127.0.0.1:7001,127.0.0.1:7002", addrs: []string{"127.0.0.1:7001", "127.0.0.1:7002"}, cluster: true},
+		{in: " 127.0.0.1:7001 , ", addrs: []string{"127.0.0.1:7001"}, cluster: true},
+		{in: "", wantErr: true},
+		{in: ",", wantErr: true},
+		{in: "localhost", wantErr: true},
+		{in: "redis://127.0.0.1:6379/notadb", wantErr: true},
+		{in: "http://127.0.0.1:6379", wantErr: true},
+	}
+	for _, tc := range tests {
+		o, err := Options(tc.in)
+		if tc.wantErr {
+			if err == nil {
+				t.Errorf("Options(%q) = %+v; want an error", tc.in, o)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Options(%q) = %v", tc.in, err)
+			continue
+		}
+		if len(o.Addrs) != len(tc.addrs) || o.DB != tc.db || o.IsClusterMode != tc.cluster {
+			t.Errorf("Options(%q) = addrs %v db %d cluster %v; want %v %d %v", tc.in, o.Addrs, o.DB, o.IsClusterMode, tc.addrs, tc.db, tc.cluster)
+			continue
+		}
+		for i := range o.Addrs {
+			if o.Addrs[i] != tc.addrs[i] {
+				t.Errorf("Options(%q).Addrs = %v; want %v", tc.in, o.Addrs, tc.addrs)
+			}
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://user:secret@h:1/0": "redis://user:xxxxx@h:1/0",
+		"redis://:secret@h:1":       "redis://:xxxxx@h:1",
+		"redis://h:1/2":             "redis://h:1/2",
+		"h:1,h:2":                   "h:1,h:2",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+func TestOpen(t *testing.T) {
+	url := servicetest.Env(t, "REDIS_URL")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rdb, err := Open(ctx, url)
+	if err != nil {
+		t.Fatalf("Open(REDIS_URL) = %v", err)
+	}
+	rdb.Close()
+	if _, err := Open(ctx, "redis://127.0.0.1:1/0"); err == nil {
+		t.Fatal("Open(a closed port) succeeded")
+	}
+}
