@@ -255,6 +255,11 @@ start_apps() {
 	done
 	mkdir -p "$dir"
 	ln -sfn apps/keys "$RUN_DIR/keys"
+	if [[ -f $STARTED_DIR/apps && -f $RUN_DIR/apps.pid ]] &&
+		same_proc "$(cat "$RUN_DIR/apps.pid")" "$(marker_get "$STARTED_DIR/apps" start || true)"; then
+		log "apps: already running (pid $(cat "$RUN_DIR/apps.pid"); logs in .run/apps/)"
+		return 0
+	fi
 	rm -f "$dir/stack.env"
 	start_bg apps "$ROOT/bin/stack" -dir "$dir" -env-file "$dir/stack.env" \
 		-paysim-addr "${ONSALE_PAYSIM_ADDR:-127.0.0.1:18090}" -core-addr "${ONSALE_CORE_ADDR:-127.0.0.1:8081}" \

@@ -287,7 +287,9 @@ func (p *Proc) Start(ctx context.Context) error {
 	p.cmd = exec.Command(p.path)
 	p.cmd.Env = p.env
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's ^C reaches us, not the apps directly
+	// The app dies with its starter (a test binary killed at its timeout, a
+	// SIGKILLed bin/stack) instead of holding its port and database.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)
