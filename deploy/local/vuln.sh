@@ -41,7 +41,10 @@ if [[ ! -f $db/index/db.json ]]; then
 	(cd "$repo" && go run ./cmd/gendb -repo . -out "$db.tmp") || fail "gendb could not build the database"
 	mv "$db.tmp" "$db"
 fi
+bad=()
 for m in core gateway loadtest shared; do
 	echo "+ govulncheck -db file://$db ./... (in $m)"
-	(cd "$m" && "$tools/govulncheck" -db "file://$db" ./...) || fail "govulncheck reports vulnerabilities in $m (above)"
+	(cd "$m" && "$tools/govulncheck" -db "file://$db" ./...) || bad+=("$m")
 done
+((${#bad[@]} == 0)) || fail "govulncheck reports vulnerabilities in: ${bad[*]} (above)"
+echo "vuln.sh: no known vulnerabilities reached from the code"

@@ -14,7 +14,9 @@ import (
 // waiting keeps the place.
 func TestFanJourney(t *testing.T) {
 	s := newStack(t)
-	ev := s.event(t, 12*time.Second)
+	// On sale in ten minutes: the pre-queue is open; the test opens the sale
+	// itself once it has seen the pre-queue twice (no race with a clock).
+	ev := s.event(t, 10*time.Minute)
 	b := browser(t)
 	fan := tab(t, b)
 	page := fmt.Sprintf("%s/events/%d", s.gateway, ev)
@@ -29,6 +31,7 @@ func TestFanJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, fan, "the pre-queue again after a refresh", `document.body.dataset.state === "prequeue"`, 10*time.Second)
+	s.openSale(t, ev)
 
 	until(t, fan, "admission at onsale", `document.body.dataset.state === "admitted"`, 30*time.Second)
 	shot(t, fan, "2-admitted")
