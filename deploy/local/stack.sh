@@ -60,6 +60,8 @@ MODE='' # up | env | run | down
 exec 8>&2
 
 log() { printf '%s\n' "$*" >&2; }
+# the run directory as shown in messages (.run or .run/runs/NAME-PID)
+rel() { printf '%s' "${RUN_DIR#"$ROOT"/}"; }
 die() {
 	printf 'stack.sh: error: %s\n' "$*" >&2
 	exit 1
@@ -238,7 +240,7 @@ start_bg() { # NAME CMD...
 	disown "$pid" 2>/dev/null || true # no "Killed" job notices from bash on stop
 	printf '%s\n' "$pid" >"$RUN_DIR/$name.pid"
 	printf 'kind=process\npid=%s\nstart=%s\n' "$pid" "$(proc_start "$pid" || true)" >"$STARTED_DIR/$name"
-	log "$name: started (pid $pid, log .run/$name.log)"
+	log "$name: started (pid $pid, log $(rel)/$name.log)"
 }
 
 # Called at the end of `up` with DATABASE_URL / REDIS_URL exported. Only `make up`
@@ -395,7 +397,7 @@ up_postgres() { # URL
 		if [[ -f $marker && $(marker_get "$marker" port || true) == "$PG_PORT" ]]; then
 			ensure_pg_role_db "$PG_PORT" "$PG_USER" "$PG_DB"
 			pg_answers "$url" || die "postgres: throwaway on 127.0.0.1:$PG_PORT still rejects DATABASE_URL: $PG_CHECK_ERR"
-			log "postgres: using throwaway already started on 127.0.0.1:$PG_PORT (.run/pg)"
+			log "postgres: using throwaway already started on 127.0.0.1:$PG_PORT ($(rel)/pg)"
 			return 0
 		fi
 		die "postgres: a server answers on 127.0.0.1:$PG_PORT but DATABASE_URL ($shown) fails: $PG_CHECK_ERR"
@@ -454,7 +456,7 @@ up_postgres() { # URL
 		as_user "$u" "$bindir/initdb" -D "$data" --auth=trust -U postgres -E UTF8 --locale=C \
 			>>"$logf" 2>&1 || {
 			tail -n 20 "$logf" >&2
-			die "postgres: initdb failed (log: .run/postgres.log)"
+			die "postgres: initdb failed (log: $(rel)/postgres.log)"
 		}
 	fi
 
@@ -470,7 +472,7 @@ up_postgres() { # URL
 		-o "-p $PG_PORT -c listen_addresses=$listen $PG_OPTS ${ONSALE_PG_OPTS:-}" \
 		</dev/null >>"$logf" 2>&1 8>&- 9>&-; then
 		tail -n 20 "$logf" >&2
-		die "postgres: failed to start on 127.0.0.1:$PG_PORT (log: .run/postgres.log)"
+		die "postgres: failed to start on 127.0.0.1:$PG_PORT (log: $(rel)/postgres.log)"
 	fi
 	pid=$(head -n 1 "$data/postmaster.pid")
 	printf '%s\n' "$pid" >"$RUN_DIR/postgres.pid"
@@ -480,9 +482,9 @@ up_postgres() { # URL
 		die "postgres: could not create role/database $PG_USER/$PG_DB"
 	pg_answers "$url" || die "postgres: throwaway started but DATABASE_URL fails: $PG_CHECK_ERR"
 	if [[ -n $target ]]; then
-		log "postgres: started throwaway on 127.0.0.1:$PG_PORT (.run/pg -> $target)"
+		log "postgres: started throwaway on 127.0.0.1:$PG_PORT ($(rel)/pg -> $target)"
 	else
-		log "postgres: started throwaway on 127.0.0.1:$PG_PORT (.run/pg)"
+		log "postgres: started throwaway on 127.0.0.1:$PG_PORT ($(rel)/pg)"
 	fi
 }
 
@@ -506,7 +508,7 @@ stop_postgres() {
 		kill -INT "$pid" 2>/dev/null || true
 		wait_gone "$pid" 30 || { kill -KILL "$pid" 2>/dev/null || true; }
 	elif ((rc != 0)); then
-		log "postgres: pg_ctl stop failed (see .run/postgres.log); continuing"
+		log "postgres: pg_ctl stop failed (see $(rel)/postgres.log); continuing"
 	fi
 
 	if [[ -n $target && $target == /tmp/onsale-pg-* && -d $target && ! -L $target ]]; then
@@ -596,7 +598,7 @@ up_redis() { # URL
 	# shellcheck disable=SC2094
 	printf '%s\n' "$conf" | redis-server - --port "$R_PORT" --bind "${bind[@]}" --daemonize yes \
 		--pidfile "$pidf" --dir "$dir" --save '' --appendonly no --logfile "$logf" \
-		>>"$logf" 2>&1 8>&- 9>&- || die "redis: redis-server failed (log: .run/redis.log)"
+		>>"$logf" 2>&1 8>&- 9>&- || die "redis: redis-server failed (log: $(rel)/redis.log)"
 	for ((i = 0; i < 50; i++)); do
 		if [[ -s $pidf ]]; then
 			alive "$(cat "$pidf")" || break
@@ -610,10 +612,10 @@ up_redis() { # URL
 	done
 	if [[ -z $pid ]]; then
 		tail -n 20 "$logf" >&2 || true
-		die "redis: throwaway on 127.0.0.1:$R_PORT did not answer (log: .run/redis.log)"
+		die "redis: throwaway on 127.0.0.1:$R_PORT did not answer (log: $(rel)/redis.log)"
 	fi
 	printf 'pid=%s\nstart=%s\n' "$pid" "$(proc_start "$pid" || true)" >>"$marker"
-	log "redis: started throwaway on 127.0.0.1:$R_PORT (.run/redis)"
+	log "redis: started throwaway on 127.0.0.1:$R_PORT ($(rel)/redis)"
 }
 
 stop_redis() {

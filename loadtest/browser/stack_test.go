@@ -2,9 +2,6 @@ package browser
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,28 +79,6 @@ RETURNING id`, onsaleIn.Seconds()).Scan(&id)
 		t.Fatal(err)
 	}
 	return id
-}
-
-// openSale puts event ev on sale now: in the core's catalog (SQL) and in the
-// gateway's dials (its admin API), as an operator moving the onsale would.
-func (s *browserStack) openSale(t *testing.T, ev int64) {
-	t.Helper()
-	var at time.Time
-	if err := s.db.QueryRow(ctx, `UPDATE events SET onsale_at = now() WHERE id = $1 RETURNING onsale_at`, ev).Scan(&at); err != nil {
-		t.Fatal(err)
-	}
-	body := fmt.Sprintf(`{"onsale_at":%q}`, at.UTC().Format(time.RFC3339Nano))
-	req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s/admin/v1/events/%d", s.gateway, ev), strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.admin)
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	if r.StatusCode != 200 {
-		b, _ := io.ReadAll(r.Body)
-		t.Fatalf("PATCH onsale_at = %d %s", r.StatusCode, b)
-	}
 }
 
 // browser starts headless Chromium (flags from the workplace's measured
