@@ -314,16 +314,24 @@ func (p *Proc) Pid() int {
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
-// Kill sends SIGKILL (no cleanup of any kind: the crash experiments) and
-// waits for the process to be gone.
-func (p *Proc) Kill() error {
+// running reports whether the process was started and has not exited.
+func (p *Proc) running() bool {
 	if p.cmd == nil || p.done == nil {
-		return nil
+		return false
 	}
 	select {
 	case <-p.done:
-		return nil
+		return false
 	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL (no cleanup of any kind: the crash experiments) and
+// waits for the process to be gone.
+func (p *Proc) Kill() error {
+	if !p.running() {
+		return nil
 	}
 	err := p.cmd.Process.Kill()
 	<-p.done
@@ -332,13 +340,8 @@ func (p *Proc) Kill() error {
 
 // Stop sends SIGTERM (graceful shutdown) and waits; SIGKILL after 30 s.
 func (p *Proc) Stop() error {
-	if p.cmd == nil || p.done == nil {
+	if !p.running() {
 		return nil
-	}
-	select {
-	case <-p.done:
-		return nil
-	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
