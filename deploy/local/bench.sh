@@ -29,7 +29,9 @@ DATABASE_URL=$STACK_DATABASE_URL go test -run XXX -bench CreateHold -benchtime 5
 stack_stop
 
 echo "+ pollbench: the gateway's queue-status polls beside a fasthttp hello-world"
-stack_start pollbench -spread-event-ids
+# The gateway's per-IP and per-token limits opened up: every fan polls from 127.0.0.1.
+stack_start pollbench -spread-event-ids -core-env ONSALE_SWEEP_INTERVAL=5s -gateway-env ONSALE_IP_RATE=100000 \
+	-gateway-env ONSALE_TOKEN_RATE=100 -gateway-env ONSALE_LOG_LEVEL=warn
 bin/seed -database-url "$STACK_DATABASE_URL" -json -stadium-seats 1600 >"$RUN/pollbench/seed.json"
 EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/pollbench/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
 bin/pollbench -gateway "$STACK_GATEWAY_ADDR" -admin-token "$STACK_ADMIN_TOKEN" -event "$EVENT" \
