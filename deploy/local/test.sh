@@ -76,8 +76,10 @@ staticcheck_ok=1
 # never share the machine and the database server with the timing-sensitive race suite
 # (core/postgres); they may take more than go test's default 10 minutes a package on a
 # busy two-core machine.
+tests_ok=1
 echo "+ go test -race -count=1 -timeout 30m ${pkgs[*]:0:3}"
-go test -race -count=1 -timeout 30m "${pkgs[@]:0:3}"
+go test -race -count=1 -timeout 30m "${pkgs[@]:0:3}" || tests_ok=0
 echo "+ go test -race -count=1 -timeout 30m ./loadtest/..."
-go test -race -count=1 -timeout 30m ./loadtest/...
+go test -race -count=1 -timeout 30m ./loadtest/... || tests_ok=0
+((tests_ok)) || fail "tests failed (above)"
 ((staticcheck_ok)) || fail "staticcheck has findings (listed before the tests)"
