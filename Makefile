@@ -1,46 +1,47 @@
 # onsale - local developer entry points. Services (PostgreSQL, Redis) are managed by
-# deploy/local/stack.sh; state lives in .run/ (see the header of that script).
+# deploy/local/stack.sh, the apps by bin/stack (loadtest/cmd/stack). `make up` keeps its
+# state in .run/ (see the header of stack.sh); `make demo`, `make bench` and `make test` each
+# run in a directory of their own under .run/runs/ with their own servers and ports, so any of
+# them can run beside `make up` and beside each other.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 STACK := deploy/local/stack.sh
-# cmd folders that exist right now (others may not have been written yet)
-CMD_DIRS := $(wildcard core/cmd gateway/cmd loadtest/cmd)
+# every command of the four modules; the only `go build` of the harness
+CMDS := ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...
 
-.PHONY: all build up down test bench demo clean
+.PHONY: all build up down test vuln bench demo clean
 
 all: build
 
 build:
 	@mkdir -p bin
-	@pkgs=(); \
-	for d in $(CMD_DIRS); do \
-		if [ -n "$$(find "$$d" -name '*.go' -print -quit)" ]; then pkgs+=("./$$d/..."); fi; \
-	done; \
-	if [ $${#pkgs[@]} -eq 0 ]; then echo "build: no Go files under core|gateway|loadtest/cmd yet; nothing to build"; exit 0; fi; \
-	echo "go build -o bin/ $${pkgs[*]}"; \
-	go build -o bin/ "$${pkgs[@]}"
+	go build -o bin/ $(CMDS)
 
-up:
+up: build
 	$(STACK) up
 
 down:
 	$(STACK) down
 
-test:
+test: build
 	$(STACK) run -- deploy/local/test.sh
 
-bench:
+# govulncheck against a vulnerability database built locally from golang.org/x/vulndb
+vuln:
+	deploy/local/vuln.sh
+
+bench: build
 	$(STACK) run -- deploy/local/bench.sh
 
-demo:
+demo: build
 	$(STACK) run -- deploy/local/demo.sh
 
 # bin/ always; .run/ only when nothing started by stack.sh is still recorded as up
 clean:
 	rm -rf bin
-	@if [ -n "$$(ls -A .run/started 2>/dev/null)" ]; then \
-		echo "clean: keeping .run/ (services still up; run 'make down' first)"; \
+	@if [ -n "$$(ls -A .run/started 2>/dev/null)" ] || [ -n "$$(ls -A .run/runs 2>/dev/null)" ]; then \
+		echo "clean: keeping .run/ (services or runs still up; run 'make down' first)"; \
 	else \
 		rm -rf .run; \
 	fi

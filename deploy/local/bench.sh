@@ -2,12 +2,14 @@
 # deploy/local/bench.sh - `make bench`: the hold path and the sweeper against
 # baselines measured in the same run (pgbench on the same server), and the
 # gateway's status polls against a fasthttp hello-world on the same machine.
-# Results go to the terminal and to .run/bench/. Bounded: about three minutes.
+# Runs through stack.sh run: its own PostgreSQL and Redis, the apps (bin/stack) on
+# free ports. Results go to the terminal and to .run/bench/. Bounded: about three
+# minutes; BENCH_ROUNDS (default 8) and BENCH_SWEEPS (default 5) shorten it.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
-trap stop_all EXIT
+trap stack_stop EXIT
 
-build
+need_bin seed holdbench pollbench
 # pgbench ships with the PostgreSQL server package on Debian.
 if ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 && ! command -v pgbench >/dev/null; then
 	echo "installing postgresql for pgbench" >&2
@@ -15,22 +17,24 @@ if ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 && ! command -v pgbenc
 	((EUID == 0)) || sudo=sudo
 	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql >/dev/null
 fi
-url=$(fresh_db onsale_bench)
-start_core "$url" 127.0.0.1:18181 -sweep-interval 1h -redis "" # the hold path alone: no seat-map upkeep
 mkdir -p .run/bench
-DATABASE_URL=$url bin/holdbench -core http://127.0.0.1:18181 -admit-key .run/keys/admit.key \
-	-rounds "${BENCH_ROUNDS:-8}" -out .run/bench/holdbench.json | tee .run/bench/holdbench.txt
+# The hold path alone: the core only, no seat-map upkeep, no sweeps during the rounds
+# (holdbench starts a sweeping core of its own for the sweeper's measurement).
+stack_start holdbench -apps core -redis '' -core-env ONSALE_SWEEP_INTERVAL=1h
+bin/seed -database-url "$STACK_DATABASE_URL" >/dev/null
+bin/holdbench -core "$STACK_CORE_URL" -database-url "$STACK_DATABASE_URL" -admit-key "$STACK_ADMIT_KEY" \
+	-rounds "${BENCH_ROUNDS:-8}" -sweeps "${BENCH_SWEEPS:-5}" -out .run/bench/holdbench.json | tee .run/bench/holdbench.txt
 echo "+ go test -run XXX -bench . ./core/postgres (the hold path below HTTP)"
-DATABASE_URL=$url go test -run XXX -bench CreateHold -benchtime 5000x ./core/postgres | tee .run/bench/gobench.txt
-stop_core
-psql "$DATABASE_URL" -X -q -c "DROP DATABASE IF EXISTS onsale_bench WITH (FORCE)"
+DATABASE_URL=$STACK_DATABASE_URL go test -run XXX -bench CreateHold -benchtime 5000x ./core/postgres | tee .run/bench/gobench.txt
+stack_stop
 
 echo "+ pollbench: the gateway's queue-status polls beside a fasthttp hello-world"
-url=$(fresh_db onsale_pollbench)
-admin=bench-admin-$RANDOM
-start_stack "$url" "$admin"
-DATABASE_URL=$url bin/seed -stadium-seats 1600 >/dev/null
-bin/pollbench -gateway "$GATEWAY_ADDR" -admin-token "$admin" -gateway-pid "${PIDS[1]}" -out .run/bench/pollbench.json |
+# The gateway's per-IP and per-token limits opened up: every fan polls from 127.0.0.1.
+stack_start pollbench -spread-event-ids -core-env ONSALE_SWEEP_INTERVAL=5s -gateway-env ONSALE_IP_RATE=100000 \
+	-gateway-env ONSALE_TOKEN_RATE=100 -gateway-env ONSALE_LOG_LEVEL=warn
+bin/seed -database-url "$STACK_DATABASE_URL" -json -stadium-seats 1600 >"$RUN/pollbench/seed.json"
+EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/pollbench/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
+bin/pollbench -gateway "$STACK_GATEWAY_ADDR" -admin-token "$STACK_ADMIN_TOKEN" -event "$EVENT" \
+	-gateway-pid "$(tr ',' '\n' <<<"$STACK_PIDS" | sed -n 's/^gateway=//p')" -out .run/bench/pollbench.json |
 	tee .run/bench/pollbench.txt
-stop_all
-psql "$DATABASE_URL" -X -q -c "DROP DATABASE IF EXISTS onsale_pollbench WITH (FORCE)"
+stack_stop

@@ -10,30 +10,35 @@
 # Full size: make demo FANS=600000 SEATS=40000.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
-trap stop_all EXIT
+trap stack_stop EXIT
 
 SEATS=${SEATS:-1600}
 mkdir -p .run/report
 FANS=${FANS:-24000}
-build
-url=$(fresh_db onsale_demo)
+need_bin seed flashsale
 ADMIN=demo-admin-$RANDOM
 # Compressed like the holds: Pay extends a hold by 20 s (not 2 minutes). The simulated
 # provider: UPI payers approve after 1-4 s, 2% only after 75 s (their webhooks come
 # after the hold and its extension ran out: the payment is refunded); 5% of payments
 # fail; 10% of webhooks are delivered twice; webhooks within 300 ms go out in any order.
-export ONSALE_EXTEND_BY=${EXTEND_BY:-20s}
-export PAYSIM_BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","upi_slow_fraction":0.02,"upi_slow_delay":"75s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}'
-start_stack "$url" "$ADMIN"
+BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","upi_slow_fraction":0.02,"upi_slow_delay":"75s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}'
+# The run's own database, Redis and ports (stack.sh run); event ids start at a random
+# point so even a Redis shared with other runs (REDIS_URL given) holds no room of theirs.
+stack_start demo -admin-token "$ADMIN" -spread-event-ids -paysim-env ONSALE_PAYSIM_BEHAVIOUR="$BEHAVIOUR" \
+	-core-env ONSALE_SWEEP_INTERVAL=5s -core-env ONSALE_EXTEND_BY="${EXTEND_BY:-20s}" \
+	-gateway-env ONSALE_IP_RATE=100000 -gateway-env ONSALE_TOKEN_RATE=100 -gateway-env ONSALE_LOG_LEVEL=warn
 echo "+ seed: the demo catalog (stadium at $SEATS seats)"
 # Time is compressed: holds last 30 s (not eight minutes), sessions 90 s (not ten),
 # and fans are let in six times faster (6,000 a minute).
-DATABASE_URL=$url bin/seed -onsale-in 1m -stadium-seats "$SEATS" -concert-hold-seconds "${HOLD_SECONDS:-30}"
-echo "+ flashsale: $FANS fans"
-DATABASE_URL=$url bin/flashsale -gateway "http://$GATEWAY_ADDR" -paysim "http://$PAYSIM_ADDR" -admin-token "$ADMIN" \
-	-event 1 -fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}" \
+bin/seed -database-url "$STACK_DATABASE_URL" -json -onsale-in 1m -stadium-seats "$SEATS" \
+	-concert-hold-seconds "${HOLD_SECONDS:-30}" >"$RUN/demo/seed.json"
+EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/demo/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
+[[ -n $EVENT ]] || { echo "seed: no stadium concert in $RUN/demo/seed.json" >&2; exit 1; }
+echo "+ flashsale: $FANS fans, event $EVENT"
+DATABASE_URL=$STACK_DATABASE_URL bin/flashsale -gateway "$STACK_GATEWAY_URL" -paysim "$STACK_PAYSIM_URL" -admin-token "$ADMIN" \
+	-event "$EVENT" -fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}" \
 	-onsale-in "${ONSALE_IN:-10s}" -wall "${WALL:-10s}" -claim "${CLAIM:-30s}" -deadline "${DEADLINE:-4m}" -sweep 5s -report "$PWD/.run/report/index.html" \
-	-watch "$(watch_list "$url")"
+	-watch "$(watch_list)"
 # The report, opened in headless Chromium: a screenshot beside it.
 if need_chromium; then
 	chromium --headless --no-sandbox --disable-gpu --no-first-run --disable-quic --disable-background-networking \

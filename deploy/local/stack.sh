@@ -2,30 +2,46 @@
 # deploy/local/stack.sh - local backing services (PostgreSQL, Redis) for onsale.
 #
 # Usage:
-#   deploy/local/stack.sh up            make sure PostgreSQL and Redis answer; write .run/env
+#   deploy/local/stack.sh up            make sure PostgreSQL and Redis answer, write .run/env,
+#                                       start the apps (bin/stack) on their well-known ports
 #   deploy/local/stack.sh down          stop exactly what `up` started (safe to repeat)
-#   deploy/local/stack.sh run -- CMD..  up, run CMD with .run/env, stop what this run started,
-#                                       exit with CMD's status
+#   deploy/local/stack.sh run -- CMD..  services of this run's own, run CMD with them, stop
+#                                       them, exit with CMD's status
 #   deploy/local/stack.sh env           up, then print the export lines:
 #                                         eval "$(deploy/local/stack.sh env)"
 #
 # DATABASE_URL / REDIS_URL from the environment win over the defaults below. A URL that
 # already answers is used as is. Otherwise a throwaway server is started on the URL's
-# port (local hosts only) with everything it owns under .run/:
-#   .run/env                  export lines (DATABASE_URL, REDIS_URL)
-#   .run/started/NAME         marker: "NAME was started by this tool" (key=value lines)
-#   .run/NAME.pid, NAME.log   pid file and log of each started service / process
-#   .run/pg                   PostgreSQL data dir (or a symlink to /tmp/onsale-pg-<hash> when
-#                             the unprivileged postgres user cannot reach .run/)
-#   .run/redis                Redis working dir
+# port (local hosts only) with everything it owns under the run directory.
+#
+# `up` / `down` / `env` use .run/ and the fixed ports 15432 (PostgreSQL) and 16379 (Redis).
+# Each `run` (make test / bench / demo) is a run of its own: its directory is
+# .run/runs/NAME-PID/ (NAME from CMD; exported to CMD as ONSALE_RUN_DIR) and its default
+# servers are throwaways on free ports, so a run never shares a database, a Redis or a port
+# with `make up` or with another run. The run directory is removed when CMD succeeds and
+# kept (with its logs) when it fails.
+#
+# In the run directory (.run/ for up):
+#   env                       export lines (DATABASE_URL, REDIS_URL)
+#   started/NAME              marker: "NAME was started by this tool" (key=value lines)
+#   NAME.pid, NAME.log        pid file and log of each started service / process
+#   pg                        PostgreSQL data dir (or a symlink to /tmp/onsale-pg-<hash> when
+#                             the unprivileged postgres user cannot reach it)
+#   redis                     Redis working dir
+#   apps/                     (up) the apps' logs and keys: apps/keys/admit.key, ticket.key,
+#                             admin.token; apps/stack.env: their URLs (STACK_*)
 #
 # Status lines go to stderr, so stdout stays clean for `env` and for `run`'s command.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 RUN_DIR=$ROOT/.run
-STARTED_DIR=$RUN_DIR/started
-ENV_FILE=$RUN_DIR/env
+set_run_dir() {
+	RUN_DIR=$1
+	STARTED_DIR=$RUN_DIR/started
+	ENV_FILE=$RUN_DIR/env
+}
+set_run_dir "$ROOT/.run"
 
 DEFAULT_DATABASE_URL='postgres://postgres@127.0.0.1:15432/onsale?sslmode=disable'
 DEFAULT_REDIS_URL='redis://127.0.0.1:16379/0'
@@ -44,6 +60,8 @@ MODE='' # up | env | run | down
 exec 8>&2
 
 log() { printf '%s\n' "$*" >&2; }
+# the run directory as shown in messages (.run or .run/runs/NAME-PID)
+rel() { printf '%s' "${RUN_DIR#"$ROOT"/}"; }
 die() {
 	printf 'stack.sh: error: %s\n' "$*" >&2
 	exit 1
@@ -86,6 +104,20 @@ is_local_host() { [[ $1 == 127.0.0.1 || $1 == localhost ]]; }
 # something accepts TCP connections on 127.0.0.1:PORT
 # shellcheck disable=SC2016 # $1 is expanded by the inner bash
 port_busy() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
+
+# a port in 20000-29999 nothing listens on now (a throwaway server takes it moments later;
+# Redis Cluster bus ports are +10000, so stay below 30000 for them to stay clear)
+free_port() {
+	local i p
+	for ((i = 0; i < 200; i++)); do
+		p=$((20000 + RANDOM % 10000))
+		port_busy "$p" || port_busy "$((p + 10000))" || {
+			printf '%s\n' "$p"
+			return 0
+		}
+	done
+	die "no free port found"
+}
 
 # "host:port", "[v6]:port" or "host" -> HP_HOST, HP_PORT (default $2)
 split_hostport() {
@@ -208,49 +240,41 @@ start_bg() { # NAME CMD...
 	disown "$pid" 2>/dev/null || true # no "Killed" job notices from bash on stop
 	printf '%s\n' "$pid" >"$RUN_DIR/$name.pid"
 	printf 'kind=process\npid=%s\nstart=%s\n' "$pid" "$(proc_start "$pid" || true)" >"$STARTED_DIR/$name"
-	log "$name: started (pid $pid, log .run/$name.log)"
+	log "$name: started (pid $pid, log $(rel)/$name.log)"
 }
 
 # Called at the end of `up` with DATABASE_URL / REDIS_URL exported. Only `make up`
-# (MODE=up) starts the services, so a person can use them: builds the binaries, makes
-# the development admit and ticket keys, seeds the demo catalog, starts the payment
+# (MODE=up) starts the apps, so a person can use them: bin/stack runs the payment
 # simulator on ONSALE_PAYSIM_ADDR (127.0.0.1:18090), the core on ONSALE_CORE_ADDR
-# (127.0.0.1:8081) and the gateway on ONSALE_GATEWAY_ADDR (127.0.0.1:8080).
+# (127.0.0.1:8081) and the gateway on ONSALE_GATEWAY_ADDR (127.0.0.1:8080), logs and keys
+# in .run/apps/ (.run/keys links there); then the demo catalog is seeded (.run/seed.json).
 # `run` (make test / bench / demo) starts its own.
 start_apps() {
 	[[ $MODE == up ]] || return 0
-	local addr=${ONSALE_CORE_ADDR:-127.0.0.1:8081} i
-	log "apps: building"
-	(cd "$ROOT" && go build -o bin/ ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...) >&2
-	mkdir -p "$RUN_DIR/keys"
-	"$ROOT/bin/admitkey" gen -key "$RUN_DIR/keys/admit.key" >&2
-	"$ROOT/bin/admitkey" gen -key "$RUN_DIR/keys/ticket.key" >&2
+	local dir=$RUN_DIR/apps i bin
+	for bin in stack seed; do
+		[[ -x $ROOT/bin/$bin ]] || die "no bin/$bin: run 'make build' first (make up does)"
+	done
+	mkdir -p "$dir"
+	ln -sfn apps/keys "$RUN_DIR/keys"
+	if [[ -f $STARTED_DIR/apps && -f $RUN_DIR/apps.pid ]] &&
+		same_proc "$(cat "$RUN_DIR/apps.pid")" "$(marker_get "$STARTED_DIR/apps" start || true)"; then
+		log "apps: already running (pid $(cat "$RUN_DIR/apps.pid"); logs in .run/apps/)"
+		return 0
+	fi
+	rm -f "$dir/stack.env"
+	start_bg apps "$ROOT/bin/stack" -dir "$dir" -env-file "$dir/stack.env" \
+		-paysim-addr "${ONSALE_PAYSIM_ADDR:-127.0.0.1:18090}" -core-addr "${ONSALE_CORE_ADDR:-127.0.0.1:8081}" \
+		-gateway-addr "${ONSALE_GATEWAY_ADDR:-127.0.0.1:8080}"
+	for ((i = 0; i < 1200; i++)); do
+		[[ -f $dir/stack.env ]] && break
+		alive "$(cat "$RUN_DIR/apps.pid")" || break
+		sleep 0.1
+	done
+	[[ -f $dir/stack.env ]] || { tail -n 20 "$RUN_DIR/apps.log" >&2; die "the apps did not start; see .run/apps.log and .run/apps/*.log"; }
 	"$ROOT/bin/seed" -json >"$RUN_DIR/seed.json"
-	log "apps: demo catalog in .run/seed.json"
-	local paysim=${ONSALE_PAYSIM_ADDR:-127.0.0.1:18090}
-	start_bg paysim env ONSALE_PAYSIM_ADDR="$paysim" ONSALE_PAYSIM_CONTROL=true \
-		ONSALE_PAYSIM_WEBHOOK_URL="http://$addr/v1/webhooks/payments" "$ROOT/bin/paysim"
-	start_bg core env ONSALE_CORE_ADDR="$addr" ONSALE_ADMIT_PUBLIC_KEY="$RUN_DIR/keys/admit.key.pub" \
-		ONSALE_PROVIDER_URL="http://$paysim" ONSALE_PROVIDER_KEY=sk_test_paysim ONSALE_WEBHOOK_SECRET=whsec_test_paysim \
-		ONSALE_TICKET_KEY="$RUN_DIR/keys/ticket.key" ONSALE_SMS_URL="http://$paysim/sms" ONSALE_PUBLIC_URL="http://$addr" \
-		"$ROOT/bin/core"
-	for ((i = 0; i < 100; i++)); do
-		curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break
-		sleep 0.1
-	done
-	curl -fsS "http://$addr/readyz" >/dev/null 2>&1 || die "core did not become ready; see .run/core.log"
-	log "core: ready at http://$addr"
-	local gw=${ONSALE_GATEWAY_ADDR:-127.0.0.1:8080}
-	[[ -f $RUN_DIR/keys/queue.secret ]] || head -c 48 /dev/urandom | base64 | tr -d '\n' >"$RUN_DIR/keys/queue.secret"
-	[[ -f $RUN_DIR/keys/admin.token ]] || head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$RUN_DIR/keys/admin.token"
-	start_bg gateway env ONSALE_GATEWAY_ADDR="$gw" ONSALE_REDIS="$REDIS_URL" ONSALE_CORE_URL="http://$addr" \
-		ONSALE_ADMIT_KEYS="$RUN_DIR/keys/admit.key" ONSALE_QUEUE_SECRET="$(cat "$RUN_DIR/keys/queue.secret")" \
-		ONSALE_ADMIN_TOKEN="$(cat "$RUN_DIR/keys/admin.token")" "$ROOT/bin/gateway"
-	for ((i = 0; i < 100; i++)); do
-		curl -fsS "http://$gw/readyz" >/dev/null 2>&1 && { log "gateway: ready at http://$gw (admin token in .run/keys/admin.token)"; return 0; }
-		sleep 0.1
-	done
-	die "gateway did not become ready; see .run/gateway.log"
+	log "apps: demo catalog in .run/seed.json; $(grep -o 'ready: .*' "$RUN_DIR/apps.log" | tail -n 1)"
+	log "apps: admin token in .run/keys/admin.token"
 }
 
 stop_process() { # NAME
@@ -373,7 +397,7 @@ up_postgres() { # URL
 		if [[ -f $marker && $(marker_get "$marker" port || true) == "$PG_PORT" ]]; then
 			ensure_pg_role_db "$PG_PORT" "$PG_USER" "$PG_DB"
 			pg_answers "$url" || die "postgres: throwaway on 127.0.0.1:$PG_PORT still rejects DATABASE_URL: $PG_CHECK_ERR"
-			log "postgres: using throwaway already started on 127.0.0.1:$PG_PORT (.run/pg)"
+			log "postgres: using throwaway already started on 127.0.0.1:$PG_PORT ($(rel)/pg)"
 			return 0
 		fi
 		die "postgres: a server answers on 127.0.0.1:$PG_PORT but DATABASE_URL ($shown) fails: $PG_CHECK_ERR"
@@ -390,7 +414,7 @@ up_postgres() { # URL
 	u=$(pg_os_user)
 	if [[ -n $u ]] && ! as_user "$u" test -x "$RUN_DIR"; then
 		# e.g. a clone inside a 0700 root-owned mktemp dir: keep the data where $u can reach it
-		hash=$(printf '%s' "$ROOT" | sha256sum | cut -c1-16)
+		hash=$(printf '%s' "$RUN_DIR" | sha256sum | cut -c1-16)
 		target=/tmp/onsale-pg-$hash
 	fi
 	data=${target:-$link}
@@ -432,7 +456,7 @@ up_postgres() { # URL
 		as_user "$u" "$bindir/initdb" -D "$data" --auth=trust -U postgres -E UTF8 --locale=C \
 			>>"$logf" 2>&1 || {
 			tail -n 20 "$logf" >&2
-			die "postgres: initdb failed (log: .run/postgres.log)"
+			die "postgres: initdb failed (log: $(rel)/postgres.log)"
 		}
 	fi
 
@@ -448,7 +472,7 @@ up_postgres() { # URL
 		-o "-p $PG_PORT -c listen_addresses=$listen $PG_OPTS ${ONSALE_PG_OPTS:-}" \
 		</dev/null >>"$logf" 2>&1 8>&- 9>&-; then
 		tail -n 20 "$logf" >&2
-		die "postgres: failed to start on 127.0.0.1:$PG_PORT (log: .run/postgres.log)"
+		die "postgres: failed to start on 127.0.0.1:$PG_PORT (log: $(rel)/postgres.log)"
 	fi
 	pid=$(head -n 1 "$data/postmaster.pid")
 	printf '%s\n' "$pid" >"$RUN_DIR/postgres.pid"
@@ -458,9 +482,9 @@ up_postgres() { # URL
 		die "postgres: could not create role/database $PG_USER/$PG_DB"
 	pg_answers "$url" || die "postgres: throwaway started but DATABASE_URL fails: $PG_CHECK_ERR"
 	if [[ -n $target ]]; then
-		log "postgres: started throwaway on 127.0.0.1:$PG_PORT (.run/pg -> $target)"
+		log "postgres: started throwaway on 127.0.0.1:$PG_PORT ($(rel)/pg -> $target)"
 	else
-		log "postgres: started throwaway on 127.0.0.1:$PG_PORT (.run/pg)"
+		log "postgres: started throwaway on 127.0.0.1:$PG_PORT ($(rel)/pg)"
 	fi
 }
 
@@ -484,7 +508,7 @@ stop_postgres() {
 		kill -INT "$pid" 2>/dev/null || true
 		wait_gone "$pid" 30 || { kill -KILL "$pid" 2>/dev/null || true; }
 	elif ((rc != 0)); then
-		log "postgres: pg_ctl stop failed (see .run/postgres.log); continuing"
+		log "postgres: pg_ctl stop failed (see $(rel)/postgres.log); continuing"
 	fi
 
 	if [[ -n $target && $target == /tmp/onsale-pg-* && -d $target && ! -L $target ]]; then
@@ -574,7 +598,7 @@ up_redis() { # URL
 	# shellcheck disable=SC2094
 	printf '%s\n' "$conf" | redis-server - --port "$R_PORT" --bind "${bind[@]}" --daemonize yes \
 		--pidfile "$pidf" --dir "$dir" --save '' --appendonly no --logfile "$logf" \
-		>>"$logf" 2>&1 8>&- 9>&- || die "redis: redis-server failed (log: .run/redis.log)"
+		>>"$logf" 2>&1 8>&- 9>&- || die "redis: redis-server failed (log: $(rel)/redis.log)"
 	for ((i = 0; i < 50; i++)); do
 		if [[ -s $pidf ]]; then
 			alive "$(cat "$pidf")" || break
@@ -588,10 +612,10 @@ up_redis() { # URL
 	done
 	if [[ -z $pid ]]; then
 		tail -n 20 "$logf" >&2 || true
-		die "redis: throwaway on 127.0.0.1:$R_PORT did not answer (log: .run/redis.log)"
+		die "redis: throwaway on 127.0.0.1:$R_PORT did not answer (log: $(rel)/redis.log)"
 	fi
 	printf 'pid=%s\nstart=%s\n' "$pid" "$(proc_start "$pid" || true)" >>"$marker"
-	log "redis: started throwaway on 127.0.0.1:$R_PORT (.run/redis)"
+	log "redis: started throwaway on 127.0.0.1:$R_PORT ($(rel)/redis)"
 }
 
 stop_redis() {
@@ -655,6 +679,10 @@ ensure_clients() {
 
 do_up() {
 	local db_url=${DATABASE_URL:-$DEFAULT_DATABASE_URL} redis_url=${REDIS_URL:-$DEFAULT_REDIS_URL}
+	if [[ $MODE == run ]]; then
+		[[ -n ${DATABASE_URL:-} ]] || db_url="postgres://postgres@127.0.0.1:$(free_port)/onsale?sslmode=disable"
+		[[ -n ${REDIS_URL:-} ]] || redis_url="redis://127.0.0.1:$(free_port)/0"
+	fi
 	lock
 	ensure_clients
 	up_postgres "$db_url"
@@ -706,6 +734,14 @@ on_exit() {
 		rmdir "$STARTED_DIR" 2>/dev/null || true
 	fi
 	unlock
+	if [[ $MODE == run && $RUN_DIR == "$ROOT/.run/runs/"* ]]; then
+		if ((rc == 0)); then
+			rm -rf "$RUN_DIR"
+			rmdir "$ROOT/.run/runs" 2>/dev/null || true
+		else
+			log "run: kept $RUN_DIR (logs of the failed run)"
+		fi
+	fi
 	exit "$rc"
 }
 
@@ -738,6 +774,10 @@ main() {
 	run)
 		[[ ${1:-} == -- ]] && shift
 		(($#)) || usage
+		local name
+		name=$(basename "$1")
+		set_run_dir "$ROOT/.run/runs/${name%.sh}-$$"
+		export ONSALE_RUN_DIR=$RUN_DIR
 		set_traps
 		do_up
 		# shellcheck source=/dev/null

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# deploy/local/test.sh - `make test`: vet + race tests against real PostgreSQL and Redis.
-# Run through `deploy/local/stack.sh run -- deploy/local/test.sh`, which provides
-# DATABASE_URL and REDIS_URL. A missing service is a failure here, never a skip.
+# deploy/local/test.sh - `make test`: go mod tidy check, vet, staticcheck, then race tests
+# against real PostgreSQL and Redis and the binaries in bin/ (make test builds them first).
+# Run through `deploy/local/stack.sh run -- deploy/local/test.sh`, which provides this
+# run's own DATABASE_URL and REDIS_URL. A missing service is a failure here, never a skip.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -22,14 +23,36 @@ echo "test.sh: PostgreSQL and Redis answer"
 # tests that need the services must fail (not skip) when they are missing
 export ONSALE_REQUIRE_SERVICES=1
 
-# The browser tests drive Debian's Chromium.
 . deploy/local/apps.sh
+# The end-to-end tests (loadtest/proof, loadtest/browser) run these; they never build.
+need_bin core gateway paysim seed ticketverify || fail "missing binaries: run 'make build'"
+export ONSALE_BIN=$PWD/bin
+
+modules=(core gateway loadtest shared)
+echo "+ go mod tidy -diff (${modules[*]})"
+for m in "${modules[@]}"; do
+	(cd "$m" && go mod tidy -diff) || fail "$m/go.mod is not tidy: run 'cd $m && go mod tidy'"
+done
+
+# The browser tests drive Debian's Chromium.
 need_chromium || fail "could not install chromium (see .run/apt-chromium.log)"
 export ONSALE_SCREENSHOTS=${ONSALE_SCREENSHOTS:-$PWD/.run/screenshots}
 
 # The gateway's Redis tests run against a single server and a 3-master cluster.
-cluster_dir=.run/redis-cluster-test
-export ONSALE_CLUSTER_PORT=${ONSALE_CLUSTER_PORT:-17101}
+# Its ports (3 masters from a free base, bus ports +10000) are this run's own.
+cluster_dir=$RUN/redis-cluster
+cluster_base() {
+	local i b p busy
+	for ((i = 0; i < 200; i++)); do
+		b=$((12000 + RANDOM % 8000)) busy=0
+		for p in "$b" "$((b + 1))" "$((b + 2))" "$((b + 10000))" "$((b + 10001))" "$((b + 10002))"; do
+			timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$p" 2>/dev/null && busy=1
+		done
+		((busy)) || { printf '%s\n' "$b"; return 0; }
+	done
+	return 1
+}
+export ONSALE_CLUSTER_PORT=${ONSALE_CLUSTER_PORT:-$(cluster_base)}
 trap 'deploy/redis-cluster/cluster.sh down "$cluster_dir"' EXIT
 deploy/redis-cluster/cluster.sh down "$cluster_dir"
 cluster_env=$(deploy/redis-cluster/cluster.sh up "$cluster_dir") || fail "could not start the Redis Cluster"
@@ -39,5 +62,24 @@ echo "test.sh: Redis Cluster at $REDIS_CLUSTER_ADDRS"
 pkgs=(./core/... ./shared/... ./gateway/... ./loadtest/...)
 echo "+ go vet ${pkgs[*]}"
 go vet "${pkgs[@]}"
-echo "+ go test -race -count=1 ${pkgs[*]}"
-go test -race -count=1 "${pkgs[@]}"
+# staticcheck, installed once from the Go module proxy into .run/tools
+STATICCHECK=honnef.co/go/tools/cmd/staticcheck@v0.8.2
+if [[ ! -x .run/tools/staticcheck ]] || ! .run/tools/staticcheck -version | grep -q '(0.8.2)'; then
+	echo "+ go install $STATICCHECK (into .run/tools)"
+	GOBIN=$PWD/.run/tools go install "$STATICCHECK" || fail "could not install $STATICCHECK"
+fi
+# Findings fail the run, after the tests (so one run shows both).
+echo "+ staticcheck ${pkgs[*]}"
+staticcheck_ok=1
+.run/tools/staticcheck "${pkgs[@]}" || staticcheck_ok=0
+# The end-to-end packages (loadtest: real processes, browsers) run after the rest, so they
+# never share the machine and the database server with the timing-sensitive race suite
+# (core/postgres); they may take more than go test's default 10 minutes a package on a
+# busy two-core machine.
+tests_ok=1
+echo "+ go test -race -count=1 -timeout 30m ${pkgs[*]:0:3}"
+go test -race -count=1 -timeout 30m "${pkgs[@]:0:3}" || tests_ok=0
+echo "+ go test -race -count=1 -timeout 30m ./loadtest/..."
+go test -race -count=1 -timeout 30m ./loadtest/... || tests_ok=0
+((tests_ok)) || fail "tests failed (above)"
+((staticcheck_ok)) || fail "staticcheck has findings (listed before the tests)"

@@ -2,10 +2,6 @@ package browser
 
 import (
 	"context"
-	"crypto/ed25519"
-	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,117 +10,71 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/onsale/onsale/core"
-	"github.com/onsale/onsale/core/postgres"
-	"github.com/onsale/onsale/core/postgres/postgrestest"
-	"github.com/onsale/onsale/core/seed"
-	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/loadtest/stack"
 	"github.com/onsale/onsale/shared/servicetest"
 )
 
 var ctx = context.Background()
 
-// stack is the whole product, as processes.
-type stack struct {
-	db      *postgres.DB
+// browserStack is the whole product, as processes: the payment simulator,
+// the core and the gateway from bin/ (package stack), on a database of the
+// test's own.
+type browserStack struct {
+	db      *pgxpool.Pool
+	dbURL   string
 	gateway string // base URL
 	paysim  string
 	admin   string // admin token
-	dir     string
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func newStack(t *testing.T) *browserStack {
+	t.Helper()
+	redis := servicetest.Env(t, "REDIS_URL")
+	dbURL, drop, err := stack.FreshDatabase(ctx, servicetest.Env(t, "DATABASE_URL"), "browser")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func build(t *testing.T, dir string, pkgs ...string) {
-	t.Helper()
-	args := append([]string{"build", "-o", dir + "/"}, pkgs...)
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-}
-
-func start(t *testing.T, dir, name string, env []string, args ...string) {
-	t.Helper()
-	logf, _ := os.Create(filepath.Join(dir, name+".log"))
-	cmd := exec.Command(filepath.Join(dir, name), args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	t.Cleanup(func() { drop(context.Background()) })
+	apps, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), DatabaseURL: dbURL, RedisURL: redis, AdminToken: "browser-admin",
+		PaysimEnv:  []string{`ONSALE_PAYSIM_BEHAVIOUR={"upi_delay_min":"1h","upi_delay_max":"1h"}`},
+		CoreEnv:    []string{"ONSALE_LOG_LEVEL=warn"},
+		GatewayEnv: []string{"ONSALE_LOG_LEVEL=warn", "ONSALE_IP_RATE=1000", "ONSALE_TOKEN_RATE=100"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait(); logf.Close() })
-}
-
-func waitHTTP(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, err := http.Get(url)
-		if err == nil {
-			r.Body.Close()
-			if r.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer", url)
-		}
-		time.Sleep(50 * time.Millisecond)
+	t.Cleanup(func() { apps.Stop() })
+	// Redis keys are per event id: start this database's ids somewhere no
+	// other test's will be, since every test database starts at 1.
+	if err := stack.SpreadEventIDs(ctx, dbURL); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func newStack(t *testing.T) *stack {
-	t.Helper()
-	redis := servicetest.Env(t, "REDIS_URL")
-	dir := t.TempDir()
-	build(t, dir, "github.com/onsale/onsale/core/cmd/core", "github.com/onsale/onsale/gateway/cmd/gateway", "github.com/onsale/onsale/loadtest/cmd/paysim")
-	dbURL := postgrestest.NewURL(t)
-	db, err := postgres.Open(ctx, dbURL, postgres.Options{})
+	db, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	// Redis keys are per event id: start this database's ids somewhere no
-	// other test's will be, since every test database starts at 1.
-	if _, err := db.Pool().Exec(ctx, `SELECT setval('events_id_seq', $1)`, 1_000_000+rand.Int64N(1<<40)); err != nil {
-		t.Fatal(err)
-	}
-	akey, _ := admission.GenerateKey()
-	tkey, _ := admission.GenerateKey()
-	admission.WritePrivateKeyFile(filepath.Join(dir, "admit.key"), akey)
-	admission.WritePublicKeyFile(filepath.Join(dir, "admit.pub"), akey.Public().(ed25519.PublicKey))
-	admission.WritePrivateKeyFile(filepath.Join(dir, "ticket.key"), tkey)
-	coreAddr, gwAddr, simAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	s := &stack{db: db, gateway: "http://" + gwAddr, paysim: "http://" + simAddr, admin: "browser-admin", dir: dir}
-	start(t, dir, "paysim", []string{"ONSALE_PAYSIM_ADDR=" + simAddr, "ONSALE_PAYSIM_CONTROL=true",
-		"ONSALE_PAYSIM_WEBHOOK_URL=http://" + coreAddr + "/v1/webhooks/payments", "ONSALE_PAYSIM_BEHAVIOUR={\"upi_delay_min\":\"1h\",\"upi_delay_max\":\"1h\"}"})
-	start(t, dir, "core", []string{"DATABASE_URL=" + dbURL, "ONSALE_CORE_ADDR=" + coreAddr, "ONSALE_REDIS=" + redis,
-		"ONSALE_ADMIT_PUBLIC_KEY=" + filepath.Join(dir, "admit.pub"), "ONSALE_ADMIT_JWKS_URL=",
-		"ONSALE_PROVIDER_URL=http://" + simAddr, "ONSALE_PROVIDER_KEY=sk_test_paysim", "ONSALE_WEBHOOK_SECRET=whsec_test_paysim",
-		"ONSALE_TICKET_KEY=" + filepath.Join(dir, "ticket.key"), "ONSALE_SMS_URL=http://" + simAddr + "/sms", "ONSALE_LOG_LEVEL=warn"})
-	start(t, dir, "gateway", []string{"ONSALE_GATEWAY_ADDR=" + gwAddr, "ONSALE_REDIS=" + redis, "ONSALE_CORE_URL=http://" + coreAddr,
-		"ONSALE_ADMIT_KEYS=" + filepath.Join(dir, "admit.key"), "ONSALE_QUEUE_SECRET=" + strings.Repeat("b", 32),
-		"ONSALE_ADMIN_TOKEN=" + s.admin, "ONSALE_CHECKOUT_URL=http://" + simAddr + "/checkout", "ONSALE_LOG_LEVEL=warn",
-		"ONSALE_IP_RATE=1000", "ONSALE_TOKEN_RATE=100"})
-	waitHTTP(t, s.paysim+"/healthz")
-	waitHTTP(t, "http://"+coreAddr+"/readyz")
-	waitHTTP(t, s.gateway+"/healthz")
-	return s
+	return &browserStack{db: db, dbURL: dbURL, gateway: apps.GatewayURL, paysim: apps.PaysimURL, admin: apps.AdminToken}
 }
 
-// event creates a cinema show going on sale after onsaleIn.
-func (s *stack) event(t *testing.T, onsaleIn time.Duration) int64 {
+// event seeds the demo catalog (bin/seed, the stadium cut to a few rows)
+// and returns one of its cinema shows ("Monsoon Nights", the cinema layout),
+// going on sale after onsaleIn, starting in six hours, holds of eight minutes.
+func (s *browserStack) event(t *testing.T, onsaleIn time.Duration) int64 {
 	t.Helper()
-	id, err := s.db.CreateEvent(ctx, seed.EventSpec{Name: "Monsoon Nights", Kind: core.KindMovie, Layout: seed.MustLayout("cinema"),
-		StartsAt: time.Now().Add(6 * time.Hour), OnsaleAt: time.Now().Add(onsaleIn)})
+	bin, err := stack.Binary("", "seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-database-url", s.dbURL, "-stadium-seats", "100").CombinedOutput(); err != nil {
+		t.Fatalf("seed: %v\n%s", err, out)
+	}
+	var id int64
+	err = s.db.QueryRow(ctx, `
+UPDATE events SET onsale_at = now() + make_interval(secs => $1), starts_at = now() + interval '6 hours', hold_seconds = 480
+ WHERE id = (SELECT id FROM events WHERE kind = 'movie' ORDER BY id DESC LIMIT 1)
+RETURNING id`, onsaleIn.Seconds()).Scan(&id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,394 @@
+// Package stack starts onsale's apps (the payment simulator, the core and
+// the gateway) as the real binaries from bin/, the one way every harness
+// starts them: `make up`, `make demo`, `make bench` (through cmd/stack) and
+// the end-to-end tests (loadtest/proof, loadtest/browser).
+//
+// Each app listens on a port of its own (a free one unless the caller names
+// it), logs to Dir, and is waited for on its health route. The database and
+// Redis are given by the caller (PostgreSQL and Redis are services, started
+// by deploy/local/stack.sh); FreshDatabase makes a database of the run's own
+// so runs never see each other's rows.
+package stack
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/onsale/onsale/shared/admission"
+)
+
+// The apps, by binary name.
+const (
+	Paysim  = "paysim"
+	Core    = "core"
+	Gateway = "gateway"
+)
+
+// The payment simulator's credentials: the core is given the same ones.
+const (
+	ProviderKey   = "sk_test_paysim"
+	WebhookSecret = "whsec_test_paysim"
+)
+
+// Options says which apps to start and how. Env entries are KEY=VALUE and
+// override what Start sets (and the inherited environment).
+type Options struct {
+	Bin         string   // directory of the binaries; "" = BinDir()
+	Dir         string   // keys and logs (required)
+	Apps        []string // of Paysim, Core, Gateway; nil = all three
+	DatabaseURL string   // the core's database (required with Core)
+	RedisURL    string   // the gateway's (required with Gateway) and the core's seat-map cache ("" = none)
+	PaysimURL   string   // a payment simulator run by the caller (e.g. in process); Paysim is then not started
+	AdminToken  string   // the gateway's admin token; "" = a random one
+
+	PaysimAddr, CoreAddr, GatewayAddr string // listen addresses; "" = a free port on 127.0.0.1
+
+	PaysimEnv, CoreEnv, GatewayEnv []string
+	Ready                          time.Duration // how long each app may take to answer; 0 = 60 s
+}
+
+// Stack is a set of running apps. The URLs of apps not started are empty.
+type Stack struct {
+	PaysimURL, CoreURL, GatewayURL string
+	AdminToken                     string
+	// Key files (PEM): the gateway signs admit tokens with AdmitKey, the core
+	// trusts AdmitPub; the core signs tickets with TicketKey (TicketPub
+	// verifies them, e.g. bin/ticketverify).
+	AdmitKey, AdmitPub, TicketKey, TicketPub string
+	// The processes, nil when not started (started in this order, stopped in reverse).
+	Paysim, Core, Gateway *Proc
+}
+
+// BinDir is where the binaries are: $ONSALE_BIN (set by `make test`), else
+// the bin/ directory of the repository holding the working directory.
+func BinDir() string {
+	if d := os.Getenv("ONSALE_BIN"); d != "" {
+		return d
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "bin"
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			return filepath.Join(d, "bin")
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, "bin")
+		}
+	}
+}
+
+// Binary returns the path of bin/name, or an error telling how to build it:
+// the harness never builds (`make build` is the only build).
+func Binary(bin, name string) (string, error) {
+	if bin == "" {
+		bin = BinDir()
+	}
+	p := filepath.Join(bin, name)
+	if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("no binary %s: run `make build` first (or set ONSALE_BIN to the directory of the binaries)", p)
+	}
+	return p, nil
+}
+
+// FreeAddr returns 127.0.0.1:port for a port nothing listens on right now.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Start starts the apps and waits until each answers. On error, whatever it
+// started is stopped again.
+func Start(ctx context.Context, o Options) (s *Stack, err error) {
+	apps := o.Apps
+	if apps == nil {
+		apps = []string{Paysim, Core, Gateway}
+	}
+	has := func(app string) bool { return slices.Contains(apps, app) }
+	if o.Dir == "" {
+		return nil, errors.New("stack: Options.Dir is required")
+	}
+	if o.Ready == 0 {
+		o.Ready = 60 * time.Second
+	}
+	if has(Paysim) && o.PaysimURL != "" {
+		return nil, errors.New("stack: PaysimURL names a running simulator; do not also start one")
+	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, "keys"), 0o755); err != nil {
+		return nil, err
+	}
+	s = &Stack{PaysimURL: o.PaysimURL, AdminToken: o.AdminToken}
+	defer func() {
+		if err != nil {
+			s.Stop()
+			s = nil
+		}
+	}()
+	if err := s.keys(o.Dir); err != nil {
+		return nil, err
+	}
+	if s.AdminToken == "" {
+		s.AdminToken = "admin-" + randomHex(12)
+	}
+	addrs := map[string]*string{Paysim: &o.PaysimAddr, Core: &o.CoreAddr, Gateway: &o.GatewayAddr}
+	for _, app := range apps {
+		a, ok := addrs[app]
+		if !ok {
+			return nil, fmt.Errorf("stack: unknown app %q", app)
+		}
+		if *a == "" {
+			if *a, err = FreeAddr(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	coreURL := "http://" + o.CoreAddr
+	if has(Paysim) {
+		s.PaysimURL = "http://" + o.PaysimAddr
+		env := []string{"ONSALE_PAYSIM_ADDR=" + o.PaysimAddr, "ONSALE_PAYSIM_CONTROL=true", "ONSALE_PAYSIM_API_KEY=" + ProviderKey,
+			"ONSALE_PAYSIM_WEBHOOK_SECRET=" + WebhookSecret, "ONSALE_PAYSIM_WEBHOOK_URL=" + coreURL + "/v1/webhooks/payments"}
+		if s.Paysim, err = start(ctx, o, Paysim, append(env, o.PaysimEnv...), s.PaysimURL+"/healthz"); err != nil {
+			return nil, err
+		}
+	}
+	if has(Core) {
+		if o.DatabaseURL == "" {
+			return nil, errors.New("stack: the core needs Options.DatabaseURL")
+		}
+		s.CoreURL = coreURL
+		env := []string{"DATABASE_URL=" + o.DatabaseURL, "ONSALE_CORE_ADDR=" + o.CoreAddr, "ONSALE_REDIS=" + o.RedisURL,
+			"ONSALE_ADMIT_PUBLIC_KEY=" + s.AdmitPub, "ONSALE_ADMIT_JWKS_URL=", "ONSALE_TICKET_KEY=" + s.TicketKey,
+			"ONSALE_PUBLIC_URL=" + coreURL}
+		if s.PaysimURL != "" {
+			env = append(env, "ONSALE_PROVIDER_URL="+s.PaysimURL, "ONSALE_PROVIDER_KEY="+ProviderKey,
+				"ONSALE_WEBHOOK_SECRET="+WebhookSecret, "ONSALE_SMS_URL="+s.PaysimURL+"/sms")
+		}
+		if s.Core, err = start(ctx, o, Core, append(env, o.CoreEnv...), coreURL+"/readyz"); err != nil {
+			return nil, err
+		}
+	}
+	if has(Gateway) {
+		if o.RedisURL == "" {
+			return nil, errors.New("stack: the gateway needs Options.RedisURL")
+		}
+		s.GatewayURL = "http://" + o.GatewayAddr
+		env := []string{"ONSALE_GATEWAY_ADDR=" + o.GatewayAddr, "ONSALE_REDIS=" + o.RedisURL, "ONSALE_CORE_URL=" + coreURL,
+			"ONSALE_ADMIT_KEYS=" + s.AdmitKey, "ONSALE_QUEUE_SECRET=" + randomHex(32), "ONSALE_ADMIN_TOKEN=" + s.AdminToken}
+		if s.PaysimURL != "" {
+			env = append(env, "ONSALE_CHECKOUT_URL="+s.PaysimURL+"/checkout")
+		}
+		if s.Gateway, err = start(ctx, o, Gateway, append(env, o.GatewayEnv...), s.GatewayURL+"/readyz"); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// keys writes the run's admit and ticket key pairs into dir/keys, once:
+// a restarted stack keeps trusting tokens and tickets it signed before.
+func (s *Stack) keys(dir string) error {
+	for _, k := range []struct{ priv, pub *string }{{&s.AdmitKey, &s.AdmitPub}, {&s.TicketKey, &s.TicketPub}} {
+		name := "admit"
+		if k.priv == &s.TicketKey {
+			name = "ticket"
+		}
+		*k.priv = filepath.Join(dir, "keys", name+".key")
+		*k.pub = *k.priv + ".pub"
+		if _, err := os.Stat(*k.priv); err == nil {
+			if _, err := os.Stat(*k.pub); err == nil {
+				continue
+			}
+		}
+		key, err := admission.GenerateKey()
+		if err != nil {
+			return err
+		}
+		if err := admission.WritePrivateKeyFile(*k.priv, key); err != nil {
+			return err
+		}
+		if err := admission.WritePublicKeyFile(*k.pub, key.Public().(ed25519.PublicKey)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops the apps, gateway first (SIGTERM, then SIGKILL after 30 s).
+func (s *Stack) Stop() error {
+	var errs []error
+	for _, p := range []*Proc{s.Gateway, s.Core, s.Paysim} {
+		if p != nil {
+			errs = append(errs, p.Stop())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Proc is one running app.
+type Proc struct {
+	Name  string
+	Addr  string // host:port it listens on
+	path  string
+	env   []string
+	ready string // URL answering 200 when the app is ready
+	log   string
+	wait  time.Duration
+	cmd   *exec.Cmd
+	done  chan struct{}
+	err   error // the exit, once done is closed
+}
+
+func start(ctx context.Context, o Options, name string, env []string, ready string) (*Proc, error) {
+	path, err := Binary(o.Bin, name)
+	if err != nil {
+		return nil, err
+	}
+	addr := strings.TrimPrefix(ready, "http://")
+	p := &Proc{Name: name, Addr: addr[:strings.IndexByte(addr, '/')], path: path, env: childEnv(env), ready: ready,
+		log: filepath.Join(o.Dir, name+".log"), wait: o.Ready}
+	return p, p.Start(ctx)
+}
+
+// childEnv is our environment without the service URLs an app would fall
+// back to (the core reads REDIS_URL when ONSALE_REDIS is empty), then env.
+func childEnv(env []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "REDIS_URL=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...) // later entries win (os/exec keeps the last of duplicates)
+}
+
+// Start (re)starts the app and waits until it answers on its health route.
+func (p *Proc) Start(ctx context.Context) error {
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	p.cmd = exec.Command(p.path)
+	p.cmd.Env = p.env
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	// The app dies with its starter (a test binary killed at its timeout, a
+	// SIGKILLed bin/stack) instead of holding its port and database.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	p.done = make(chan struct{})
+	go func() { p.err = p.cmd.Wait(); logf.Close(); close(p.done) }()
+	if err := waitReady(ctx, p.ready, p.wait, p.done); err != nil {
+		p.Kill()
+		return fmt.Errorf("%s (log %s): %w%s", p.Name, p.log, err, tail(p.log))
+	}
+	return nil
+}
+
+// Pid is the app's process id (0 when not started).
+func (p *Proc) Pid() int {
+	if p == nil || p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// running reports whether the process was started and has not exited.
+func (p *Proc) running() bool {
+	if p.cmd == nil || p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL (no cleanup of any kind: the crash experiments) and
+// waits for the process to be gone.
+func (p *Proc) Kill() error {
+	if !p.running() {
+		return nil
+	}
+	err := p.cmd.Process.Kill()
+	<-p.done
+	return err
+}
+
+// Stop sends SIGTERM (graceful shutdown) and waits; SIGKILL after 30 s.
+func (p *Proc) Stop() error {
+	if !p.running() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(30 * time.Second):
+		return p.Kill()
+	}
+}
+
+// waitReady polls url until it answers 200, the process exits, or d passes.
+func waitReady(ctx context.Context, url string, d time.Duration, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s answered %d", url, resp.StatusCode)
+		}
+		last = err
+		select {
+		case <-exited:
+			return errors.New("exited before it was ready")
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %v: %v", d, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// tail is the end of a log file, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return "\n--- end of " + path + ":\n" + string(b)
+}
