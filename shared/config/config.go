@@ -276,16 +276,35 @@ func (f *Field) masked() string {
 	return s
 }
 
+// sensitiveParams are query parameters (of a DSN, a webhook URL) whose
+// values are secrets.
+var sensitiveParams = []string{"password", "sslpassword", "token", "secret", "key", "api_key", "apikey", "access_token", "sig", "signature"}
+
+// redactURL masks a URL's password and the values of its sensitive query
+// parameters; a key=value DSN that names a password is hidden whole.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		if strings.Contains(s, "password=") {
-			return "xxxxx" // a key=value DSN with a password: hide it all
+	if err != nil || u.Scheme == "" {
+		if strings.Contains(strings.ToLower(s), "password") {
+			return "xxxxx"
 		}
 		return s
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			for _, p := range sensitiveParams {
+				if strings.EqualFold(k, p) {
+					q.Set(k, "xxxxx")
+				}
+			}
+		}
+		u.RawQuery = q.Encode()
 	}
 	return u.String()
 }

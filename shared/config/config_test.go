@@ -202,3 +202,23 @@ func TestTextSlice(t *testing.T) {
 		t.Fatalf("log = %s", buf.String())
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://app:hunter2@db:5432/onsale":               "postgres://app:xxxxx@db:5432/onsale",
+		"postgres://app@db/x?password=s3cret&sslmode=disable": "postgres://app@db/x?password=xxxxx&sslmode=disable",
+		"postgres://app@db/x?sslpassword=s3cret":              "postgres://app@db/x?sslpassword=xxxxx",
+		"https://sms.example/send?Token=s3cret&to=1":          "https://sms.example/send?Token=xxxxx&to=1",
+		"host=db user=app password=s3cret":                    "xxxxx",
+		"http://127.0.0.1:8081":                               "http://127.0.0.1:8081",
+		"redis://127.0.0.1:6379/0":                            "redis://127.0.0.1:6379/0",
+		"host=db user=app":                                    "host=db user=app",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q; want %q", in, got, want)
+		}
+		if strings.Contains(redactURL(in), "s3cret") || strings.Contains(redactURL(in), "hunter2") {
+			t.Errorf("redactURL(%q) kept the secret", in)
+		}
+	}
+}
