@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deploy/local/bench.sh - `make bench`: the hold path and the sweeper against
 # baselines measured in the same run (pgbench on the same server), and the
-# gateway's status polls against a fasthttp hello-world on the same machine.
+# gateway's status polls against a fasthttp hello-world on the same machine, and the
+# gateway's admission rate and dial propagation (go test -bench ./gateway/cmd/gateway).
 # Runs through stack.sh run: its own PostgreSQL and Redis, the apps (bin/stack) on
 # free ports. Results go to the terminal and to .run/bench/. Bounded: about three
 # minutes; BENCH_ROUNDS (default 8) and BENCH_SWEEPS (default 5) shorten it.
@@ -27,6 +28,10 @@ bin/holdbench -core "$STACK_CORE_URL" -database-url "$STACK_DATABASE_URL" -admit
 echo "+ go test -run XXX -bench . ./core/postgres (the hold path below HTTP)"
 DATABASE_URL=$STACK_DATABASE_URL go test -run XXX -bench CreateHold -benchtime 5000x ./core/postgres | tee .run/bench/gobench.txt
 stack_stop
+
+echo "+ the gateway's admission rate across three gateways against the dial, and how fast a dial change reaches them"
+# (the run's own Redis; each fails on a breach: more than 5% off the dial, a change later than 1 s)
+go test -run '^$' -bench 'AdmissionRate|DialPropagation' -benchtime 1x ./gateway/cmd/gateway | tee .run/bench/gatewaybench.txt
 
 echo "+ pollbench: the gateway's queue-status polls beside a fasthttp hello-world"
 # The gateway's per-IP and per-token limits opened up: every fan polls from 127.0.0.1.
