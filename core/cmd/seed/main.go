@@ -25,7 +25,7 @@ type Config struct {
 	JSON         bool     `env:"ONSALE_SEED_JSON" flag:"json" default:"false" help:"print the events as JSON lines instead of a table"`
 	HoldSeconds  int      `env:"ONSALE_SEED_CONCERT_HOLD_SECONDS" flag:"concert-hold-seconds" default:"0" min:"0" max:"86400" help:"hold time of the concerts' holds, in seconds (0: the default 480 s; the demo compresses time)"`
 	StadiumSeats int      `env:"ONSALE_SEED_STADIUM_SEATS" flag:"stadium-seats" default:"40000" min:"1" max:"40000" help:"seats of the stadium concert: fewer cuts rows from every block (the demo's smaller scale)"`
-	OnsaleIn     OnsaleIn `env:"ONSALE_SEED_ONSALE_IN" flag:"onsale-in" help:"put the concerts on sale this long from now (duration: 0s for now, 30s) instead of at the next noon IST when empty"`
+	OnsaleIn     OnsaleIn `env:"ONSALE_SEED_ONSALE_IN" flag:"onsale-in" help:"put the concerts on sale this long from now (duration: 0s for now, 30s, -1m for a minute ago) instead of at the next noon IST when empty"`
 }
 
 // OnsaleIn is an optional duration: unset keeps the catalog's on-sale time.
@@ -43,9 +43,6 @@ func (o *OnsaleIn) UnmarshalText(b []byte) error {
 	d, err := time.ParseDuration(string(b))
 	if err != nil {
 		return errors.New("not a duration (like 0s, 30s, 5m)")
-	}
-	if d < 0 {
-		return errors.New("must not be negative")
 	}
 	*o = OnsaleIn{D: d, Set: true}
 	return nil

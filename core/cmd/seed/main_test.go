@@ -24,6 +24,7 @@ func TestConfig(t *testing.T) {
 		{"defaults keep the catalog's on-sale time", nil, db, true, OnsaleIn{}},
 		{"on sale now", []string{"-onsale-in", "0s"}, db, true, OnsaleIn{Set: true}},
 		{"on sale in a minute", []string{"-onsale-in", "1m"}, db, true, OnsaleIn{D: time.Minute, Set: true}},
+		{"on sale since a minute ago (the proof tests)", []string{"-onsale-in", "-1m"}, db, true, OnsaleIn{D: -time.Minute, Set: true}},
 		{"unparsable on-sale offset", []string{"-onsale-in", "soon"}, db, false, OnsaleIn{}},
 		{"no stadium", []string{"-stadium-seats", "0"}, db, false, OnsaleIn{}},
 		{"reset from the environment", nil, map[string]string{"DATABASE_URL": "postgres://x", "ONSALE_SEED_RESET": "maybe"}, false, OnsaleIn{}},
