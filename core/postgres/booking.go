@@ -94,6 +94,7 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow core.Flow
 	}
 	var b *core.Booking
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		b = nil // inTx may run fn again: nothing from an aborted try
 		var status string
 		var version int64
 		var extended, valid bool
@@ -324,13 +325,13 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 	default:
 		bookingID = b.ID
 		o := core.OutcomeDeclined
+		booked := false
 		if s.Succeeded {
 			o = core.OutcomeApproved
 			// Approval confirms only with the hold's seats booked under
 			// this booking: when that fails, the money came late.
 			if step, ok := core.Transition(b.Status, b.Flow, o); ok && step.Next == core.BookingConfirmed {
-				booked, err := db.bookSeats(ctx, tx, b)
-				if err != nil {
+				if booked, err = db.bookSeats(ctx, tx, b); err != nil {
 					return "", err
 				}
 				if !booked {
@@ -340,8 +341,16 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 		}
 		// A refused transition is a repeat or a late event: the booking
 		// is settled already, and its status is the answer.
-		if result, _, err = advance(ctx, tx, b, o, s.PaymentID); err != nil {
+		var moved bool
+		if result, moved, err = advance(ctx, tx, b, o, s.PaymentID); err != nil {
 			return "", err
+		}
+		if booked && !moved {
+			// Seats booked and tickets issued under a booking that did not
+			// become CONFIRMED would be sold without a confirmed sale. The
+			// row lock makes it impossible today; should it happen, undo
+			// everything rather than commit it (inTx rolls back).
+			return "", fmt.Errorf("booking %d: seats booked but the booking stayed %s", b.ID, b.Status)
 		}
 	}
 	if s.EventID != "" {
@@ -408,6 +417,7 @@ const (
 func (db *DB) FailCapture(ctx context.Context, booking int64) error {
 	var freed core.Booking
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		freed = core.Booking{} // inTx may run fn again: nothing from an aborted try
 		b, err := scanLocked(tx.QueryRow(ctx, lockUncapturedSQL, booking))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil

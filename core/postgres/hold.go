@@ -411,9 +411,14 @@ func (db *DB) ExtendHold(ctx context.Context, ref core.HoldRef) (*core.Hold, err
 	case !time.Now().Before(h.ExpiresAt):
 		return nil, core.Errorf(core.EHoldExpired, "hold %s expired at %s", id, h.ExpiresAt.Format(time.RFC3339))
 	}
+	// The new version and expiry go into locals and reach h only after the
+	// commit: inTx may run fn again, and a retry must still ask for the
+	// version read above, not one an aborted try scanned.
+	var version int64
+	var expires time.Time
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		var want, got int
-		err := tx.QueryRow(ctx, extendSQL, id, h.Version, db.extend.Seconds()).Scan(&h.Version, &h.ExpiresAt, &want, &got)
+		err := tx.QueryRow(ctx, extendSQL, id, h.Version, db.extend.Seconds()).Scan(&version, &expires, &want, &got)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.Errorf(core.EHoldExpired, "hold %s is no longer valid", id)
 		}
@@ -430,6 +435,6 @@ func (db *DB) ExtendHold(ctx context.Context, ref core.HoldRef) (*core.Hold, err
 	if err != nil {
 		return nil, translate(err)
 	}
-	h.Extended = true
+	h.Version, h.ExpiresAt, h.Extended = version, expires, true
 	return h, nil
 }

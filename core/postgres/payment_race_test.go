@@ -372,6 +372,39 @@ func TestSuccessAfterFailure(t *testing.T) {
 	checkInvariants(t, db)
 }
 
+// Seats are booked and tickets issued only under a booking that becomes
+// CONFIRMED in the same transaction. The booking's row lock makes the
+// confirm after a successful book certain today; a trigger that silently
+// skips the confirm stands in for any future way to lose it, and the
+// approval must then commit nothing rather than BOOKED seats and tickets
+// under a PAYMENT_PENDING booking.
+func TestSettleBooksOnlyWhenConfirmed(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h, b := pending(t, db, ev, "alice", "AUD-K-2")
+	if _, err := db.Pool().Exec(ctx, `
+CREATE FUNCTION skip_confirm() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.status::text = 'CONFIRMED' AND OLD.status::text <> 'CONFIRMED' THEN RETURN NULL; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER skip_confirm BEFORE UPDATE ON bookings FOR EACH ROW EXECUTE FUNCTION skip_confirm();`); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.Settle(ctx, core.Settlement{EventID: "evt_lost_confirm", BookingID: b.ID, PaymentID: b.PaymentID, Succeeded: true})
+	if err == nil {
+		t.Errorf("Settle with the confirm skipped = %s, nil; want an error", out)
+	}
+	var seat string
+	var tickets int
+	db.Pool().QueryRow(ctx, `SELECT status FROM seats WHERE event_id = $1 AND seat_id = 'AUD-K-2'`, ev).Scan(&seat)
+	db.Pool().QueryRow(ctx, `SELECT count(*) FROM tickets WHERE booking_id = $1`, b.ID).Scan(&tickets)
+	got, _ := db.Booking(ctx, b.ID)
+	if seat != "HELD" || tickets != 0 || got == nil || got.Status != core.BookingPending {
+		t.Fatalf("after the lost confirm: seat %s, %d tickets, booking %+v; want HELD by %s, none, PAYMENT_PENDING", seat, tickets, got, h.ID)
+	}
+}
+
 func TestOutboxRetries(t *testing.T) {
 	db := postgrestest.NewDB(t, postgres.Options{})
 	ev := newEvent(t, db, "cinema", 6)
