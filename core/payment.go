@@ -57,6 +57,12 @@ const (
 // JobKinds lists every job kind.
 var JobKinds = []JobKind{JobRefund, JobVoid, JobCapture, JobEmail, JobSMS}
 
+// GiveBackJobs are the jobs a move to REFUND_DUE may queue: the refund of
+// an async payment, the void of a card authorization (Transition picks one
+// by flow). A caller that knows only the new status runs both; the one
+// the flow did not queue finds no job.
+var GiveBackJobs = []JobKind{JobRefund, JobVoid}
+
 // MovesMoney reports whether a job moves money at the provider. Such a job
 // is never given up: a refund nobody makes is money kept from a fan, a
 // capture nobody makes is a seat given away.

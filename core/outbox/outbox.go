@@ -453,8 +453,9 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		r.Metrics.Reconciled.WithLabelValues(string(outcome)).Inc()
 		r.Log.Info("reconciled booking", "booking", b.ID, "outcome", outcome, "payment", s.PaymentID)
 		if outcome == core.BookingRefundDue {
-			r.Worker.RunNow(ctx, core.JobRefund, b.ID)
-			r.Worker.RunNow(ctx, core.JobVoid, b.ID)
+			for _, kind := range core.GiveBackJobs {
+				r.Worker.RunNow(ctx, kind, b.ID)
+			}
 		}
 	}
 	return settled, nil
