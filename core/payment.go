@@ -99,7 +99,11 @@ type Job struct {
 	ID        int64
 	Kind      JobKind
 	BookingID int64
-	Attempts  int // including this one
+	// Round is 1, or n when the booking's move queued this kind again after
+	// n-1 such jobs finished (a void of money that reached a FAILED card
+	// booking, after the void that released its authorization).
+	Round    int
+	Attempts int // including this one
 }
 
 // MaxJobAttempts is how often a job is tried before a job that moves no

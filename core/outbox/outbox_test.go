@@ -476,6 +476,42 @@ func TestMoneyJobsNeverGivenUp(t *testing.T) {
 	}
 }
 
+// Money that reaches a FAILED card booking after its authorization was
+// voided is given back by a second void that reaches the provider under a
+// key of its own (a replay of the first void's answer would hide a capture
+// made since), and the booking ends REFUNDED.
+func TestSecondVoidReachesProvider(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowSync, false, "")
+	w := e.worker(e.db, time.Minute)
+	// The provider refused the capture for good: the booking is undone
+	// and its authorization voided.
+	e.exec(t, `UPDATE outbox SET status = 'DONE', done_at = now() WHERE kind = 'capture' AND booking_id = $1`, b)
+	if err := e.db.FailCapture(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.Poll(ctx); n != 1 {
+		t.Fatalf("poll ran %d jobs; want the void", n)
+	}
+	if st, _ := e.status(t, b); st != core.BookingFailed {
+		t.Fatalf("after the void: %s; want FAILED", st)
+	}
+	got, err := e.db.Settle(ctx, core.Settlement{EventID: "evt_late", BookingID: b, PaymentID: payment(b), Succeeded: true, Type: "payment.succeeded"})
+	if err != nil || got != core.BookingRefundDue {
+		t.Fatalf("late money = %s, %v; want REFUND_DUE", got, err)
+	}
+	if n := w.Poll(ctx); n != 1 {
+		t.Fatalf("poll ran %d jobs; want the second void", n)
+	}
+	first, second := e.prov.callsFor(key(core.JobVoid, b)), e.prov.callsFor(key(core.JobVoid, b)+":2")
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("void calls: %+v under the first key, %+v under the second; want one each", first, second)
+	}
+	if st, _ := e.status(t, b); st != core.BookingRefunded {
+		t.Fatalf("after the second void: %s; want REFUNDED", st)
+	}
+}
+
 // The ticket email and SMS are given up (DEAD) after core.MaxJobAttempts,
 // and no poll takes them again.
 func TestNonMoneyJobsGivenUp(t *testing.T) {
