@@ -42,21 +42,24 @@ func bit(t *testing.T, rdb goredis.UniversalClient, ev int64, pos int) int64 {
 	return v
 }
 
-// The bitmap follows holds, releases and sweeps seat by seat, and a
-// rebuild from the database repairs whatever it missed.
-func TestKeeper(t *testing.T) {
+// newKeeper makes a keeper on the real Redis (through wrap, when given) and
+// a fresh database whose store reports seat changes to it, with one live
+// cinema event.
+func newKeeper(t *testing.T, wrap func(seatmap.Cache) seatmap.Cache) (*seatmap.Keeper, *postgres.DB, goredis.UniversalClient, int64) {
+	t.Helper()
 	rdb := redisClient(t)
 	maps, err := coreredis.Open(ctx, servicetest.Env(t, "REDIS_URL"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { maps.Close() })
-	k := &seatmap.Keeper{Cache: maps, Log: slog.New(slog.DiscardHandler)}
+	var cache seatmap.Cache = maps
+	if wrap != nil {
+		cache = wrap(maps)
+	}
+	k := &seatmap.Keeper{Cache: cache, Log: slog.New(slog.DiscardHandler)}
 	db := postgrestest.NewDB(t, postgres.Options{OnSeats: k.Changed})
 	k.DB = db
-	// The store queues each change before its call returns; k.Flush applies
-	// the queue at once (what Run does as changes come), so every bit below
-	// is read after its change is applied, never polled for.
 	// Redis keys are per event id; other tests' databases also start at 1.
 	if _, err := db.Pool().Exec(ctx, `SELECT setval('events_id_seq', $1)`, 1_000_000+rand.Int64N(1<<40)); err != nil {
 		t.Fatal(err)
@@ -67,6 +70,16 @@ func TestKeeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Del(ctx, sharedseatmap.Key(ev)) })
+	return k, db, rdb, ev
+}
+
+// The bitmap follows holds, releases and sweeps seat by seat, and a
+// rebuild from the database repairs whatever it missed.
+func TestKeeper(t *testing.T) {
+	k, db, rdb, ev := newKeeper(t, nil)
+	// The store queues each change before its call returns; k.Flush applies
+	// the queue at once (what Run does as changes come), so every bit below
+	// is read after its change is applied, never polled for.
 	if err := k.Rebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -141,25 +154,11 @@ func (c *firstReplaceOnly) count() int {
 // seat clears and that of a released seat sets, each within a deadline,
 // with no test-only Flush and no rebuild to repair them.
 func TestKeeperRun(t *testing.T) {
-	rdb := redisClient(t)
-	maps, err := coreredis.Open(ctx, servicetest.Env(t, "REDIS_URL"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { maps.Close() })
-	cache := &firstReplaceOnly{Cache: maps}
-	k := &seatmap.Keeper{Cache: cache, Log: slog.New(slog.DiscardHandler)}
-	db := postgrestest.NewDB(t, postgres.Options{OnSeats: k.Changed})
-	k.DB = db
-	if _, err := db.Pool().Exec(ctx, `SELECT setval('events_id_seq', $1)`, 1_000_000+rand.Int64N(1<<40)); err != nil {
-		t.Fatal(err)
-	}
-	ev, err := db.CreateEvent(ctx, seed.EventSpec{Name: "map", Kind: core.KindMovie, Layout: seed.MustLayout("cinema"),
-		StartsAt: time.Now().Add(time.Hour), OnsaleAt: time.Now().Add(-time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Del(ctx, sharedseatmap.Key(ev)) })
+	var cache *firstReplaceOnly
+	k, db, rdb, ev := newKeeper(t, func(c seatmap.Cache) seatmap.Cache {
+		cache = &firstReplaceOnly{Cache: c}
+		return cache
+	})
 
 	runCtx, stop := context.WithCancel(ctx)
 	runDone := make(chan struct{})
