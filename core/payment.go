@@ -57,6 +57,12 @@ const (
 // JobKinds lists every job kind.
 var JobKinds = []JobKind{JobRefund, JobVoid, JobCapture, JobEmail, JobSMS}
 
+// GiveBackJobs are the jobs a move to REFUND_DUE may queue: the refund of
+// an async payment, the void of a card authorization (Transition picks one
+// by flow). A caller that knows only the new status runs both; the one
+// the flow did not queue finds no job.
+var GiveBackJobs = []JobKind{JobRefund, JobVoid}
+
 // MovesMoney reports whether a job moves money at the provider. Such a job
 // is never given up: a refund nobody makes is money kept from a fan, a
 // capture nobody makes is a seat given away.
@@ -93,7 +99,11 @@ type Job struct {
 	ID        int64
 	Kind      JobKind
 	BookingID int64
-	Attempts  int // including this one
+	// Round is 1, or n when the booking's move queued this kind again after
+	// n-1 such jobs finished (a void of money that reached a FAILED card
+	// booking, after the void that released its authorization).
+	Round    int
+	Attempts int // including this one
 }
 
 // MaxJobAttempts is how often a job is tried before a job that moves no

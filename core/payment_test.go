@@ -89,6 +89,11 @@ func TestJobKinds(t *testing.T) {
 					if !slices.Contains(core.JobKinds, j) {
 						t.Errorf("Transition(%s, %s, %s) queues %q, not a job kind", from, flow, o, j)
 					}
+					// A caller that knows only the new status runs
+					// GiveBackJobs: they must cover what the move queued.
+					if from != core.BookingRefundDue && step.Next == core.BookingRefundDue && !slices.Contains(core.GiveBackJobs, j) {
+						t.Errorf("Transition(%s, %s, %s) to REFUND_DUE queues %q, not in GiveBackJobs", from, flow, o, j)
+					}
 				}
 			}
 		}

@@ -419,10 +419,16 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	case core.BookingRefundDue:
 		log.Info("late payment: refund queued")
 		if booking > 0 {
-			// Refund at once, in the outbox worker's own loop (its shutdown
-			// waits for it); the outbox retries if this attempt fails or the
-			// process dies.
-			s.Payments.Outbox.Kick(core.JobRefund, booking)
+			// Give the money back at once, in the outbox worker's own loop
+			// (its shutdown waits for it); the outbox retries if this
+			// attempt fails or the process dies. The move to REFUND_DUE
+			// queued the give-back of the booking's flow (core.Transition):
+			// a refund for UPI, a void for a card. Both are kicked, as the
+			// reconciler does: the kind the flow did not queue finds no
+			// job and does nothing.
+			for _, kind := range core.GiveBackJobs {
+				s.Payments.Outbox.Kick(kind, booking)
+			}
 		}
 	default:
 		log.Debug("payment webhook applied")

@@ -262,9 +262,24 @@ func (w *Worker) run(ctx context.Context, j core.Job) bool {
 }
 
 // key is the provider idempotency key of a booking's job: one per kind and
-// booking, so every retry of a job (by any worker) is the same call.
+// booking, so every retry of a job (by any worker) is the same call, and a
+// booking's payment is captured at most once and refunded at most once
+// whatever the outbox does.
 func key(kind core.JobKind, booking int64) string {
 	return string(kind) + ":" + strconv.FormatInt(booking, 10)
+}
+
+// voidKey is the key of a void job. A void moves no money, and a later
+// round (money that reached a FAILED card booking whose authorization was
+// voided already) must reach the provider again rather than be answered
+// from the first void: should the payment have been captured since, only
+// a fresh cancel learns it and refunds instead (under the booking's one
+// refund key, so never twice). Round 1 keeps the key the first void had.
+func voidKey(j core.Job) string {
+	if j.Round <= 1 {
+		return key(core.JobVoid, j.BookingID)
+	}
+	return key(core.JobVoid, j.BookingID) + ":" + strconv.Itoa(j.Round)
 }
 
 func (w *Worker) do(ctx context.Context, j core.Job) error {
@@ -279,7 +294,7 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 	case core.JobRefund:
 		return w.refund(ctx, b)
 	case core.JobVoid:
-		p, err := w.Provider.Cancel(ctx, key(core.JobVoid, b.ID), b.PaymentID)
+		p, err := w.Provider.Cancel(ctx, voidKey(j), b.PaymentID)
 		switch {
 		case core.ProviderConflict(err, "already_canceled"):
 			return nil
@@ -453,8 +468,9 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		r.Metrics.Reconciled.WithLabelValues(string(outcome)).Inc()
 		r.Log.Info("reconciled booking", "booking", b.ID, "outcome", outcome, "payment", s.PaymentID)
 		if outcome == core.BookingRefundDue {
-			r.Worker.RunNow(ctx, core.JobRefund, b.ID)
-			r.Worker.RunNow(ctx, core.JobVoid, b.ID)
+			for _, kind := range core.GiveBackJobs {
+				r.Worker.RunNow(ctx, kind, b.ID)
+			}
 		}
 	}
 	return settled, nil

@@ -36,13 +36,17 @@ type call struct {
 }
 
 // fakeProvider is the payment provider as the outbox sees it. Like the
-// real one, a second call under a key has no second effect; unlike it, it
-// records every call, so a test sees how often a job ran.
+// real one, a second call under an idempotency key has no second effect;
+// unlike it, it records every call, so a test sees how often a job ran,
+// and counts how often money actually moved for each payment, so a test
+// sees a double refund however it came about (a job run twice under two
+// keys, or two jobs each with its own key).
 type fakeProvider struct {
 	mu      sync.Mutex
 	calls   []call
-	effects map[string]int // key -> effects (at most 1 unless the key is broken)
-	failing map[string]int // op -> temporary failures still to give (-1: forever)
+	done    map[string]bool // keys acted on: a repeat under one is answered, not carried out
+	moved   map[string]int  // "op payment" -> times money moved; no cap
+	failing map[string]int  // op -> temporary failures still to give (-1: forever)
 	// hang, when set, holds the next refund call until it is closed, and
 	// hung is closed when that call arrives: a worker stuck mid-job.
 	hang, hung chan struct{}
@@ -52,7 +56,7 @@ type fakeProvider struct {
 }
 
 func newFakeProvider() *fakeProvider {
-	return &fakeProvider{effects: map[string]int{}, failing: map[string]int{}}
+	return &fakeProvider{done: map[string]bool{}, moved: map[string]int{}, failing: map[string]int{}}
 }
 
 func (p *fakeProvider) enter(ctx context.Context, op, key, payment string) error {
@@ -82,10 +86,19 @@ func (p *fakeProvider) enter(ctx context.Context, op, key, payment string) error
 	time.Sleep(window) // deliberate: the call's duration, where a second runner can slip in
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.effects[key] == 0 {
-		p.effects[key]++
+	if !p.done[key] {
+		p.done[key] = true
+		p.moved[op+" "+payment]++
 	}
 	return nil
+}
+
+// movedFor returns how often money moved by op for a payment: 1 for a
+// refund carried out once, whatever the number of calls and keys.
+func (p *fakeProvider) movedFor(op, payment string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.moved[op+" "+payment]
 }
 
 func (p *fakeProvider) Refund(ctx context.Context, key, id string) (*core.Refund, error) {
@@ -217,18 +230,25 @@ type jobRow struct {
 	attempts int
 	lastErr  string
 	wait     time.Duration // until the next attempt
+	done     time.Time     // done_at; zero while not done
+	next     time.Time     // next_attempt_at
 }
 
 func (e *env) job(t *testing.T, kind core.JobKind, booking int64) jobRow {
 	t.Helper()
 	var j jobRow
 	var secs float64
-	err := e.db.Pool().QueryRow(ctx, `SELECT status, attempts, coalesce(last_error, ''), extract(epoch FROM next_attempt_at - now())::float8
-  FROM outbox WHERE kind = $1 AND booking_id = $2`, kind, booking).Scan(&j.status, &j.attempts, &j.lastErr, &secs)
+	var done *time.Time
+	err := e.db.Pool().QueryRow(ctx, `SELECT status, attempts, coalesce(last_error, ''), extract(epoch FROM next_attempt_at - now())::float8,
+       done_at, next_attempt_at
+  FROM outbox WHERE kind = $1 AND booking_id = $2`, kind, booking).Scan(&j.status, &j.attempts, &j.lastErr, &secs, &done, &j.next)
 	if err != nil {
 		t.Fatalf("job %s of booking %d: %v", kind, booking, err)
 	}
 	j.wait = time.Duration(secs * float64(time.Second))
+	if done != nil {
+		j.done = *done
+	}
 	return j
 }
 
@@ -273,6 +293,9 @@ func (e *env) runs(t *testing.T, kind core.JobKind, result string) int {
 
 func key(kind core.JobKind, booking int64) string { return fmt.Sprintf("%s:%d", kind, booking) }
 
+// payment is the provider's payment id of a booking made by env.booking.
+func payment(booking int64) string { return fmt.Sprintf("pay_%d", booking) }
+
 // A refund the provider could not take (503) is retried by the next poll
 // after its backoff, under the same idempotency key, and then recorded.
 func TestRetryAfterTemporaryFailure(t *testing.T) {
@@ -295,8 +318,9 @@ func TestRetryAfterTemporaryFailure(t *testing.T) {
 		t.Fatalf("poll after the backoff ran %d jobs; want the refund", n)
 	}
 	calls := e.prov.callsFor(key(core.JobRefund, b))
-	if len(calls) != 2 || calls[0] != calls[1] {
-		t.Fatalf("provider calls %+v; want two identical refunds under key %s", calls, key(core.JobRefund, b))
+	if len(calls) != 2 || calls[0] != calls[1] || e.prov.movedFor("refund", payment(b)) != 1 {
+		t.Fatalf("provider calls %+v, money moved %d times; want two identical refunds under key %s, one refund",
+			calls, e.prov.movedFor("refund", payment(b)), key(core.JobRefund, b))
 	}
 	if j := e.job(t, core.JobRefund, b); j.status != core.JobDone || j.attempts != 2 {
 		t.Fatalf("after the retry: %+v; want DONE after 2 attempts", j)
@@ -321,9 +345,11 @@ func TestLeaseExpiry(t *testing.T) {
 	first, second := e.worker(e.db, lease), e.worker(e.db, lease)
 
 	firstDone := make(chan int)
+	// The lease starts when the first poll claims the job, so no earlier
+	// than now: measured from here, a correct takeover is never early.
+	leased := time.Now()
 	go func() { firstDone <- first.Poll(ctx) }()
 	<-hung // the first worker is inside the provider call, holding the lease
-	leased := time.Now()
 	if n := second.Poll(ctx); n != 0 && time.Since(leased) < lease {
 		t.Fatalf("a second worker ran %d jobs inside the first one's lease", n)
 	}
@@ -337,23 +363,28 @@ func TestLeaseExpiry(t *testing.T) {
 	if took := time.Since(leased); took < lease {
 		t.Fatalf("the job changed hands after %v; want after the %v lease", took, lease)
 	}
-	if j := e.job(t, core.JobRefund, b); j.status != core.JobDone || j.attempts != 2 {
-		t.Fatalf("after the takeover: %+v; want DONE, 2 attempts", j)
+	before := e.job(t, core.JobRefund, b)
+	if before.status != core.JobDone || before.attempts != 2 || before.done.IsZero() {
+		t.Fatalf("after the takeover: %+v; want DONE, 2 attempts", before)
 	}
 	close(hang) // the first worker wakes up and finishes late
 	if n := <-firstDone; n != 1 {
 		t.Fatalf("first worker ran %d jobs; want 1", n)
 	}
-	if j := e.job(t, core.JobRefund, b); j.status != core.JobDone || j.attempts != 2 {
-		t.Fatalf("after the late finish: %+v; want it unchanged", j)
+	// Every column the finish writes stays as the takeover left it: a
+	// finish without its status guard would stamp a new done_at.
+	after := e.job(t, core.JobRefund, b)
+	after.wait, before.wait = 0, 0 // relative to now(): moves by itself
+	if after != before {
+		t.Fatalf("after the late finish: %+v; want it unchanged from %+v", after, before)
 	}
 	if st, _ := e.status(t, b); st != core.BookingRefunded {
 		t.Fatalf("booking %s; want REFUNDED", st)
 	}
 	k := key(core.JobRefund, b)
 	calls := e.prov.callsFor(k)
-	if len(calls) != 2 || calls[0] != calls[1] || e.prov.effects[k] != 1 {
-		t.Fatalf("provider calls %+v, %d effects; want two identical calls under %s and one refund", calls, e.prov.effects[k], k)
+	if moved := e.prov.movedFor("refund", payment(b)); len(calls) != 2 || calls[0] != calls[1] || moved != 1 {
+		t.Fatalf("provider calls %+v, money moved %d times; want two identical calls under %s and one refund", calls, moved, k)
 	}
 }
 
@@ -442,6 +473,42 @@ func TestMoneyJobsNeverGivenUp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Money that reaches a FAILED card booking after its authorization was
+// voided is given back by a second void that reaches the provider under a
+// key of its own (a replay of the first void's answer would hide a capture
+// made since), and the booking ends REFUNDED.
+func TestSecondVoidReachesProvider(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowSync, false, "")
+	w := e.worker(e.db, time.Minute)
+	// The provider refused the capture for good: the booking is undone
+	// and its authorization voided.
+	e.exec(t, `UPDATE outbox SET status = 'DONE', done_at = now() WHERE kind = 'capture' AND booking_id = $1`, b)
+	if err := e.db.FailCapture(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.Poll(ctx); n != 1 {
+		t.Fatalf("poll ran %d jobs; want the void", n)
+	}
+	if st, _ := e.status(t, b); st != core.BookingFailed {
+		t.Fatalf("after the void: %s; want FAILED", st)
+	}
+	got, err := e.db.Settle(ctx, core.Settlement{EventID: "evt_late", BookingID: b, PaymentID: payment(b), Succeeded: true, Type: "payment.succeeded"})
+	if err != nil || got != core.BookingRefundDue {
+		t.Fatalf("late money = %s, %v; want REFUND_DUE", got, err)
+	}
+	if n := w.Poll(ctx); n != 1 {
+		t.Fatalf("poll ran %d jobs; want the second void", n)
+	}
+	first, second := e.prov.callsFor(key(core.JobVoid, b)), e.prov.callsFor(key(core.JobVoid, b)+":2")
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("void calls: %+v under the first key, %+v under the second; want one each", first, second)
+	}
+	if st, _ := e.status(t, b); st != core.BookingRefunded {
+		t.Fatalf("after the second void: %s; want REFUNDED", st)
 	}
 }
 
@@ -549,6 +616,9 @@ func TestExactlyOnceUnderTwoWorkers(t *testing.T) {
 			}
 			if calls > 1 {
 				twice++
+			}
+			if moved := e.prov.movedFor("refund", payment(b)); moved != 1 {
+				t.Errorf("booking %d: money moved %d times; want once (the provider deduplicates one key)", b, moved)
 			}
 			if st, _ := e.status(t, b); st != core.BookingRefunded {
 				t.Errorf("booking %d: %s; want REFUNDED", b, st)

@@ -31,11 +31,18 @@ const (
 	sqlJobDead    = "'" + string(core.JobDead) + "'"
 )
 
+// sqlLive is bookings_live_hold's predicate: the bookings that hold or own
+// their hold's seats. A FAILED booking is not live, nor is one giving money
+// back (REFUND_DUE, REFUNDED): a FAILED booking that money reached after a
+// new booking of its hold was made must be able to move to REFUND_DUE
+// beside it.
+const sqlLive = "status IN (" + sqlPending + ", " + sqlConfirmed + ")"
+
 // createBookingSQL creates the booking of a valid hold, priced from the
 // event's bands: the sum of its seats' bands, or the GA band times the
-// quantity. A hold has at most one live (not FAILED) booking: the conflict
-// clause names bookings_live_hold's predicate. $1 hold, $2 flow, $3 email,
-// $4 phone.
+// quantity. A hold has at most one live (PAYMENT_PENDING or CONFIRMED)
+// booking: the conflict clause names bookings_live_hold's predicate (see
+// sqlLive). $1 hold, $2 flow, $3 email, $4 phone.
 const createBookingSQL = `
 INSERT INTO bookings (hold_id, event_id, account, seat_ids, quantity, amount_paise, flow, email, phone)
 SELECT h.id, h.event_id, h.account, h.seat_ids, h.quantity,
@@ -48,7 +55,7 @@ SELECT h.id, h.event_id, h.account, h.seat_ids, h.quantity,
        $2, nullif($3, ''), nullif($4, '')
   FROM holds h
  WHERE h.id = $1 AND h.status = ` + sqlHoldActive + ` AND h.expires_at > now()
-ON CONFLICT (hold_id) WHERE status <> ` + sqlFailed + ` DO NOTHING
+ON CONFLICT (hold_id) WHERE ` + sqlLive + ` DO NOTHING
 RETURNING id`
 
 // bookingColumns is what scanBooking reads. The attempt is the booking's
@@ -60,9 +67,13 @@ const bookingColumns = `SELECT id, hold_id::text, event_id, account, seat_ids, q
 // bookingByIDSQL reads one booking (scanBooking).
 const bookingByIDSQL = bookingColumns + ` WHERE id = $1`
 
-// liveBookingSQL reads a hold's live booking, the one a retried Pay is
-// answered from (scanBooking). $1 hold.
-const liveBookingSQL = bookingColumns + ` WHERE hold_id = $1 AND status <> ` + sqlFailed
+// liveBookingSQL reads the booking a retried Pay is answered from
+// (scanBooking): the hold's live booking if it has one, else its newest
+// booking past payment (REFUND_DUE, REFUNDED), never a FAILED one. A
+// FAILED booking that money reached late may sit beside a newer live
+// booking; the live one answers. $1 hold.
+const liveBookingSQL = bookingColumns + ` WHERE hold_id = $1 AND status <> ` + sqlFailed + `
+ ORDER BY ` + sqlLive + ` DESC, id DESC LIMIT 1`
 
 func scanBooking(row pgx.Row) (*core.Booking, error) {
 	var b core.Booking
@@ -94,6 +105,7 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow core.Flow
 	}
 	var b *core.Booking
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		b = nil // inTx may run fn again: nothing from an aborted try
 		var status string
 		var version int64
 		var extended, valid bool
@@ -243,10 +255,21 @@ UPDATE bookings SET status = $3, payment_id = coalesce(payment_id, nullif($4, ''
        captured_at = CASE WHEN $5 THEN now() ELSE captured_at END
  WHERE id = $1 AND status = $2 AND (NOT $5 OR captured_at IS NULL)`
 
-// enqueueSQL queues a step's jobs; a job already queued for the booking
-// stays as it is (one job of a kind per booking: its idempotency key).
-// $1 booking, $2 kinds.
-const enqueueSQL = `INSERT INTO outbox (kind, booking_id) SELECT unnest($2::text[]), $1 ON CONFLICT (kind, booking_id) DO NOTHING`
+// enqueueSQL queues a step's jobs. A job of the kind still pending for the
+// booking stays as it is (at most one pending per kind and booking:
+// outbox_one_pending); a kind whose earlier job is finished gets a new
+// round, so the void of money that reached a FAILED booking is not lost
+// to the void that released its authorization. The booking row is locked
+// by the caller, so no two enqueues of one booking race. $1 booking,
+// $2 kinds.
+const enqueueSQL = `
+INSERT INTO outbox (kind, booking_id, round)
+SELECT k.kind, $1, coalesce(max(o.round), 0) + 1
+  FROM unnest($2::text[]) AS k(kind)
+  LEFT JOIN outbox o ON o.kind = k.kind AND o.booking_id = $1
+ GROUP BY k.kind
+HAVING NOT coalesce(bool_or(o.status = ` + sqlJobPending + `), false)
+ON CONFLICT DO NOTHING`
 
 // advance applies outcome o to booking b (locked by the caller, b.Status as
 // read under the lock): core.Transition decides the step, advanceSQL writes
@@ -324,13 +347,13 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 	default:
 		bookingID = b.ID
 		o := core.OutcomeDeclined
+		booked := false
 		if s.Succeeded {
 			o = core.OutcomeApproved
 			// Approval confirms only with the hold's seats booked under
 			// this booking: when that fails, the money came late.
 			if step, ok := core.Transition(b.Status, b.Flow, o); ok && step.Next == core.BookingConfirmed {
-				booked, err := db.bookSeats(ctx, tx, b)
-				if err != nil {
+				if booked, err = db.bookSeats(ctx, tx, b); err != nil {
 					return "", err
 				}
 				if !booked {
@@ -340,8 +363,16 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 		}
 		// A refused transition is a repeat or a late event: the booking
 		// is settled already, and its status is the answer.
-		if result, _, err = advance(ctx, tx, b, o, s.PaymentID); err != nil {
+		var moved bool
+		if result, moved, err = advance(ctx, tx, b, o, s.PaymentID); err != nil {
 			return "", err
+		}
+		if booked && !moved {
+			// Seats booked and tickets issued under a booking that did not
+			// become CONFIRMED would be sold without a confirmed sale. The
+			// row lock makes it impossible today; should it happen, undo
+			// everything rather than commit it (inTx rolls back).
+			return "", fmt.Errorf("booking %d: seats booked but the booking stayed %s", b.ID, b.Status)
 		}
 	}
 	if s.EventID != "" {
@@ -408,6 +439,7 @@ const (
 func (db *DB) FailCapture(ctx context.Context, booking int64) error {
 	var freed core.Booking
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		freed = core.Booking{} // inTx may run fn again: nothing from an aborted try
 		b, err := scanLocked(tx.QueryRow(ctx, lockUncapturedSQL, booking))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil

@@ -146,15 +146,15 @@ func (db *DB) retryOverLimit(ctx context.Context, p core.HoldParams, hold func()
 func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, limit int, seats []string) (*core.Hold, error) {
 	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: seats, Quantity: len(seats), Status: core.HoldActive}
 	// PostgreSQL does not promise the order in which one UPDATE locks its
-	// rows; should two groups deadlock, the loser asks again (db.retry:
-	// the back-off of inTx) and gets the true answer instead of a spurious
-	// refusal. The statement stays one autocommit statement at READ
-	// COMMITTED, not inTx: a transaction around it would only hold the
-	// seats' row locks for an extra round trip on the hottest path.
-	err := db.retry(ctx, "hold", func() error {
+	// rows; should two groups deadlock, the loser asks once more at once
+	// (holdRetry) and gets the true answer instead of a spurious refusal.
+	// The statement stays one autocommit statement at READ COMMITTED, not
+	// inTx: a transaction around it would only hold the seats' row locks
+	// for an extra round trip on the hottest path.
+	err := db.retry(ctx, holdRetry, "hold", func() error {
 		return db.pool.QueryRow(ctx, holdSeatsSQL, p.EventID, p.Account, h.ID, len(seats), limit, ev.holdSeconds, seats).
 			Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt)
-	})
+	}, "event", p.EventID)
 	switch constraint(err) {
 	case "":
 	case "holds_all_claimed":
@@ -411,9 +411,14 @@ func (db *DB) ExtendHold(ctx context.Context, ref core.HoldRef) (*core.Hold, err
 	case !time.Now().Before(h.ExpiresAt):
 		return nil, core.Errorf(core.EHoldExpired, "hold %s expired at %s", id, h.ExpiresAt.Format(time.RFC3339))
 	}
+	// The new version and expiry go into locals and reach h only after the
+	// commit: inTx may run fn again, and a retry must still ask for the
+	// version read above, not one an aborted try scanned.
+	var version int64
+	var expires time.Time
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		var want, got int
-		err := tx.QueryRow(ctx, extendSQL, id, h.Version, db.extend.Seconds()).Scan(&h.Version, &h.ExpiresAt, &want, &got)
+		err := tx.QueryRow(ctx, extendSQL, id, h.Version, db.extend.Seconds()).Scan(&version, &expires, &want, &got)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.Errorf(core.EHoldExpired, "hold %s is no longer valid", id)
 		}
@@ -430,6 +435,6 @@ func (db *DB) ExtendHold(ctx context.Context, ref core.HoldRef) (*core.Hold, err
 	if err != nil {
 		return nil, translate(err)
 	}
-	h.Extended = true
+	h.Version, h.ExpiresAt, h.Extended = version, expires, true
 	return h, nil
 }

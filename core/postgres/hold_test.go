@@ -129,6 +129,44 @@ func TestExtend(t *testing.T) {
 	}
 }
 
+// failFirstCommit makes the first commit of a transaction that updated a
+// row of table abort with a serialization failure (a deferred constraint
+// trigger runs at commit; the sequence counts outside the transaction), so
+// inTx runs its fn a second time after a try whose statements all worked.
+func failFirstCommit(tb testing.TB, db *postgres.DB, table string) {
+	tb.Helper()
+	if _, err := db.Pool().Exec(ctx, `
+CREATE SEQUENCE commit_tries;
+CREATE FUNCTION fail_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF nextval('commit_tries') = 1 THEN RAISE EXCEPTION 'injected' USING ERRCODE = '40001'; END IF;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER fail_first_commit AFTER UPDATE ON `+table+`
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_first_commit();`); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// A retried extension asks for the version the caller read, not one an
+// aborted try scanned: the extension still happens, once.
+func TestExtendRetried(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-C-3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failFirstCommit(t, db, "holds")
+	e, err := db.ExtendHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", Version: h.Version})
+	if err != nil {
+		t.Fatalf("extend after an aborted commit: %v", err)
+	}
+	if got := e.ExpiresAt.Sub(h.ExpiresAt); got != core.ExtendBy || e.Version != h.Version+1 || !e.Extended {
+		t.Fatalf("extended by %v to version %d; want %v, %d", got, e.Version, core.ExtendBy, h.Version+1)
+	}
+}
+
 func TestBestAvailable(t *testing.T) {
 	db := postgrestest.NewDB(t, postgres.Options{})
 	ev := newEvent(t, db, "stadium", 6)

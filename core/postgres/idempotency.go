@@ -62,6 +62,7 @@ const reclaimKeySQL = `UPDATE idempotency_keys SET fingerprint = $3, state = ` +
 func (db *DB) claimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*core.StoredResponse, error) {
 	var resp *core.StoredResponse
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		resp = nil // inTx may run fn again: nothing from an aborted try
 		tag, err := tx.Exec(ctx, claimNewKeySQL, account, key, fingerprint, lease.Seconds(), IdempotencyTTL.Seconds())
 		if err != nil || tag.RowsAffected() == 1 {
 			return err

@@ -49,6 +49,9 @@ SELECT count(*) FROM bookings b, unnest(b.seat_ids) sid
 SELECT count(*) FROM bookings b JOIN holds h ON h.id = b.hold_id WHERE (b.status = 'CONFIRMED') <> (h.status = 'BOOKED')`},
 		{"confirmed booking without one ticket per seat", `
 SELECT count(*) FROM bookings b WHERE b.status = 'CONFIRMED' AND (SELECT count(*) FROM tickets t WHERE t.booking_id = b.id) <> b.quantity`},
+		{"money due back with no job to give it back", `
+SELECT count(*) FROM bookings b WHERE b.status = 'REFUND_DUE'
+   AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.booking_id = b.id AND o.kind IN ('refund', 'void') AND o.status = 'PENDING')`},
 		{"GA counter differs from capacity minus active holds", `
 SELECT count(*) FROM ga_inventory g
   LEFT JOIN (SELECT event_id, sum(quantity) n FROM holds WHERE status IN ('ACTIVE', 'BOOKED') GROUP BY 1) h ON h.event_id = g.event_id

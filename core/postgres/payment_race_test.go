@@ -372,6 +372,117 @@ func TestSuccessAfterFailure(t *testing.T) {
 	checkInvariants(t, db)
 }
 
+// Seats are booked and tickets issued only under a booking that becomes
+// CONFIRMED in the same transaction. The booking's row lock makes the
+// confirm after a successful book certain today; a trigger that silently
+// skips the confirm stands in for any future way to lose it, and the
+// approval must then commit nothing rather than BOOKED seats and tickets
+// under a PAYMENT_PENDING booking.
+func TestSettleBooksOnlyWhenConfirmed(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h, b := pending(t, db, ev, "alice", "AUD-K-2")
+	if _, err := db.Pool().Exec(ctx, `
+CREATE FUNCTION skip_confirm() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.status::text = 'CONFIRMED' AND OLD.status::text <> 'CONFIRMED' THEN RETURN NULL; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER skip_confirm BEFORE UPDATE ON bookings FOR EACH ROW EXECUTE FUNCTION skip_confirm();`); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.Settle(ctx, core.Settlement{EventID: "evt_lost_confirm", BookingID: b.ID, PaymentID: b.PaymentID, Succeeded: true})
+	if err == nil {
+		t.Errorf("Settle with the confirm skipped = %s, nil; want an error", out)
+	}
+	var seat string
+	var tickets int
+	db.Pool().QueryRow(ctx, `SELECT status FROM seats WHERE event_id = $1 AND seat_id = 'AUD-K-2'`, ev).Scan(&seat)
+	db.Pool().QueryRow(ctx, `SELECT count(*) FROM tickets WHERE booking_id = $1`, b.ID).Scan(&tickets)
+	got, _ := db.Booking(ctx, b.ID)
+	if seat != "HELD" || tickets != 0 || got == nil || got.Status != core.BookingPending {
+		t.Fatalf("after the lost confirm: seat %s, %d tickets, booking %+v; want HELD by %s, none, PAYMENT_PENDING", seat, tickets, got, h.ID)
+	}
+}
+
+// Money that reaches a FAILED card booking whose authorization was voided
+// already (its capture was refused) is given back by a void of its own: the
+// first void, DONE, does not swallow it.
+func TestLateMoneyAfterRefusedCapture(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-K-3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: "alice", EventID: ev}, core.FlowSync, core.Contact{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := fmt.Sprintf("pay_%d", b.ID)
+	if out, err := db.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: pay, Type: "authorize", Succeeded: true}); err != nil || out != core.BookingConfirmed {
+		t.Fatalf("authorize = %s, %v; want CONFIRMED", out, err)
+	}
+	if err := db.FailCapture(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := db.ClaimJobs(ctx, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range claimed { // the capture (refused) and the void of the authorization
+		if err := db.FinishJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := db.Booking(ctx, b.ID); got.Status != core.BookingFailed || jobs(t, db, core.JobVoid, b.ID) != 1 {
+		t.Fatalf("after the refused capture: %s with %d voids; want FAILED with its void done", got.Status, jobs(t, db, core.JobVoid, b.ID))
+	}
+	out, err := db.Settle(ctx, core.Settlement{EventID: "evt_late_capture", BookingID: b.ID, PaymentID: pay, Succeeded: true})
+	if err != nil || out != core.BookingRefundDue {
+		t.Fatalf("money after the refused capture = %s, %v; want REFUND_DUE", out, err)
+	}
+	pending, err := db.ClaimJobs(ctx, 10, time.Minute)
+	if err != nil || len(pending) != 1 || pending[0].Kind != core.JobVoid || pending[0].Round != 2 {
+		t.Fatalf("jobs due after the late money: %+v, %v; want one void, round 2", pending, err)
+	}
+	if err := db.FinishJob(ctx, pending[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Booking(ctx, b.ID); got.Status != core.BookingRefunded {
+		t.Fatalf("after the second void: %s; want REFUNDED", got.Status)
+	}
+	checkInvariants(t, db)
+}
+
+// Money that reaches a FAILED booking after the fan started a new booking
+// on the same hold moves the FAILED one to REFUND_DUE beside the new one
+// (which stays as it was and still answers a retried Pay), instead of
+// breaking the one-live-booking-per-hold index and failing the webhook
+// forever.
+func TestLateMoneyBesideNewBooking(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h, b1 := pending(t, db, ev, "alice", "AUD-K-4")
+	if out, err := db.Settle(ctx, core.Settlement{EventID: "evt_fail", BookingID: b1.ID, PaymentID: b1.PaymentID}); err != nil || out != core.BookingFailed {
+		t.Fatalf("failure = %s, %v", out, err)
+	}
+	ref := core.HoldRef{ID: h.ID, Account: "alice", EventID: ev}
+	b2, err := db.StartPayment(ctx, ref, core.FlowAsync, core.Contact{})
+	if err != nil || b2.ID == b1.ID || b2.Status != core.BookingPending {
+		t.Fatalf("second payment = %+v, %v; want a new PAYMENT_PENDING booking", b2, err)
+	}
+	out, err := db.Settle(ctx, core.Settlement{EventID: "evt_late_ok", BookingID: b1.ID, PaymentID: b1.PaymentID, Succeeded: true})
+	if err != nil || out != core.BookingRefundDue || jobs(t, db, core.JobRefund, b1.ID) != 1 {
+		t.Fatalf("money for the failed booking = %s, %v, %d refunds; want REFUND_DUE with one refund", out, err, jobs(t, db, core.JobRefund, b1.ID))
+	}
+	again, err := db.StartPayment(ctx, ref, core.FlowAsync, core.Contact{})
+	if err != nil || again.ID != b2.ID || again.Status != core.BookingPending {
+		t.Fatalf("retried Pay = %+v, %v; want the live booking %d", again, err, b2.ID)
+	}
+	checkInvariants(t, db)
+}
+
 func TestOutboxRetries(t *testing.T) {
 	db := postgrestest.NewDB(t, postgres.Options{})
 	ev := newEvent(t, db, "cinema", 6)

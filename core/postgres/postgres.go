@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -193,38 +194,74 @@ func constraint(err error) string {
 	return ""
 }
 
-// The retry policy of inTx and of the hold statement: a deadlock (40P01)
-// or a serialization failure (40001) means PostgreSQL aborted the work to
-// let a concurrent transaction through, and running it again usually
-// succeeds. A few attempts, with a jittered back-off doubling from
-// retryBackoff up to retryMaxBackoff, so two victims of one deadlock do not
-// meet again in lockstep; past that the caller sees the error (translate
-// makes it ESeatsTaken: another buyer got there first).
-const (
-	retryAttempts   = 4
-	retryBackoff    = 5 * time.Millisecond
-	retryMaxBackoff = 100 * time.Millisecond
-)
-
-// retryable reports whether err aborted work that may simply run again.
-func retryable(err error) bool {
-	s := sqlState(err)
-	return s == "40P01" || s == "40001"
+// retryPolicy says which aborted work runs again, how often and with what
+// pause. A deadlock (40P01) or a serialization failure (40001) means
+// PostgreSQL aborted the work to let a concurrent transaction through, and
+// running it again usually succeeds; past the last attempt the caller sees
+// the error (translate makes it ESeatsTaken: another buyer got there first).
+type retryPolicy struct {
+	attempts   int           // tries in all, the first included
+	codes      []string      // SQLSTATEs that run again
+	backoff    time.Duration // first pause; 0 retries at once
+	maxBackoff time.Duration // the pause doubles up to this
 }
 
-// retry runs op until it returns an error that is not retryable (or nil),
-// retryAttempts times at most, sleeping a jittered back-off between tries.
-// It gives up early, returning op's last error, when ctx ends. op must be
-// safe to run again: a whole transaction, or one autocommit statement.
-func (db *DB) retry(ctx context.Context, what string, op func() error) error {
+// txRetry is inTx's policy: a few attempts on either code, with a jittered
+// back-off doubling from 5 ms up to 100 ms, so two victims of one deadlock
+// do not meet again in lockstep. A multi-statement transaction is worth
+// the wait; it is never on the hold path.
+var txRetry = retryPolicy{
+	attempts:   4,
+	codes:      []string{"40P01", "40001"},
+	backoff:    5 * time.Millisecond,
+	maxBackoff: 100 * time.Millisecond,
+}
+
+// holdRetry is the hold statement's policy: one immediate retry on a
+// deadlock, nothing else. The hold is the hottest path; PostgreSQL does not
+// promise the order in which one UPDATE locks its rows, so two groups may
+// deadlock, and the loser asks once more to get the true answer instead of
+// a spurious refusal. It never sleeps (the fan is waiting and the other
+// party has already committed or is about to), and it does not retry
+// 40001, which a READ COMMITTED autocommit statement does not raise.
+var holdRetry = retryPolicy{attempts: 2, codes: []string{"40P01"}}
+
+// retryable reports whether err aborted work that p runs again.
+func (p retryPolicy) retryable(err error) bool {
+	return slices.Contains(p.codes, sqlState(err))
+}
+
+// pause is the sleep after the given failed attempt (1-based): jittered in
+// [d/2, d] for d = backoff doubled per attempt up to maxBackoff; zero when
+// the policy retries at once.
+func (p retryPolicy) pause(attempt int) time.Duration {
+	if p.backoff <= 0 {
+		return 0
+	}
+	d := min(p.backoff<<(attempt-1), p.maxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// retry runs op under policy p until it returns an error p does not retry
+// (or nil), p.attempts times at most, pausing between tries. It gives up
+// early, returning op's last error, when ctx ends. op must be safe to run
+// again: a whole transaction, or one autocommit statement. logArgs are
+// added to the warning logged before each retry.
+func (db *DB) retry(ctx context.Context, p retryPolicy, what string, op func() error, logArgs ...any) error {
 	for attempt := 1; ; attempt++ {
 		err := op()
-		if !retryable(err) || attempt == retryAttempts {
+		if !p.retryable(err) || attempt >= p.attempts {
 			return err
 		}
-		d := min(retryBackoff<<(attempt-1), retryMaxBackoff)
-		d = d/2 + rand.N(d/2+1) // jitter in [d/2, d]
-		db.log.Warn(what+" aborted by the server, retrying", "sqlstate", sqlState(err), "attempt", attempt, "backoff", d)
+		if ctx.Err() != nil {
+			return err
+		}
+		d := p.pause(attempt)
+		db.log.Warn(what+" aborted by the server, retrying",
+			append(logArgs, "sqlstate", sqlState(err), "attempt", attempt, "backoff", d)...)
+		if d == 0 {
+			continue
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -239,7 +276,7 @@ func (db *DB) retry(ctx context.Context, what string, op func() error) error {
 // nil, rolled back otherwise; it is the one helper for every
 // multi-statement transaction (pkgsite's DB.Transact shape, on
 // pgx.BeginTxFunc). A deadlock or serialization failure anywhere in fn
-// rolls the whole transaction back and runs fn again (see retry), so fn
+// rolls the whole transaction back and runs fn again (txRetry), so fn
 // must start from scratch: it may not keep results of an earlier try in
 // variables it does not reset. fn returns driver errors unchanged (wrapping
 // is fine); callers translate the result once.
@@ -247,7 +284,7 @@ func (db *DB) retry(ctx context.Context, what string, op func() error) error {
 // The hold path never uses it: a hold is one autocommit statement, and
 // wrapping it in a transaction would only hold its locks longer.
 func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return db.retry(ctx, "transaction", func() error {
+	return db.retry(ctx, txRetry, "transaction", func() error {
 		return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, fn)
 	})
 }

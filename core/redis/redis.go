@@ -57,7 +57,13 @@ func (m *SeatMaps) Mark(ctx context.Context, event int64, positions []int, avail
 func (m *SeatMaps) Replace(ctx context.Context, event int64, capacity int, free []int, ttl time.Duration) error {
 	bits := seatmap.New(capacity)
 	for _, pos := range free {
-		seatmap.Set(bits, pos)
+		// A position past the layout's capacity is no seat the gateway
+		// draws; the bitmap's last byte has padding bits for it, and
+		// seatmap.Set would set them, so a count of the bitmap would
+		// report seats that do not exist.
+		if pos < capacity {
+			seatmap.Set(bits, pos)
+		}
 	}
 	return m.rdb.Set(ctx, seatmap.Key(event), bits, ttl).Err()
 }

@@ -78,7 +78,7 @@ type Config struct {
 	SMTPFrom       string        `env:"ONSALE_SMTP_FROM" flag:"smtp-from" default:"tickets@onsale.local" help:"From address of ticket emails"`
 	SMTPUser       string        `env:"ONSALE_SMTP_USER" flag:"smtp-user" help:"SMTP user name; no authentication when empty"`
 	SMTPPassword   string        `env:"ONSALE_SMTP_PASSWORD" flag:"smtp-password" secret:"true" help:"SMTP password"`
-	SMSURL         string        `env:"ONSALE_SMS_URL" flag:"sms-url" help:"HTTP SMS gateway for ticket SMS (POST {\"to\",\"body\"}); off when empty"`
+	SMSURL         string        `env:"ONSALE_SMS_URL" flag:"sms-url" secret:"url" help:"HTTP SMS gateway for ticket SMS (POST {\"to\",\"body\"}); off when empty"`
 	PublicURL      string        `env:"ONSALE_PUBLIC_URL" flag:"public-url" default:"http://127.0.0.1:8081" help:"where fans find their tickets: the link in ticket SMS"`
 }
 

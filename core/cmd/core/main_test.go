@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/core/seed"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/config"
 	"github.com/onsale/onsale/shared/config/configtest"
 )
 
@@ -139,6 +141,32 @@ func TestConfigDefaults(t *testing.T) {
 // The README's table of the core's settings is generated from Config.
 func TestReadme(t *testing.T) {
 	configtest.CheckReadme(t, "../../../README.md", "core", &Config{})
+}
+
+// The effective config is logged once at start with every credential
+// masked: URLs that may carry a password (the SMS gateway's among them; the
+// old code logged only sms=true) show no password.
+func TestConfigLogMasksSecrets(t *testing.T) {
+	m := NewMain()
+	err := m.ParseFlags([]string{
+		"-database-url", "postgres://core:dbpass@db/onsale", "-admit-public-key", "k", "-admit-jwks-url", "",
+		"-redis", "redis://:redispass@cache:6379/0",
+		"-sms-url", "https://acct:smspass@sms.example/send",
+		"-smtp-password", "smtppass", "-provider-key", "providerkey", "-webhook-secret", "hooksecret",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	config.Log(slog.New(slog.NewTextHandler(&out, nil)), &m.Config)
+	for _, secret := range []string{"dbpass", "redispass", "smspass", "smtppass", "providerkey", "hooksecret"} {
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("config log shows %q:\n%s", secret, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "sms.example") {
+		t.Errorf("config log lacks the SMS host (only the password is masked):\n%s", out.String())
+	}
 }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
