@@ -562,6 +562,9 @@ func TestMessyProvider(t *testing.T) {
 		}
 	}
 	t.Logf("%d payments through a messy provider: %v; %d of %d holds expired before the payer approved", n, counts, expired, (n+4)/5)
+	if expired == 0 {
+		t.Errorf("no hold was expired before its payer approved: the expired-hold case was not exercised")
+	}
 }
 
 // The card is authorized and the seats booked, but the capture is refused

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +31,28 @@ var ctx = context.Background()
 
 const admin = "proof-admin"
 
+// gatewayBinary is the gateway built by `make build` (bin/ at the top of the
+// repository, or ONSALE_BIN): tests never build, and a missing binary is a
+// failure that says how to make it.
+func gatewayBinary(tb testing.TB) string {
+	tb.Helper()
+	dir := os.Getenv("ONSALE_BIN")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "bin")
+	}
+	p, err := filepath.Abs(filepath.Join(dir, "gateway"))
+	if err == nil {
+		var st os.FileInfo
+		if st, err = os.Stat(p); err == nil && (st.IsDir() || st.Mode()&0o111 == 0) {
+			err = fmt.Errorf("%s is not an executable", p)
+		}
+	}
+	if err != nil {
+		tb.Fatalf("no gateway binary (%v): run `make build` first (or set ONSALE_BIN to the directory of the binaries)", err)
+	}
+	return p
+}
+
 // fleet is several real gateway processes sharing one Redis.
 type fleet struct {
 	addrs []string
@@ -39,10 +62,7 @@ type fleet struct {
 func startFleet(t testing.TB, n int, redisAddr string) *fleet {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "gateway")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/onsale/onsale/gateway/cmd/gateway").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := gatewayBinary(t)
 	key, _ := admission.GenerateKey()
 	keyFile := filepath.Join(dir, "admit.key")
 	admission.WritePrivateKeyFile(keyFile, key)
@@ -56,6 +76,8 @@ func startFleet(t testing.TB, n int, redisAddr string) *fleet {
 			"-ip-rate", "100000", "-token-rate", "1000") // the test's crowd comes from one address
 		cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+admin, "ONSALE_LOG_LEVEL=warn")
 		cmd.Stdout, cmd.Stderr = logf, logf
+		// A test killed at its timeout takes its gateways with it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
