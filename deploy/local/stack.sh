@@ -256,6 +256,11 @@ start_apps() {
 		[[ -x $ROOT/bin/$bin ]] || die "no bin/$bin: run 'make build' first (make up does)"
 	done
 	mkdir -p "$dir"
+	# an older `make up` kept the keys in a real .run/keys/ directory: `ln -sfn` would put the
+	# link inside it (.run/keys/keys) and leave its stale keys where the README points
+	if [[ -d $RUN_DIR/keys && ! -L $RUN_DIR/keys ]]; then
+		rm -rf "$RUN_DIR/keys"
+	fi
 	ln -sfn apps/keys "$RUN_DIR/keys"
 	if [[ -f $STARTED_DIR/apps && -f $RUN_DIR/apps.pid ]] &&
 		same_proc "$(cat "$RUN_DIR/apps.pid")" "$(marker_get "$STARTED_DIR/apps" start || true)"; then
