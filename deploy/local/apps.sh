@@ -8,6 +8,8 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$ROOT" || exit 1
 RUN=${ONSALE_RUN_DIR:?run this through deploy/local/stack.sh run}
+# shellcheck source=deploy/local/apt.sh
+. deploy/local/apt.sh
 
 # need_bin NAME...: the binaries must be there (make demo / bench / test build them first)
 need_bin() {
@@ -70,10 +72,6 @@ watch_list() {
 need_chromium() {
 	command -v chromium >/dev/null 2>&1 && return 0
 	echo "+ installing chromium (about 35 s; log in .run/apt-chromium.log)"
-	local sudo=""
-	((EUID == 0)) || sudo=sudo
 	mkdir -p .run
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >.run/apt-chromium.log 2>&1 ||
-		{ $sudo apt-get update >>.run/apt-chromium.log 2>&1 &&
-			$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >>.run/apt-chromium.log 2>&1; }
+	apt_get_install .run/apt-chromium.log chromium
 }

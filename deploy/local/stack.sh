@@ -132,28 +132,17 @@ split_hostport() {
 	HP_PORT=${HP_PORT:-$2}
 }
 
-as_root() {
-	if ((EUID == 0)); then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1; then
-		sudo "$@"
-	else
-		die "need root or sudo to run: $*"
-	fi
-}
+# shellcheck source=deploy/local/apt.sh
+. "$ROOT/deploy/local/apt.sh"
 
 apt_install() {
 	local logf=$RUN_DIR/apt.log
 	mkdir -p "$RUN_DIR"
 	command -v apt-get >/dev/null 2>&1 || die "missing $*; install it (no apt-get here)"
-	log "installing $* with apt-get (log: .run/apt.log) ..."
-	if as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >"$logf" 2>&1; then
-		return 0
-	fi
-	if as_root env DEBIAN_FRONTEND=noninteractive apt-get update >>"$logf" 2>&1 &&
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >>"$logf" 2>&1; then
-		return 0
-	fi
+	((EUID == 0)) || command -v sudo >/dev/null 2>&1 || die "need root or sudo to install $*"
+	log "installing $* with apt-get (log: $(rel)/apt.log) ..."
+	: >"$logf"
+	apt_get_install "$logf" "$@" && return 0
 	tail -n 20 "$logf" >&2 || true
 	die "apt-get install $* failed"
 }
