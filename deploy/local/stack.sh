@@ -4,7 +4,8 @@
 # Usage:
 #   deploy/local/stack.sh up            make sure PostgreSQL and Redis answer, write .run/env,
 #                                       start the apps (bin/stack) on their well-known ports
-#   deploy/local/stack.sh down          stop exactly what `up` started (safe to repeat)
+#   deploy/local/stack.sh down          stop exactly what `up` started (safe to repeat), and
+#                                       what killed runs left running
 #   deploy/local/stack.sh run -- CMD..  services of this run's own, run CMD with them, stop
 #                                       them, exit with CMD's status
 #   deploy/local/stack.sh env           up, then print the export lines:
@@ -68,7 +69,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -695,6 +696,7 @@ do_up() {
 
 do_down() {
 	local f names=()
+	reap_dead_runs
 	lock
 	if [[ -d $STARTED_DIR ]]; then
 		for f in "$STARTED_DIR"/*; do
@@ -708,6 +710,35 @@ do_down() {
 	fi
 	rmdir "$STARTED_DIR" 2>/dev/null || true
 	unlock
+}
+
+# A run killed by SIGKILL (or by the OOM killer) never ran its EXIT trap:
+# its PostgreSQL and Redis still run and are recorded only in its own started/. Stop them
+# for every run directory whose stack.sh (the PID in NAME-PID) is gone; `down` and the
+# start of every run call this. The directory itself stays (its logs; make clean prunes it).
+reap_dead_runs() {
+	local d pid f names saved=$RUN_DIR
+	for d in "$ROOT"/.run/runs/*/; do
+		[[ -d $d ]] || continue
+		d=${d%/} pid=${d##*-}
+		[[ $pid =~ ^[0-9]+$ && $d != "$saved" ]] || continue
+		alive "$pid" && continue # still going (or its pid reused: leave it be)
+		[[ -n $(ls -A "$d/started" 2>/dev/null) ]] || continue
+		set_run_dir "$d"
+		names=()
+		for f in "$STARTED_DIR"/*; do
+			[[ -f $f ]] && names+=("$(basename "$f")")
+		done
+		log "run $(rel) is gone (pid $pid); stopping what it left running"
+		# its own lock (another reaper may be at it); a subshell, so a die stops only this one
+		(
+			exec 9>"$RUN_DIR/lock"
+			flock -n 9 || exit 0
+			stop_names "${names[@]}"
+			rmdir "$STARTED_DIR" 2>/dev/null || true
+		) || log "run $(rel): could not stop everything it left; see its logs"
+	done
+	set_run_dir "$saved"
 }
 
 # EXIT trap for up/env/run: stop whatever this invocation started and did not hand over
@@ -772,6 +803,7 @@ main() {
 		name=$(basename "$1")
 		set_run_dir "$ROOT/.run/runs/${name%.sh}-$$"
 		export ONSALE_RUN_DIR=$RUN_DIR
+		reap_dead_runs
 		set_traps
 		do_up
 		# shellcheck source=/dev/null
