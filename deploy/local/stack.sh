@@ -53,6 +53,11 @@ PG_OPTS='-c max_connections=300 -c shared_buffers=256MB -c unix_socket_directori
 STOP_TIMEOUT=10 # seconds between SIGTERM and SIGKILL for start_bg processes
 
 STARTED_NOW=() # names started by this invocation (stopped again by `run` / a failed `up`)
+# PICKED=1: up_postgres / up_redis get a URL whose port this run picked itself (free_port):
+# whatever answers there now is not ours (another run's throwaway took the port since), so
+# they set TAKEN=1 and return without using it, and do_up picks again
+PICKED=0
+TAKEN=0
 LOCKED=0
 MODE='' # up | env | run | down
 
@@ -379,6 +384,15 @@ up_postgres() { # URL
 	local url=$1 shown u bindir link=$RUN_DIR/pg target='' data hash pid listen owner
 	local marker=$STARTED_DIR/postgres logf=$RUN_DIR/postgres.log
 	shown=$(pg_display "$url")
+	TAKEN=0
+	if ((PICKED)); then
+		parse_pg_url "$url"
+		if port_busy "$PG_PORT"; then
+			log "postgres: 127.0.0.1:$PG_PORT, picked for this run, was taken meanwhile; picking another port"
+			TAKEN=1
+			return 0
+		fi
+	fi
 	if pg_answers "$url"; then
 		log "postgres: using existing DATABASE_URL ($shown)"
 		return 0
@@ -558,6 +572,15 @@ up_redis() { # URL
 	local url=$1 shown marker=$STARTED_DIR/redis dir=$RUN_DIR/redis pidf=$RUN_DIR/redis.pid
 	local logf=$RUN_DIR/redis.log conf='' i pid='' bind=(127.0.0.1)
 	shown=$(redis_display "$url")
+	TAKEN=0
+	if ((PICKED)); then
+		parse_redis_url "$url" || die "redis: bad URL $shown"
+		if port_busy "$R_PORT"; then
+			log "redis: 127.0.0.1:$R_PORT, picked for this run, was taken meanwhile; picking another port"
+			TAKEN=1
+			return 0
+		fi
+	fi
 	if redis_answers "$url"; then
 		log "redis: using existing REDIS_URL ($shown)"
 		return 0
@@ -673,15 +696,33 @@ ensure_clients() {
 }
 
 do_up() {
-	local db_url=${DATABASE_URL:-$DEFAULT_DATABASE_URL} redis_url=${REDIS_URL:-$DEFAULT_REDIS_URL}
-	if [[ $MODE == run ]]; then
-		[[ -n ${DATABASE_URL:-} ]] || db_url="postgres://postgres@127.0.0.1:$(free_port)/onsale?sslmode=disable"
-		[[ -n ${REDIS_URL:-} ]] || redis_url="redis://127.0.0.1:$(free_port)/0"
-	fi
+	local db_url=${DATABASE_URL:-$DEFAULT_DATABASE_URL} redis_url=${REDIS_URL:-$DEFAULT_REDIS_URL} try
 	lock
 	ensure_clients
-	up_postgres "$db_url"
-	up_redis "$redis_url"
+	# a run's own servers go on ports it picks (unless the caller named its URLs); a port
+	# taken between the pick and the start is picked again, never shared
+	if [[ $MODE == run && -z ${DATABASE_URL:-} ]]; then
+		PICKED=1 TAKEN=1
+		for ((try = 0; TAKEN && try < 5; try++)); do
+			db_url="postgres://postgres@127.0.0.1:$(free_port)/onsale?sslmode=disable"
+			up_postgres "$db_url"
+		done
+		((!TAKEN)) || die "postgres: 5 ports picked for this run were all taken before it could start"
+		PICKED=0
+	else
+		up_postgres "$db_url"
+	fi
+	if [[ $MODE == run && -z ${REDIS_URL:-} ]]; then
+		PICKED=1 TAKEN=1
+		for ((try = 0; TAKEN && try < 5; try++)); do
+			redis_url="redis://127.0.0.1:$(free_port)/0"
+			up_redis "$redis_url"
+		done
+		((!TAKEN)) || die "redis: 5 ports picked for this run were all taken before it could start"
+		PICKED=0
+	else
+		up_redis "$redis_url"
+	fi
 	{
 		printf '# written by deploy/local/stack.sh up\n'
 		printf 'export DATABASE_URL=%s\n' "$(squote "$db_url")"
