@@ -60,6 +60,7 @@ stack_stop() {
 # watch_list: name=pid,... of every process of the sale (for flashsale -watch): the
 # apps, PostgreSQL's postmaster (its backends count with it) and the Redis server.
 watch_list() {
+	# shellcheck disable=SC2153 # STACK_PIDS comes from the stack's env file (stack_start)
 	local out=$STACK_PIDS pg rd dir
 	dir=$(psql "$STACK_DATABASE_URL" -X -Atqc 'SHOW data_directory' 2>/dev/null) &&
 		pg=$(head -1 "$dir/postmaster.pid" 2>/dev/null) && out+=",postgres=$pg"
