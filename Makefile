@@ -37,11 +37,29 @@ bench: build
 demo: build
 	$(STACK) run -- deploy/local/demo.sh
 
-# bin/ always; .run/ only when nothing started by stack.sh is still recorded as up
+# bin/ always; .run/ only when nothing started by stack.sh is still up. A run directory
+# (.run/runs/NAME-PID/) whose PID is gone is a finished (failed) run: pruned, unless it still
+# records services (a killed run); `make down` stops those.
 clean:
 	rm -rf bin
-	@if [ -n "$$(ls -A .run/started 2>/dev/null)" ] || [ -n "$$(ls -A .run/runs 2>/dev/null)" ]; then \
-		echo "clean: keeping .run/ (services or runs still up; run 'make down' first)"; \
+	@keep=; \
+	for d in .run/runs/*/; do \
+		[ -d "$$d" ] || continue; \
+		d=$${d%/}; pid=$${d##*-}; \
+		if [ -n "$$pid" ] && [ -d "/proc/$$pid" ]; then \
+			keep="$$keep $$d (run still going, pid $$pid)"; \
+		elif [ -n "$$(ls -A "$$d/started" 2>/dev/null)" ]; then \
+			keep="$$keep $$d (services of a killed run; 'make down' stops them)"; \
+		else \
+			rm -rf "$$d"; \
+		fi; \
+	done; \
+	rmdir .run/runs 2>/dev/null || true; \
+	if [ -n "$$(ls -A .run/started 2>/dev/null)" ]; then \
+		keep="$$keep .run/started (make up; 'make down' stops it)"; \
+	fi; \
+	if [ -n "$$keep" ]; then \
+		echo "clean: keeping .run/:$$keep"; \
 	else \
 		rm -rf .run; \
 	fi

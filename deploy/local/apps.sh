@@ -8,6 +8,8 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$ROOT" || exit 1
 RUN=${ONSALE_RUN_DIR:?run this through deploy/local/stack.sh run}
+# shellcheck source=deploy/local/apt.sh
+. deploy/local/apt.sh
 
 # need_bin NAME...: the binaries must be there (make demo / bench / test build them first)
 need_bin() {
@@ -58,6 +60,7 @@ stack_stop() {
 # watch_list: name=pid,... of every process of the sale (for flashsale -watch): the
 # apps, PostgreSQL's postmaster (its backends count with it) and the Redis server.
 watch_list() {
+	# shellcheck disable=SC2153 # STACK_PIDS comes from the stack's env file (stack_start)
 	local out=$STACK_PIDS pg rd dir
 	dir=$(psql "$STACK_DATABASE_URL" -X -Atqc 'SHOW data_directory' 2>/dev/null) &&
 		pg=$(head -1 "$dir/postmaster.pid" 2>/dev/null) && out+=",postgres=$pg"
@@ -70,10 +73,6 @@ watch_list() {
 need_chromium() {
 	command -v chromium >/dev/null 2>&1 && return 0
 	echo "+ installing chromium (about 35 s; log in .run/apt-chromium.log)"
-	local sudo=""
-	((EUID == 0)) || sudo=sudo
 	mkdir -p .run
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >.run/apt-chromium.log 2>&1 ||
-		{ $sudo apt-get update >>.run/apt-chromium.log 2>&1 &&
-			$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >>.run/apt-chromium.log 2>&1; }
+	apt_get_install .run/apt-chromium.log chromium
 }

@@ -13,10 +13,8 @@ trap stack_stop EXIT
 need_bin seed holdbench pollbench
 # pgbench ships with the PostgreSQL server package on Debian.
 if ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 && ! command -v pgbench >/dev/null; then
-	echo "installing postgresql for pgbench" >&2
-	sudo=""
-	((EUID == 0)) || sudo=sudo
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql >/dev/null
+	echo "installing postgresql for pgbench (log in $RUN/apt.log)" >&2
+	apt_get_install "$RUN/apt.log" postgresql || { tail -n 20 "$RUN/apt.log" >&2; exit 1; }
 fi
 mkdir -p .run/bench
 # The hold path alone: the core only, no seat-map upkeep, no sweeps during the rounds

@@ -4,7 +4,8 @@
 # Usage:
 #   deploy/local/stack.sh up            make sure PostgreSQL and Redis answer, write .run/env,
 #                                       start the apps (bin/stack) on their well-known ports
-#   deploy/local/stack.sh down          stop exactly what `up` started (safe to repeat)
+#   deploy/local/stack.sh down          stop exactly what `up` started (safe to repeat), and
+#                                       what killed runs left running
 #   deploy/local/stack.sh run -- CMD..  services of this run's own, run CMD with them, stop
 #                                       them, exit with CMD's status
 #   deploy/local/stack.sh env           up, then print the export lines:
@@ -52,6 +53,11 @@ PG_OPTS='-c max_connections=300 -c shared_buffers=256MB -c unix_socket_directori
 STOP_TIMEOUT=10 # seconds between SIGTERM and SIGKILL for start_bg processes
 
 STARTED_NOW=() # names started by this invocation (stopped again by `run` / a failed `up`)
+# PICKED=1: up_postgres / up_redis get a URL whose port this run picked itself (free_port):
+# whatever answers there now is not ours (another run's throwaway took the port since), so
+# they set TAKEN=1 and return without using it, and do_up picks again
+PICKED=0
+TAKEN=0
 LOCKED=0
 MODE='' # up | env | run | down
 
@@ -68,7 +74,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -132,28 +138,17 @@ split_hostport() {
 	HP_PORT=${HP_PORT:-$2}
 }
 
-as_root() {
-	if ((EUID == 0)); then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1; then
-		sudo "$@"
-	else
-		die "need root or sudo to run: $*"
-	fi
-}
+# shellcheck source=deploy/local/apt.sh
+. "$ROOT/deploy/local/apt.sh"
 
 apt_install() {
 	local logf=$RUN_DIR/apt.log
 	mkdir -p "$RUN_DIR"
 	command -v apt-get >/dev/null 2>&1 || die "missing $*; install it (no apt-get here)"
-	log "installing $* with apt-get (log: .run/apt.log) ..."
-	if as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >"$logf" 2>&1; then
-		return 0
-	fi
-	if as_root env DEBIAN_FRONTEND=noninteractive apt-get update >>"$logf" 2>&1 &&
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >>"$logf" 2>&1; then
-		return 0
-	fi
+	((EUID == 0)) || command -v sudo >/dev/null 2>&1 || die "need root or sudo to install $*"
+	log "installing $* with apt-get (log: $(rel)/apt.log) ..."
+	: >"$logf"
+	apt_get_install "$logf" "$@" && return 0
 	tail -n 20 "$logf" >&2 || true
 	die "apt-get install $* failed"
 }
@@ -256,6 +251,11 @@ start_apps() {
 		[[ -x $ROOT/bin/$bin ]] || die "no bin/$bin: run 'make build' first (make up does)"
 	done
 	mkdir -p "$dir"
+	# an older `make up` kept the keys in a real .run/keys/ directory: `ln -sfn` would put the
+	# link inside it (.run/keys/keys) and leave its stale keys where the README points
+	if [[ -d $RUN_DIR/keys && ! -L $RUN_DIR/keys ]]; then
+		rm -rf "$RUN_DIR/keys"
+	fi
 	ln -sfn apps/keys "$RUN_DIR/keys"
 	if [[ -f $STARTED_DIR/apps && -f $RUN_DIR/apps.pid ]] &&
 		same_proc "$(cat "$RUN_DIR/apps.pid")" "$(marker_get "$STARTED_DIR/apps" start || true)"; then
@@ -384,6 +384,15 @@ up_postgres() { # URL
 	local url=$1 shown u bindir link=$RUN_DIR/pg target='' data hash pid listen owner
 	local marker=$STARTED_DIR/postgres logf=$RUN_DIR/postgres.log
 	shown=$(pg_display "$url")
+	TAKEN=0
+	if ((PICKED)); then
+		parse_pg_url "$url"
+		if port_busy "$PG_PORT"; then
+			log "postgres: 127.0.0.1:$PG_PORT, picked for this run, was taken meanwhile; picking another port"
+			TAKEN=1
+			return 0
+		fi
+	fi
 	if pg_answers "$url"; then
 		log "postgres: using existing DATABASE_URL ($shown)"
 		return 0
@@ -563,6 +572,15 @@ up_redis() { # URL
 	local url=$1 shown marker=$STARTED_DIR/redis dir=$RUN_DIR/redis pidf=$RUN_DIR/redis.pid
 	local logf=$RUN_DIR/redis.log conf='' i pid='' bind=(127.0.0.1)
 	shown=$(redis_display "$url")
+	TAKEN=0
+	if ((PICKED)); then
+		parse_redis_url "$url" || die "redis: bad URL $shown"
+		if port_busy "$R_PORT"; then
+			log "redis: 127.0.0.1:$R_PORT, picked for this run, was taken meanwhile; picking another port"
+			TAKEN=1
+			return 0
+		fi
+	fi
 	if redis_answers "$url"; then
 		log "redis: using existing REDIS_URL ($shown)"
 		return 0
@@ -678,15 +696,33 @@ ensure_clients() {
 }
 
 do_up() {
-	local db_url=${DATABASE_URL:-$DEFAULT_DATABASE_URL} redis_url=${REDIS_URL:-$DEFAULT_REDIS_URL}
-	if [[ $MODE == run ]]; then
-		[[ -n ${DATABASE_URL:-} ]] || db_url="postgres://postgres@127.0.0.1:$(free_port)/onsale?sslmode=disable"
-		[[ -n ${REDIS_URL:-} ]] || redis_url="redis://127.0.0.1:$(free_port)/0"
-	fi
+	local db_url=${DATABASE_URL:-$DEFAULT_DATABASE_URL} redis_url=${REDIS_URL:-$DEFAULT_REDIS_URL} try
 	lock
 	ensure_clients
-	up_postgres "$db_url"
-	up_redis "$redis_url"
+	# a run's own servers go on ports it picks (unless the caller named its URLs); a port
+	# taken between the pick and the start is picked again, never shared
+	if [[ $MODE == run && -z ${DATABASE_URL:-} ]]; then
+		PICKED=1 TAKEN=1
+		for ((try = 0; TAKEN && try < 5; try++)); do
+			db_url="postgres://postgres@127.0.0.1:$(free_port)/onsale?sslmode=disable"
+			up_postgres "$db_url"
+		done
+		((!TAKEN)) || die "postgres: 5 ports picked for this run were all taken before it could start"
+		PICKED=0
+	else
+		up_postgres "$db_url"
+	fi
+	if [[ $MODE == run && -z ${REDIS_URL:-} ]]; then
+		PICKED=1 TAKEN=1
+		for ((try = 0; TAKEN && try < 5; try++)); do
+			redis_url="redis://127.0.0.1:$(free_port)/0"
+			up_redis "$redis_url"
+		done
+		((!TAKEN)) || die "redis: 5 ports picked for this run were all taken before it could start"
+		PICKED=0
+	else
+		up_redis "$redis_url"
+	fi
 	{
 		printf '# written by deploy/local/stack.sh up\n'
 		printf 'export DATABASE_URL=%s\n' "$(squote "$db_url")"
@@ -701,6 +737,7 @@ do_up() {
 
 do_down() {
 	local f names=()
+	reap_dead_runs
 	lock
 	if [[ -d $STARTED_DIR ]]; then
 		for f in "$STARTED_DIR"/*; do
@@ -714,6 +751,35 @@ do_down() {
 	fi
 	rmdir "$STARTED_DIR" 2>/dev/null || true
 	unlock
+}
+
+# A run killed by SIGKILL (or by the OOM killer) never ran its EXIT trap:
+# its PostgreSQL and Redis still run and are recorded only in its own started/. Stop them
+# for every run directory whose stack.sh (the PID in NAME-PID) is gone; `down` and the
+# start of every run call this. The directory itself stays (its logs; make clean prunes it).
+reap_dead_runs() {
+	local d pid f names saved=$RUN_DIR
+	for d in "$ROOT"/.run/runs/*/; do
+		[[ -d $d ]] || continue
+		d=${d%/} pid=${d##*-}
+		[[ $pid =~ ^[0-9]+$ && $d != "$saved" ]] || continue
+		alive "$pid" && continue # still going (or its pid reused: leave it be)
+		[[ -n $(ls -A "$d/started" 2>/dev/null) ]] || continue
+		set_run_dir "$d"
+		names=()
+		for f in "$STARTED_DIR"/*; do
+			[[ -f $f ]] && names+=("$(basename "$f")")
+		done
+		log "run $(rel) is gone (pid $pid); stopping what it left running"
+		# its own lock (another reaper may be at it); a subshell, so a die stops only this one
+		(
+			exec 9>"$RUN_DIR/lock"
+			flock -n 9 || exit 0
+			stop_names "${names[@]}"
+			rmdir "$STARTED_DIR" 2>/dev/null || true
+		) || log "run $(rel): could not stop everything it left; see its logs"
+	done
+	set_run_dir "$saved"
 }
 
 # EXIT trap for up/env/run: stop whatever this invocation started and did not hand over
@@ -778,6 +844,7 @@ main() {
 		name=$(basename "$1")
 		set_run_dir "$ROOT/.run/runs/${name%.sh}-$$"
 		export ONSALE_RUN_DIR=$RUN_DIR
+		reap_dead_runs
 		set_traps
 		do_up
 		# shellcheck source=/dev/null

@@ -39,20 +39,28 @@ need_chromium || fail "could not install chromium (see .run/apt-chromium.log)"
 export ONSALE_SCREENSHOTS=${ONSALE_SCREENSHOTS:-$PWD/.run/screenshots}
 
 # The gateway's Redis tests run against a single server and a 3-master cluster.
-# Its ports (3 masters from a free base, bus ports +10000) are this run's own.
+# Its ports (3 masters from a free base, bus ports +10000) are this run's own. The base is
+# drawn from 2000-4997 (bus ports 12000-14999), a range no other port of the harness uses:
+# stack.sh's free_port takes 20000-29999 (and keeps 30000-39999 clear for bus ports),
+# make up has 8080, 8081, 15432, 16379 and 18090, and the kernel hands out 32768-60999 to
+# outgoing connections.
 cluster_dir=$RUN/redis-cluster
 cluster_base() {
 	local i b p busy
 	for ((i = 0; i < 200; i++)); do
-		b=$((12000 + RANDOM % 8000)) busy=0
+		b=$((2000 + RANDOM % 2998)) busy=0
 		for p in "$b" "$((b + 1))" "$((b + 2))" "$((b + 10000))" "$((b + 10001))" "$((b + 10002))"; do
+			# shellcheck disable=SC2016 # $1 is expanded by the inner bash
 			timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$p" 2>/dev/null && busy=1
 		done
 		((busy)) || { printf '%s\n' "$b"; return 0; }
 	done
 	return 1
 }
-export ONSALE_CLUSTER_PORT=${ONSALE_CLUSTER_PORT:-$(cluster_base)}
+if [[ -z ${ONSALE_CLUSTER_PORT:-} ]]; then
+	ONSALE_CLUSTER_PORT=$(cluster_base) || fail "no free ports for the Redis Cluster (3 in 2000-4999 and their bus ports +10000)"
+fi
+export ONSALE_CLUSTER_PORT
 trap 'deploy/redis-cluster/cluster.sh down "$cluster_dir"' EXIT
 deploy/redis-cluster/cluster.sh down "$cluster_dir"
 cluster_env=$(deploy/redis-cluster/cluster.sh up "$cluster_dir") || fail "could not start the Redis Cluster"

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -105,6 +106,8 @@ func Binary(bin, name string) (string, error) {
 }
 
 // FreeAddr returns 127.0.0.1:port for a port nothing listens on right now.
+// The port is free when FreeAddr returns, not when the app binds it: another
+// process may take it in between (Start picks again when that happens).
 func FreeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,9 +117,37 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// startAttempts bounds Start's tries: an app that exits before it is ready
+// on a port Start picked for it most likely lost the port to another process
+// between FreeAddr and its bind (the pick-then-close race), so Start stops
+// what it started and tries again on new ports.
+const startAttempts = 3
+
+// errExited: the app exited before it answered on its health route.
+var errExited = errors.New("exited before it was ready")
+
+// pickedPortError is an app that exited before it was ready on a port Start
+// picked for it (the caller named no address): worth another try.
+type pickedPortError struct{ err error }
+
+func (e *pickedPortError) Error() string { return e.err.Error() }
+func (e *pickedPortError) Unwrap() error { return e.err }
+
 // Start starts the apps and waits until each answers. On error, whatever it
 // started is stopped again.
-func Start(ctx context.Context, o Options) (s *Stack, err error) {
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := startOnce(ctx, o)
+		var picked *pickedPortError
+		if err == nil || attempt == startAttempts || ctx.Err() != nil || !errors.As(err, &picked) {
+			return s, err
+		}
+		log.Printf("stack: %v\nstack: its port was picked by Start and may have been taken before it bound it; starting the apps again on new ports (try %d of %d)",
+			err, attempt+1, startAttempts)
+	}
+}
+
+func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 	apps := o.Apps
 	if apps == nil {
 		apps = []string{Paysim, Core, Gateway}
@@ -134,11 +165,11 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 	if err := os.MkdirAll(filepath.Join(o.Dir, "keys"), 0o755); err != nil {
 		return nil, err
 	}
-	s = &Stack{PaysimURL: o.PaysimURL, AdminToken: o.AdminToken}
+	// s, not the result: `return nil, err` must not hide it from the defers
+	s := &Stack{PaysimURL: o.PaysimURL, AdminToken: o.AdminToken}
 	defer func() {
 		if err != nil {
 			s.Stop()
-			s = nil
 		}
 	}()
 	if err := s.keys(o.Dir); err != nil {
@@ -148,6 +179,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		s.AdminToken = "admin-" + randomHex(12)
 	}
 	addrs := map[string]*string{Paysim: &o.PaysimAddr, Core: &o.CoreAddr, Gateway: &o.GatewayAddr}
+	picked := map[string]bool{}
 	for _, app := range apps {
 		a, ok := addrs[app]
 		if !ok {
@@ -157,8 +189,24 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 			if *a, err = FreeAddr(); err != nil {
 				return nil, err
 			}
+			picked[app] = true
 		}
 	}
+	// the app that failed (the last one started) exited early on a port
+	// picked here: Start tries again
+	defer func() {
+		if err == nil || !errors.Is(err, errExited) {
+			return
+		}
+		for _, p := range []*Proc{s.Gateway, s.Core, s.Paysim} {
+			if p != nil {
+				if picked[p.Name] {
+					err = &pickedPortError{err}
+				}
+				return
+			}
+		}
+	}()
 	coreURL := "http://" + o.CoreAddr
 	if has(Paysim) {
 		s.PaysimURL = "http://" + o.PaysimAddr
@@ -373,7 +421,7 @@ func waitReady(ctx context.Context, url string, d time.Duration, exited <-chan s
 		last = err
 		select {
 		case <-exited:
-			return errors.New("exited before it was ready")
+			return errExited
 		case <-ctx.Done():
 			return fmt.Errorf("not ready after %v: %v", d, last)
 		case <-tick.C:

@@ -23,7 +23,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -41,33 +40,35 @@ import (
 
 	"github.com/onsale/onsale/loadtest/stack"
 	"github.com/onsale/onsale/shared/admission"
+	shconfig "github.com/onsale/onsale/shared/config"
 )
 
+// config is the benchmark's setup (shared/config); deploy/local/bench.sh
+// passes the running core and its database. DATABASE_URL's password never
+// reaches -h or a log.
 type config struct {
-	coreURL  string
-	dbURL    string
-	key      string
-	clients  int
-	rounds   int
-	perRound int
-	sweeps   int
-	out      string
-	template int64
-	seats    []string // the template's seat ids in layout order (rows of 100)
+	CoreURL     string `flag:"core" default:"http://127.0.0.1:8081" help:"the running core's base URL"`
+	DatabaseURL string `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"the core's database"`
+	AdmitKey    string `flag:"admit-key" default:".run/keys/admit.key" help:"admit-token private key file (the core trusts its public half)"`
+	Clients     int    `flag:"clients" default:"16" min:"1" max:"1000" help:"concurrent clients, for both the API and pgbench"`
+	Rounds      int    `flag:"rounds" default:"8" min:"1" max:"1000" help:"rounds of each hold benchmark, alternating, each on fresh seats"`
+	PerRound    int    `flag:"holds-per-client" default:"100" min:"1" max:"100000" help:"hold attempts per client per round (16 x 100 x 4 seats fill 16% of the 40,000)"`
+	Sweeps      int    `flag:"sweeps" default:"5" min:"1" max:"1000" help:"repetitions of each sweeper measurement"`
+	Out         string `flag:"out" help:"also write the results as JSON to this file"`
+	Template    int64  `flag:"template-event" default:"0" min:"0" help:"the seeded 40,000-seat stadium concert copied for every round (0: find it)"`
+
+	seats []string // the template's seat ids in layout order (rows of 100)
 }
 
 func main() {
 	var c config
-	flag.StringVar(&c.coreURL, "core", "http://127.0.0.1:8081", "the running core's base URL")
-	flag.StringVar(&c.dbURL, "database-url", os.Getenv("DATABASE_URL"), "the core's database")
-	flag.StringVar(&c.key, "admit-key", ".run/keys/admit.key", "admit-token private key file (the core trusts its public half)")
-	flag.IntVar(&c.clients, "clients", 16, "concurrent clients, for both the API and pgbench")
-	flag.IntVar(&c.rounds, "rounds", 8, "rounds of each hold benchmark, alternating, each on fresh seats")
-	flag.IntVar(&c.perRound, "holds-per-client", 100, "hold attempts per client per round (16 x 100 x 4 seats fill 16% of the 40,000)")
-	flag.IntVar(&c.sweeps, "sweeps", 5, "repetitions of each sweeper measurement")
-	flag.StringVar(&c.out, "out", "", "also write the results as JSON to this file")
-	flag.Int64Var(&c.template, "template-event", 0, "the seeded 40,000-seat stadium concert copied for every round (0: find it)")
-	flag.Parse()
+	if err := shconfig.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
+		if shconfig.IsHelp(err) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "holdbench:", err)
+		os.Exit(2)
+	}
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "holdbench:", err)
 		os.Exit(1)
@@ -85,17 +86,17 @@ type result struct {
 }
 
 func run(ctx context.Context, c config) error {
-	db, err := pgxpool.New(ctx, c.dbURL)
+	db, err := pgxpool.New(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if c.template == 0 {
-		if err := db.QueryRow(ctx, findStadiumSQL).Scan(&c.template); err != nil {
+	if c.Template == 0 {
+		if err := db.QueryRow(ctx, findStadiumSQL).Scan(&c.Template); err != nil {
 			return fmt.Errorf("find the seeded stadium concert (run bin/seed first): %w", err)
 		}
 	}
-	rows, err := db.Query(ctx, `SELECT seat_id FROM seats WHERE event_id = $1 ORDER BY pos`, c.template)
+	rows, err := db.Query(ctx, `SELECT seat_id FROM seats WHERE event_id = $1 ORDER BY pos`, c.Template)
 	if err != nil {
 		return err
 	}
@@ -110,9 +111,9 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	if len(c.seats) != 40000 {
-		return fmt.Errorf("event %d has %d seats; want the 40,000-seat stadium", c.template, len(c.seats))
+		return fmt.Errorf("event %d has %d seats; want the 40,000-seat stadium", c.Template, len(c.seats))
 	}
-	priv, err := admission.ReadPrivateKeyFile(c.key)
+	priv, err := admission.ReadPrivateKeyFile(c.AdmitKey)
 	if err != nil {
 		return err
 	}
@@ -124,12 +125,12 @@ func run(ctx context.Context, c config) error {
 	if _, err := db.Exec(ctx, baselineSchema); err != nil {
 		return fmt.Errorf("baseline schema: %w", err)
 	}
-	fmt.Printf("holdbench: %d clients, %d rounds of %d hold attempts each; pgbench at %s\n", c.clients, c.rounds, c.clients*c.perRound, pgbench)
+	fmt.Printf("holdbench: %d clients, %d rounds of %d hold attempts each; pgbench at %s\n", c.Clients, c.Rounds, c.Clients*c.PerRound, pgbench)
 
 	var api, base, prod []sample
 	var apiReq, apiOK, baseReq, baseOK, prodReq, prodOK int
 	var apiSecs, baseSecs, prodSecs float64
-	for round := range c.rounds {
+	for round := range c.Rounds {
 		// pgbench first, then the API, each on fresh data, so drift hits both.
 		show := int64(round + 1)
 		if err := freshShow(ctx, db, show); err != nil {
@@ -150,7 +151,7 @@ func run(ctx context.Context, c config) error {
 
 		// pgbench on the core's own hold statement, fresh event: what the
 		// statement costs without HTTP, JSON, tokens and the Go client.
-		pev, err := benchEvent(ctx, db, c.template, "holdbench", 1_000_000)
+		pev, err := benchEvent(ctx, db, c.Template, "holdbench", 1_000_000)
 		if err != nil {
 			return err
 		}
@@ -201,18 +202,18 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("  of which: core statement / seed statement (both pgbench) %.2f; API / core statement %.2f\n",
 		rProd.PerSecond/rBase.PerSecond, rAPI.PerSecond/rProd.PerSecond)
 	fmt.Println()
-	fmt.Printf("sweeper, 40,000 seats with 4,000 expired holds (median of %d; the core's from its /metrics):\n", c.sweeps)
+	fmt.Printf("sweeper, 40,000 seats with 4,000 expired holds (median of %d; the core's from its /metrics):\n", c.Sweeps)
 	fmt.Printf("  core sweeper (holds, seats, account counters in one statement): %7.1f ms\n", ms(sweepOurs))
 	fmt.Printf("  seed sweeper (one plain UPDATE of show_seats):                  %7.1f ms\n", ms(sweepSeed))
 	fmt.Printf("  ratio core / seed: %.2f\n", float64(sweepOurs)/float64(sweepSeed))
 
-	if c.out != "" {
+	if c.Out != "" {
 		b, _ := json.MarshalIndent(map[string]any{
-			"clients": c.clients, "rounds": c.rounds, "attempts_per_round": c.clients * c.perRound,
+			"clients": c.Clients, "rounds": c.Rounds, "attempts_per_round": c.Clients * c.PerRound,
 			"api": rAPI, "pgbench": rBase, "pgbench_core_statement": rProd, "ratio_requests": ratio, "ratio_holds": okRatio,
 			"sweep_core_ms": ms(sweepOurs), "sweep_seed_ms": ms(sweepSeed),
 		}, "", "  ")
-		if err := os.WriteFile(c.out, b, 0o644); err != nil {
+		if err := os.WriteFile(c.Out, b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -271,20 +272,20 @@ func benchEvent(ctx context.Context, db *pgxpool.Pool, template int64, name stri
 
 // runAPI runs one round of holds through the core on a fresh stadium event.
 func runAPI(ctx context.Context, db *pgxpool.Pool, signer *admission.Signer, c config) ([]sample, int, float64, error) {
-	ev, err := benchEvent(ctx, db, c.template, "holdbench", 1_000_000)
+	ev, err := benchEvent(ctx, db, c.Template, "holdbench", 1_000_000)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	seats := c.seats
-	url := fmt.Sprintf("%s/v1/events/%d/holds", c.coreURL, ev)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.clients * 2, DisableCompression: true}, Timeout: 10 * time.Second}
+	url := fmt.Sprintf("%s/v1/events/%d/holds", c.CoreURL, ev)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Clients * 2, DisableCompression: true}, Timeout: 10 * time.Second}
 	var mu sync.Mutex
 	var all []sample
 	ok := 0
 	var firstErr error
 	start := time.Now()
 	var wg sync.WaitGroup
-	for i := range c.clients {
+	for i := range c.Clients {
 		tok, err := signer.Admit(fmt.Sprintf("bench-%d-%d", ev, i), ev, 0, time.Hour)
 		if err != nil {
 			return nil, 0, 0, err
@@ -295,7 +296,7 @@ func runAPI(ctx context.Context, db *pgxpool.Pool, signer *admission.Signer, c c
 			var mine []sample
 			won := 0
 			var body bytes.Buffer
-			for range c.perRound {
+			for range c.PerRound {
 				// Four adjacent seats in a random row: rows hold 100 seats.
 				p := rand.IntN(len(seats)/100)*100 + rand.IntN(97)
 				body.Reset()
@@ -418,7 +419,7 @@ SELECT coalesce(min(hold_id::text)::uuid, gen_random_uuid()), ` + e + `, 'pgbenc
 `, nil
 }
 
-// runPgbenchScript runs script with pgbench, c.perRound transactions per
+// runPgbenchScript runs script with pgbench, c.PerRound transactions per
 // client, and returns each transaction's latency and the run's length.
 func runPgbenchScript(ctx context.Context, pgbench string, c config, script string, define string) ([]sample, float64, error) {
 	dir, err := os.MkdirTemp("", "holdbench")
@@ -430,12 +431,12 @@ func runPgbenchScript(ctx context.Context, pgbench string, c config, script stri
 	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
 		return nil, 0, err
 	}
-	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(c.clients), "-j", "2",
-		"-t", strconv.Itoa(c.perRound), "-f", file, "-l", "--log-prefix", filepath.Join(dir, "log")}
+	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(c.Clients), "-j", "2",
+		"-t", strconv.Itoa(c.PerRound), "-f", file, "-l", "--log-prefix", filepath.Join(dir, "log")}
 	if define != "" {
 		args = append(args, "-D", define)
 	}
-	cmd := exec.CommandContext(ctx, pgbench, append(args, c.dbURL)...)
+	cmd := exec.CommandContext(ctx, pgbench, append(args, c.DatabaseURL)...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -507,15 +508,18 @@ func findPgbench() (string, error) {
 // the core's side, never to the seed's).
 func benchSweep(ctx context.Context, db *pgxpool.Pool, c config) (time.Duration, time.Duration, error) {
 	var ours, theirs []time.Duration
-	sweeper, stop, err := startSweeper(ctx, c.dbURL)
+	sweeper, stop, err := startSweeper(ctx, c.DatabaseURL)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer stop()
 	seats := c.seats
-	for rep := range c.sweeps {
+	for rep := range c.Sweeps {
+		if err := sweepLeftovers(ctx, db); err != nil {
+			return 0, 0, fmt.Errorf("core sweep %d: %w", rep, err)
+		}
 		// Core: 8,000 one-seat holds by 8,000 accounts, half of them expiring.
-		ev, err := benchEvent(ctx, db, c.template, "sweepbench", 6)
+		ev, err := benchEvent(ctx, db, c.Template, "sweepbench", 6)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -599,6 +603,46 @@ UPDATE show_seats
 	slices.Sort(ours)
 	slices.Sort(theirs)
 	return ours[len(ours)/2], theirs[len(theirs)/2], nil
+}
+
+// expireLeftoversSQL ends every live hold now: the other half of each
+// earlier repetition's holds and the hold rounds' holds, which would
+// otherwise expire (8 minutes after they were made) inside a later timed
+// window and be swept with its 4,000.
+const expireLeftoversSQL = `
+WITH h AS (
+    UPDATE holds SET expires_at = now() - interval '1 second'
+     WHERE status = 'ACTIVE'
+    RETURNING id, event_id, seat_ids
+)
+UPDATE seats s SET hold_until = now() - interval '1 second'
+  FROM h
+ WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id AND s.status = 'HELD'`
+
+// liveHoldsSQL counts the holds not yet swept.
+const liveHoldsSQL = `SELECT count(*) FROM holds WHERE status = 'ACTIVE'`
+
+// sweepLeftovers expires every live hold and waits until the sweeping core
+// (a tick a second) has returned them all, so a timed window sweeps only the
+// holds made for it, however long the run.
+func sweepLeftovers(ctx context.Context, db *pgxpool.Pool) error {
+	if _, err := db.Exec(ctx, expireLeftoversSQL); err != nil {
+		return fmt.Errorf("expire the leftover holds: %w", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRow(ctx, liveHoldsSQL).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d leftover holds still unswept after 60 s", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // startSweeper starts a core (bin/core, package loadtest/stack) on dbURL that

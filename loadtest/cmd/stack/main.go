@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -26,43 +25,67 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/loadtest/stack"
+	shconfig "github.com/onsale/onsale/shared/config"
 )
 
-type list []string
-
-func (l *list) String() string     { return strings.Join(*l, " ") }
-func (l *list) Set(v string) error { *l = append(*l, v); return nil }
-
+// config is the command's setup (shared/config: flags, DATABASE_URL and
+// REDIS_URL from the environment; the URLs' passwords never reach -h or a log).
 type config struct {
-	o        stack.Options
-	apps     string
-	fresh    string
-	spread   bool
-	envFile  string
-	keepDB   bool
-	database string
+	Dir         string        `flag:"dir" default:".run/stack" help:"directory for the apps' logs and keys (keys/admit.key, keys/ticket.key, keys/admin.token)"`
+	Bin         string        `flag:"bin" help:"directory of the binaries (default $ONSALE_BIN, else the repository's bin/)"`
+	Apps        []string      `flag:"apps" default:"paysim,core,gateway" help:"apps to start, comma-separated (of paysim, core, gateway)"`
+	DatabaseURL string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"PostgreSQL URL: the core's database, or with -fresh-database the server to make one on"`
+	Fresh       string        `flag:"fresh-database" help:"make a database named PREFIX_<random> on -database-url's server for this run, dropped at exit"`
+	KeepDB      bool          `flag:"keep-database" default:"false" help:"with -fresh-database: keep it at exit"`
+	Spread      bool          `flag:"spread-event-ids" default:"false" help:"start event ids at a random point past one million (runs sharing one Redis database)"`
+	RedisURL    string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"Redis URL for the gateway and the core's seat-map cache (-redis '': none)"`
+	PaysimAddr  string        `flag:"paysim-addr" help:"payment simulator listen address (default: a free port on 127.0.0.1)"`
+	CoreAddr    string        `flag:"core-addr" help:"core listen address (default: a free port on 127.0.0.1)"`
+	GatewayAddr string        `flag:"gateway-addr" help:"gateway listen address (default: a free port on 127.0.0.1)"`
+	AdminToken  string        `flag:"admin-token" secret:"true" help:"the gateway's admin token (default: random; written to DIR/keys/admin.token)"`
+	PaysimEnv   envList       `flag:"paysim-env" help:"KEY=VALUE for the payment simulator's environment (repeatable)"`
+	CoreEnv     envList       `flag:"core-env" help:"KEY=VALUE for the core's environment (repeatable)"`
+	GatewayEnv  envList       `flag:"gateway-env" help:"KEY=VALUE for the gateway's environment (repeatable)"`
+	EnvFile     string        `flag:"env-file" help:"write the stack's STACK_* export lines here once every app is ready"`
+	Ready       time.Duration `flag:"ready-timeout" default:"60s" min:"1s" max:"30m" help:"how long each app may take to become ready"`
+}
+
+// Validate refuses an unknown app and a run with nothing to start.
+func (c *config) Validate() error {
+	if len(c.Apps) == 0 {
+		return errors.New("-apps: name at least one of paysim, core, gateway")
+	}
+	for _, a := range c.Apps {
+		if a != stack.Paysim && a != stack.Core && a != stack.Gateway {
+			return fmt.Errorf("-apps: unknown app %q (paysim, core, gateway)", a)
+		}
+	}
+	return nil
+}
+
+// envList is a repeatable KEY=VALUE flag: each use adds one entry (a value
+// may hold commas).
+type envList []string
+
+func (l *envList) MarshalText() ([]byte, error) { return []byte(strings.Join(*l, " ")), nil }
+
+func (l *envList) UnmarshalText(b []byte) error {
+	if !strings.Contains(string(b), "=") {
+		return errors.New("want KEY=VALUE")
+	}
+	*l = append(*l, string(b))
+	return nil
 }
 
 func main() {
 	var c config
-	flag.StringVar(&c.o.Dir, "dir", ".run/stack", "directory for the apps' logs and keys (keys/admit.key, keys/ticket.key, keys/admin.token)")
-	flag.StringVar(&c.o.Bin, "bin", "", "directory of the binaries (default $ONSALE_BIN, else the repository's bin/)")
-	flag.StringVar(&c.apps, "apps", "paysim,core,gateway", "apps to start, comma-separated")
-	flag.StringVar(&c.database, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL: the core's database, or with -fresh-database the server to make one on (env DATABASE_URL)")
-	flag.StringVar(&c.fresh, "fresh-database", "", "make a database named PREFIX_<random> on -database-url's server for this run, dropped at exit")
-	flag.BoolVar(&c.keepDB, "keep-database", false, "with -fresh-database: keep it at exit")
-	flag.BoolVar(&c.spread, "spread-event-ids", false, "start event ids at a random point past one million (runs sharing one Redis database)")
-	flag.StringVar(&c.o.RedisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL for the gateway and the core's seat-map cache (env REDIS_URL)")
-	flag.StringVar(&c.o.PaysimAddr, "paysim-addr", "", "payment simulator listen address (default: a free port on 127.0.0.1)")
-	flag.StringVar(&c.o.CoreAddr, "core-addr", "", "core listen address (default: a free port on 127.0.0.1)")
-	flag.StringVar(&c.o.GatewayAddr, "gateway-addr", "", "gateway listen address (default: a free port on 127.0.0.1)")
-	flag.StringVar(&c.o.AdminToken, "admin-token", "", "the gateway's admin token (default: random; written to DIR/keys/admin.token)")
-	flag.Var((*list)(&c.o.PaysimEnv), "paysim-env", "KEY=VALUE for the payment simulator's environment (repeatable)")
-	flag.Var((*list)(&c.o.CoreEnv), "core-env", "KEY=VALUE for the core's environment (repeatable)")
-	flag.Var((*list)(&c.o.GatewayEnv), "gateway-env", "KEY=VALUE for the gateway's environment (repeatable)")
-	flag.StringVar(&c.envFile, "env-file", "", "write the stack's STACK_* export lines here once every app is ready")
-	flag.DurationVar(&c.o.Ready, "ready-timeout", 60*time.Second, "how long each app may take to become ready")
-	flag.Parse()
+	if err := shconfig.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
+		if shconfig.IsHelp(err) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "stack:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -72,15 +95,16 @@ func main() {
 }
 
 func run(ctx context.Context, c config) (err error) {
-	c.o.Apps = strings.Split(c.apps, ",")
-	c.o.DatabaseURL = c.database
-	if c.fresh != "" {
-		url, drop, err := stack.FreshDatabase(ctx, c.database, c.fresh)
+	o := stack.Options{Bin: c.Bin, Dir: c.Dir, Apps: c.Apps, DatabaseURL: c.DatabaseURL, RedisURL: c.RedisURL,
+		AdminToken: c.AdminToken, PaysimAddr: c.PaysimAddr, CoreAddr: c.CoreAddr, GatewayAddr: c.GatewayAddr,
+		PaysimEnv: c.PaysimEnv, CoreEnv: c.CoreEnv, GatewayEnv: c.GatewayEnv, Ready: c.Ready}
+	if c.Fresh != "" {
+		url, drop, err := stack.FreshDatabase(ctx, c.DatabaseURL, c.Fresh)
 		if err != nil {
 			return err
 		}
-		c.o.DatabaseURL = url
-		if !c.keepDB {
+		o.DatabaseURL = url
+		if !c.KeepDB {
 			defer func() {
 				if derr := drop(context.Background()); derr != nil {
 					err = errors.Join(err, fmt.Errorf("drop the run's database: %w", derr))
@@ -88,27 +112,27 @@ func run(ctx context.Context, c config) (err error) {
 			}()
 		}
 	}
-	s, err := stack.Start(ctx, c.o)
+	s, err := stack.Start(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, s.Stop()) }()
-	if c.spread && s.Core != nil {
-		if err := stack.SpreadEventIDs(ctx, c.o.DatabaseURL); err != nil {
+	if c.Spread && s.Core != nil {
+		if err := stack.SpreadEventIDs(ctx, o.DatabaseURL); err != nil {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(c.o.Dir, "keys", "admin.token"), []byte(s.AdminToken), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(o.Dir, "keys", "admin.token"), []byte(s.AdminToken), 0o600); err != nil {
 		return err
 	}
-	if c.envFile != "" {
-		if err := writeEnv(c.envFile, c.o.DatabaseURL, s); err != nil {
+	if c.EnvFile != "" {
+		if err := writeEnv(c.EnvFile, o.DatabaseURL, s); err != nil {
 			return err
 		}
-		defer os.Remove(c.envFile)
+		defer os.Remove(c.EnvFile)
 	}
 	fmt.Fprintf(os.Stderr, "stack: ready: paysim %s, core %s, gateway %s (logs in %s)\n",
-		orNone(s.PaysimURL), orNone(s.CoreURL), orNone(s.GatewayURL), c.o.Dir)
+		orNone(s.PaysimURL), orNone(s.CoreURL), orNone(s.GatewayURL), o.Dir)
 	died := make(chan string, 3)
 	for _, p := range []*stack.Proc{s.Paysim, s.Core, s.Gateway} {
 		if p != nil {
@@ -119,7 +143,7 @@ func run(ctx context.Context, c config) (err error) {
 	case <-ctx.Done():
 		return nil
 	case name := <-died:
-		return fmt.Errorf("%s exited on its own (see %s)", name, filepath.Join(c.o.Dir, name+".log"))
+		return fmt.Errorf("%s exited on its own (see %s)", name, filepath.Join(o.Dir, name+".log"))
 	}
 }
 
