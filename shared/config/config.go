@@ -35,6 +35,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -476,6 +477,26 @@ func Markdown(cfg any) (string, error) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", strings.Join(env, ", "), flg, def, strings.ReplaceAll(help, "|", `\|`))
 	}
 	return b.String(), nil
+}
+
+// Status loads cfg from the command line and the environment for a
+// command's main, and says whether the command must stop: -1 to go on, 0
+// after -h (the usage was printed), 2 for a setting it refused, after
+// printing why to stderr, prefixed by name. Only main exits:
+//
+//	if code := config.Status("seed", &c); code >= 0 {
+//		os.Exit(code)
+//	}
+func Status(name string, cfg any) int {
+	err := Load(cfg, os.Args[1:], os.LookupEnv)
+	switch {
+	case err == nil:
+		return -1
+	case IsHelp(err):
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	return 2
 }
 
 // ErrHelp is returned by Load when the command line asked for help.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,27 @@ func TestRedactURL(t *testing.T) {
 		}
 		if strings.Contains(redactURL(in), "s3cret") || strings.Contains(redactURL(in), "hunter2") {
 			t.Errorf("redactURL(%q) kept the secret", in)
+		}
+	}
+}
+
+func TestStatus(t *testing.T) {
+	saved := os.Args
+	defer func() { os.Args = saved }()
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, -1},
+		{[]string{"-n", "5"}, -1},
+		{[]string{"-n", "0"}, 2},
+		{[]string{"-nope"}, 2},
+		{[]string{"-h"}, 0},
+	} {
+		os.Args = append([]string{"cmd"}, tc.args...)
+		var c sample
+		if got := Status("cmd", &c); got != tc.want {
+			t.Errorf("Status(%q) = %d; want %d", tc.args, got, tc.want)
 		}
 	}
 }

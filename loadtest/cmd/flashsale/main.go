@@ -47,12 +47,8 @@ type Config struct {
 
 func main() {
 	var c Config
-	if err := config.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
-		if config.IsHelp(err) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "flashsale:", err)
-		os.Exit(2)
+	if code := config.Status("flashsale", &c); code >= 0 {
+		os.Exit(code)
 	}
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "flashsale:", err)

@@ -62,12 +62,8 @@ type config struct {
 
 func main() {
 	var c config
-	if err := shconfig.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
-		if shconfig.IsHelp(err) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "holdbench:", err)
-		os.Exit(2)
+	if code := shconfig.Status("holdbench", &c); code >= 0 {
+		os.Exit(code)
 	}
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "holdbench:", err)

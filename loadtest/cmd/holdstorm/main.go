@@ -38,12 +38,8 @@ type config struct {
 
 func main() {
 	var c config
-	if err := shconfig.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
-		if shconfig.IsHelp(err) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "holdstorm:", err)
-		os.Exit(2)
+	if code := shconfig.Status("holdstorm", &c); code >= 0 {
+		os.Exit(code)
 	}
 	if err := run(context.Background(), c.Core, c.DatabaseURL, c.AdmitKey, c.Fans, c.Concurrency); err != nil {
 		fmt.Fprintln(os.Stderr, "holdstorm:", err)

@@ -41,12 +41,8 @@ type config struct {
 
 func main() {
 	var c config
-	if err := shconfig.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
-		if shconfig.IsHelp(err) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "pollbench:", err)
-		os.Exit(2)
+	if code := shconfig.Status("pollbench", &c); code >= 0 {
+		os.Exit(code)
 	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "pollbench:", err)

@@ -79,12 +79,8 @@ func (l *envList) UnmarshalText(b []byte) error {
 
 func main() {
 	var c config
-	if err := shconfig.Load(&c, os.Args[1:], os.LookupEnv); err != nil {
-		if shconfig.IsHelp(err) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "stack:", err)
-		os.Exit(2)
+	if code := shconfig.Status("stack", &c); code >= 0 {
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
