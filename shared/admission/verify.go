@@ -141,9 +141,19 @@ func FetchJWKS(ctx context.Context, client *http.Client, url string) (map[string
 	return ParseJWKS(b)
 }
 
+// KeySet is a verifier whose trusted keys a JWKS refresh replaces:
+// *Verifier here, and shared/account's verifier of account tokens.
+type KeySet interface {
+	Keys() map[string]ed25519.PublicKey
+	SetKeys(map[string]ed25519.PublicKey)
+}
+
+// Keys returns the trusted keys by kid (not to be modified).
+func (v *Verifier) Keys() map[string]ed25519.PublicKey { return *v.keys.Load() }
+
 // RefreshJWKS re-fetches url every interval and installs the keys in v until
 // ctx ends. A failed fetch keeps the previous keys and is reported to onErr.
-func RefreshJWKS(ctx context.Context, v *Verifier, client *http.Client, url string, interval time.Duration, onErr func(error)) {
+func RefreshJWKS(ctx context.Context, v KeySet, client *http.Client, url string, interval time.Duration, onErr func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -159,7 +169,7 @@ func RefreshJWKS(ctx context.Context, v *Verifier, client *http.Client, url stri
 			}
 			continue
 		}
-		if !sameKeys(keys, *v.keys.Load()) {
+		if !sameKeys(keys, v.Keys()) {
 			v.SetKeys(keys)
 		}
 	}
