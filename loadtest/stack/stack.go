@@ -68,6 +68,9 @@ type Stack struct {
 	// trusts AdmitPub; the core signs tickets with TicketKey (TicketPub
 	// verifies them, e.g. bin/ticketverify).
 	AdmitKey, AdmitPub, TicketKey, TicketPub string
+	// SigningKey is the core's own key (account tokens, hold grants,
+	// ticket links, staff tokens); SigningPub verifies them.
+	SigningKey, SigningPub string
 	// The processes, nil when not started (started in this order, stopped in reverse).
 	Paysim, Core, Gateway *Proc
 }
@@ -223,6 +226,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		s.CoreURL = coreURL
 		env := []string{"DATABASE_URL=" + o.DatabaseURL, "ONSALE_CORE_ADDR=" + o.CoreAddr, "ONSALE_REDIS=" + o.RedisURL,
 			"ONSALE_ADMIT_PUBLIC_KEY=" + s.AdmitPub, "ONSALE_ADMIT_JWKS_URL=", "ONSALE_TICKET_KEY=" + s.TicketKey,
+			"ONSALE_SIGNING_KEY=" + s.SigningKey,
 			"ONSALE_PUBLIC_URL=" + coreURL}
 		if s.PaysimURL != "" {
 			env = append(env, "ONSALE_PROVIDER_URL="+s.PaysimURL, "ONSALE_PROVIDER_KEY="+ProviderKey,
@@ -249,14 +253,15 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 	return s, nil
 }
 
-// keys writes the run's admit and ticket key pairs into dir/keys, once:
-// a restarted stack keeps trusting tokens and tickets it signed before.
+// keys writes the run's admit, ticket and signing key pairs into
+// dir/keys, once: a restarted stack keeps trusting tokens and tickets it
+// signed before.
 func (s *Stack) keys(dir string) error {
-	for _, k := range []struct{ priv, pub *string }{{&s.AdmitKey, &s.AdmitPub}, {&s.TicketKey, &s.TicketPub}} {
-		name := "admit"
-		if k.priv == &s.TicketKey {
-			name = "ticket"
-		}
+	for _, k := range []struct {
+		name      string
+		priv, pub *string
+	}{{"admit", &s.AdmitKey, &s.AdmitPub}, {"ticket", &s.TicketKey, &s.TicketPub}, {"signing", &s.SigningKey, &s.SigningPub}} {
+		name := k.name
 		*k.priv = filepath.Join(dir, "keys", name+".key")
 		*k.pub = *k.priv + ".pub"
 		if _, err := os.Stat(*k.priv); err == nil {

@@ -69,6 +69,7 @@ type Config struct {
 	ProviderKey    string        `env:"ONSALE_PROVIDER_KEY" flag:"provider-key" secret:"true" help:"payment provider API key"`
 	WebhookSecret  string        `env:"ONSALE_WEBHOOK_SECRET" flag:"webhook-secret" secret:"true" help:"secret of the provider's webhook signatures"`
 	LatePolicy     string        `env:"ONSALE_LATE_POLICY" flag:"late-policy" default:"refund" oneof:"refund|honour" help:"a payment for an expired hold: refund (keep the countdown) or honour (book it if the seats are still this hold's)"`
+	SigningKey     string        `env:"ONSALE_SIGNING_KEY" flag:"signing-key" help:"PEM file of the core's Ed25519 key that signs account tokens, hold grants, ticket links and staff tokens (admitkey gen makes one); empty: a key made at start-up, so tokens die with the process and several cores cannot share them"`
 	TicketKey      string        `env:"ONSALE_TICKET_KEY" flag:"ticket-key" help:"PEM file of the Ed25519 key that signs tickets (admitkey gen makes one)"`
 	ReconcileAfter time.Duration `env:"ONSALE_RECONCILE_AFTER" flag:"reconcile-after" default:"10m" min:"1s" max:"24h" help:"ask the provider about bookings pending longer than this (duration; in production longer than a hold plus its extension)"`
 	ExtendBy       time.Duration `env:"ONSALE_EXTEND_BY" flag:"extend-by" default:"2m" min:"1s" max:"1h" help:"what the one extension of a hold (at Pay) adds (duration)"`

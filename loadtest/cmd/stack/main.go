@@ -172,6 +172,7 @@ func writeEnv(path, dbURL string, s *stack.Stack) error {
 	put("ADMIT_KEY", s.AdmitKey)
 	put("TICKET_KEY", s.TicketKey)
 	put("TICKET_PUB", s.TicketPub)
+	put("SIGNING_KEY", s.SigningKey)
 	var pids []string
 	for _, p := range []*stack.Proc{s.Paysim, s.Core, s.Gateway} {
 		if p != nil {
