@@ -82,11 +82,11 @@ const DefaultLease = time.Minute
 
 // Worker runs outbox jobs.
 type Worker struct {
-	DB        Store
-	Provider  Provider
-	Mailer    Mailer // nil: ticket emails are skipped (logged)
-	SMS       SMS    // nil: ticket SMS are skipped (logged)
-	Tickets   Tickets
+	DB       Store
+	Provider Provider
+	Mailer   Mailer // nil: ticket emails are skipped (logged)
+	SMS      SMS    // nil: ticket SMS are skipped (logged)
+	Tickets  Tickets
 	// PublicURL is the gateway's public address: ticket links point at
 	// its /tickets page, never at the core.
 	PublicURL string

@@ -61,7 +61,7 @@ RETURNING id, phone, coalesce(email, ''), created_at`
 // accountSQL reads an account. $1 id.
 const accountSQL = `SELECT id, phone, coalesce(email, ''), created_at FROM accounts WHERE id = $1`
 
-// setEmailSQL sets or removes an account's email. $1 id, $2 email ('' removes).
+// setEmailSQL sets or removes an account's email. $1 id, $2 email (” removes).
 const setEmailSQL = `UPDATE accounts SET email = nullif($2, '') WHERE id = $1
 RETURNING id, phone, coalesce(email, ''), created_at`
 
