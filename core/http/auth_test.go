@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,6 +161,17 @@ func TestSignIn(t *testing.T) {
 	}
 	if r := f.do(t, "GET", "/v1/me/bookings", tok, nil); r.status != 200 || len(r.body["bookings"].([]any)) != 0 {
 		t.Fatalf("GET /v1/me/bookings = %d %v", r.status, r.body)
+	}
+	resp, err := http.Get(f.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`onsale_core_signins_total{outcome="sent",step="code"} 2`, `onsale_core_signins_total{outcome="verified",step="verify"} 2`} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 
