@@ -109,6 +109,11 @@ func TestParseFlags(t *testing.T) {
 		{"unknown log level", append(good, "-log-level", "loud"), nil, false},
 		{"payments without their secrets", append(good, "-provider-url", "http://p"), nil, false},
 		{"smtp without a port", append(good, "-smtp-addr", "mail"), nil, false},
+		{"public url not a url", append(good, "-public-url", "onsale.in"), nil, false},
+		{"public url with a fragment", append(good, "-public-url", "https://onsale.in/#x"), nil, false},
+		{"public url https", append(good, "-public-url", "https://tickets.onsale.in"), nil, true},
+		{"sends per address out of range", good, map[string]string{"ONSALE_SIGNIN_SENDS_PER_ADDR": "0"}, false},
+		{"account token ttl too short", append(good, "-account-token-ttl", "1s"), nil, false},
 		{"flag wins over the environment", append(good, "-sweep-interval", "1s"), map[string]string{"ONSALE_SWEEP_INTERVAL": "0s"}, true},
 	}
 	for _, tc := range tests {
