@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"net"
 	nethttp "net/http"
-	"net/url"
 	_ "net/http/pprof" // on DefaultServeMux, served only on -debug-addr
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
