@@ -43,6 +43,8 @@ type Server struct {
 	Payments *Payments
 	// Layouts, when set, serves seat layouts (for the gateway's seat map).
 	Layouts core.Layouts
+	// Gate, when set, serves the gate's scan, offline pack and sync (gate.go).
+	Gate *Gate
 
 	mux *http.ServeMux
 }
@@ -76,6 +78,9 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("POST /v1/webhooks/payments", s.webhook)
 		mux.HandleFunc("GET /v1/bookings/{booking}", s.getBooking)
 		mux.HandleFunc("GET /v1/bookings/{booking}/tickets/{n}/qr.png", s.ticketQR)
+	}
+	if s.Gate != nil {
+		s.gateRoutes(mux)
 	}
 	s.mux = mux
 	return http.HandlerFunc(s.serve)
@@ -388,6 +393,10 @@ var status = map[string]int{
 	core.EIdemReused:        http.StatusUnprocessableEntity,
 	core.EIdemInFlight:      http.StatusConflict,
 	core.EBadSignature:      http.StatusBadRequest,
+	core.ETicketInvalid:     http.StatusBadRequest,
+	core.ETicketRevoked:     http.StatusGone,
+	core.EWrongVenue:        http.StatusForbidden,
+	core.EAlreadyUsed:       http.StatusConflict,
 	core.EInternal:          http.StatusInternalServerError,
 }
 
