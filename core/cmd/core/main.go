@@ -170,6 +170,9 @@ func (m *Main) Run(ctx context.Context) error {
 
 	met := metrics.New()
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db}
+	if srv.Gate, err = m.gate(db, log); err != nil { // the gate (gate.go)
+		return err
+	}
 	var worker *outbox.Worker
 	var reconciler *outbox.Reconciler
 	if c.ProviderURL != "" {
