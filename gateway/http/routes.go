@@ -51,6 +51,7 @@ var routes = compile([]route{
 
 	{method: "GET", pattern: "/events/{name}", name: "page", handle: page("waiting.html")},
 	{method: "GET", pattern: "/events/{name}/book", name: "page", handle: page("book.html")},
+	{method: "GET", pattern: "/gate", name: "page", handle: page("gate.html")}, // D (gate); B adds the same row
 	{method: "GET", pattern: "/admin", name: "page", handle: page("admin.html")},
 	{method: "GET", pattern: "/admin/", name: "page", handle: page("admin.html")},
 	{method: "GET", pattern: "/static/{name}", name: "static", handle: (*Server).static},
@@ -59,6 +60,7 @@ var routes = compile([]route{
 	{method: "", pattern: "/v1/events/*", name: "proxy", handle: (*Server).proxy},
 	{method: "", pattern: "/v1/holds/*", name: "proxy", handle: (*Server).proxy},
 	{method: "", pattern: "/v1/bookings/*", name: "proxy", handle: (*Server).proxy},
+	{method: "", pattern: "/v1/gate/*", name: "proxy", handle: (*Server).proxy}, // D (gate); B adds the same row
 })
 
 // unmatched answers what no row matches.
