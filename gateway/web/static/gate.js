@@ -10,7 +10,7 @@ import decodeQR from "/static/qr-decode.js";
 
 const KEY = { token: "onsale.gate.token", pack: "onsale.gate.offline", pending: "onsale.gate.pending", seen: "onsale.gate.seen" };
 const SCAN_EVERY_MS = 150;     // camera frames tried per second: about 6
-const SAME_CODE_MS = 2500;     // a code still in view is not scanned again
+const SAME_CODE_MS = 1500;     // a code still in view (read again within this) is not scanned again
 const RESULT_MS = 4000;        // then the answer fades: ready for the next ticket
 const PACK_EVERY_MS = 60000;   // offline pack refresh while online
 const PROBE_EVERY_MS = 5000;   // offline: how often to try the network again
@@ -117,11 +117,13 @@ async function usePack(p) {
     `${p.revoked.length} revoked and ${p.used.length} used tickets, as of ${when}.` + (state.key ? "" : " This browser cannot check signatures offline.");
 }
 
-function fmtTime(iso) {
+// fmtTime tells a time as the venue's clocks show it (HH:MM, or HH:MM:SS).
+function fmtTime(when, seconds) {
   const tz = state.pack?.venue?.timezone;
+  const opts = { hour: "2-digit", minute: "2-digit", hour12: false, ...(seconds ? { second: "2-digit" } : {}) };
   try {
-    return new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", hour12: false, ...(tz ? { timeZone: tz } : {}) }).format(new Date(iso));
-  } catch { return new Date(iso).toTimeString().slice(0, 5); }
+    return new Intl.DateTimeFormat("en-GB", { ...opts, ...(tz ? { timeZone: tz } : {}) }).format(new Date(when));
+  } catch { return new Date(when).toTimeString().slice(0, seconds ? 8 : 5); }
 }
 
 // ---- answers ------------------------------------------------------------
@@ -131,28 +133,32 @@ function show(kind, title, detail, ref) {
   r.className = "result " + kind;
   $("result-title").textContent = title;
   $("result-detail").textContent = detail || "";
+  $("result-last").textContent = "";
   if (kind === "admitted" || kind === "refused" || kind === "warn") {
     const li = document.createElement("li");
     li.className = kind;
     li.dataset.result = title;
     li.dataset.ticket = ref || "";
-    li.textContent = `${new Date().toTimeString().slice(0, 8)}  ${title}${ref ? " · " + ref : ""}${detail ? " · " + detail : ""}`;
+    li.textContent = `${fmtTime(new Date(), true)}  ${title}${ref ? " · " + ref : ""}${detail ? " · " + detail : ""}`;
     $("log").prepend(li);
     while ($("log").children.length > 12) $("log").lastChild.remove();
     if (kind !== "admitted" && navigator.vibrate) navigator.vibrate([120, 80, 120]);
+    // Then back to ready, so that an old green is never read as the
+    // next person's answer.
     state.fade = setTimeout(() => {
-      r.classList.add("faded");
-      $("result-detail").textContent = (detail || "") + " · ready for the next ticket";
+      r.className = "result idle";
+      $("result-title").textContent = "READY";
+      $("result-detail").textContent = "Point the camera at the next ticket";
+      $("result-last").textContent = `Last: ${title}${ref ? " · " + ref : ""}`;
     }, RESULT_MS);
   }
 }
 
 function answerOnline(status, d, ref) {
-  const offline = "";
   switch (status === 200 ? "admitted" : d.error) {
     case "admitted":
       remember(d.ticket, { gate: d.gate, at: d.at });
-      return show("admitted", "ADMITTED", [d.seat ? "Seat " + d.seat : "", d.event_name].filter(Boolean).join(" · ") + offline, d.ticket);
+      return show("admitted", "ADMITTED", [d.seat ? "Seat " + d.seat : "", d.event_name].filter(Boolean).join(" · "), d.ticket);
     case "already_used":
       return show("refused", "ALREADY USED", `at gate ${d.gate} at ${fmtTime(d.at)}`, d.ticket);
     case "ticket_revoked":
@@ -226,8 +232,10 @@ async function checkOffline(text) {
   if (!ok) return show("refused", "NOT VALID", "Forged or damaged code (offline check)", tk.ref);
   if (!state.pack.events.some((e) => e.id === tk.event)) return show("refused", "NOT VALID", "Not for today's events at this venue", tk.ref);
   if (state.pack.revoked.includes(tk.ref)) return show("refused", "REVOKED", "Booking cancelled or refunded (offline list)", tk.ref);
-  const used = state.pack.used.find((u) => u.ticket === tk.ref) || seen()[tk.ref];
+  const used = state.pack.used.find((u) => u.ticket === tk.ref);
   if (used) return show("refused", "ALREADY USED", `at gate ${used.gate} at ${fmtTime(used.at)}`, tk.ref);
+  const mine = seen()[tk.ref];
+  if (mine) return show("refused", "ALREADY USED", `at gate ${mine.gate} at ${fmtTime(mine.at)} (this phone)`, tk.ref);
   const at = new Date().toISOString();
   const pending = load(KEY.pending, []);
   pending.push({ ticket: text.trim(), at });
