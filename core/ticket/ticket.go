@@ -7,7 +7,7 @@
 // domain string "onsale ticket v2\x00") with the core's ticket key (not the
 // admit key: a gate trusts only tickets). Uppercase base32 is the QR's
 // alphanumeric mode (5.5 bits a character instead of 8), and the claims are
-// the fewest that identify the ticket: about 75 bytes in all, a version 5
+// the fewest that identify the ticket: about 70 bytes in all, a version 5
 // QR code at medium error correction (37 modules; the JSON format "t1."
 // needed version 11, 61 modules). Verify still reads t1 payloads.
 package ticket
