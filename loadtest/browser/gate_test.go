@@ -67,8 +67,8 @@ func TestGateScanner(t *testing.T) {
 	refA, refC := fmt.Sprintf("%d-1", booking), fmt.Sprintf("%d-3", booking)
 
 	t.Run("online: admitted once, refused the second time", func(t *testing.T) {
-		// Two seconds of ticket A, three seconds of nothing, again and again.
-		video := writeY4M(t, []clip{{a, 10}, {nil, 15}})
+		// Two seconds of ticket A, four seconds of nothing, again and again.
+		video := writeY4M(t, []clip{{a, 10}, {nil, 20}})
 		scanner := gateBrowser(t, video)
 		token := staffToken(t, apps.SigningKey, venue, "1", "asha")
 		if err := chromedp.Do(scanner, chromedp.Navigate(s.gateway+"/gate#"+token)); err != nil {
@@ -104,6 +104,11 @@ func TestGateScanner(t *testing.T) {
 		bothSizes(t, scanner, "offline-admitted")
 		until(t, scanner, "ticket C refused offline when it comes back", logHas("ALREADY USED", refC), 20*time.Second)
 		bothSizes(t, scanner, "offline-already-used")
+		// One look, one answer: ticket C was in view twice, so two answers.
+		answers, _ := chromedp.Run(scanner, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll('#log li[data-ticket="%s"]').length`, refC)))
+		if answers != 2 {
+			t.Errorf("%d answers for ticket C after it was shown twice; want 2", answers)
+		}
 		// Meanwhile gate 9, online, had let a copy of ticket C in.
 		if _, err := s.db.Exec(ctx, `INSERT INTO checkins (booking_id, n, ticket_id, event_id, gate, staff, scanned_at)
 SELECT booking_id, n, id, event_id, '9', 'staff:meera', now() - interval '1 minute' FROM tickets WHERE booking_id = $1 AND n = 3`, booking); err != nil {

@@ -10,7 +10,8 @@ import decodeQR from "/static/qr-decode.js";
 
 const KEY = { token: "onsale.gate.token", pack: "onsale.gate.offline", pending: "onsale.gate.pending", seen: "onsale.gate.seen" };
 const SCAN_EVERY_MS = 150;     // camera frames tried per second: about 6
-const SAME_CODE_MS = 1500;     // a code still in view (read again within this) is not scanned again
+const GONE_FRAMES = 3;         // a code counts as gone after this many frames without it
+const GONE_MS = 1000;          // and at least this long
 const RESULT_MS = 4000;        // then the answer fades: ready for the next ticket
 const PACK_EVERY_MS = 60000;   // offline pack refresh while online
 const PROBE_EVERY_MS = 5000;   // offline: how often to try the network again
@@ -18,7 +19,7 @@ const SYNC_BATCH = 100;
 const DOMAIN = new TextEncoder().encode("onsale ticket v2\0");
 
 const $ = (id) => document.getElementById(id);
-const state = { token: "", staff: null, online: true, pack: null, key: null, busy: false, last: "", lastAt: 0, fade: 0, syncing: false };
+const state = { token: "", staff: null, online: true, pack: null, key: null, busy: false, last: "", lastAt: 0, missed: 0, fade: 0, syncing: false };
 window.gate = state; // for the browser tests and for support: what the scanner believes
 
 // ---- storage ---------------------------------------------------------
@@ -319,13 +320,17 @@ async function handle(text) {
 }
 
 // onCode is called with every code the camera reads: a code that stays in
-// view is handled once, and again only after it has been out of view.
+// view is handled once, and again only after it has been out of view
+// (GONE_FRAMES frames read without it, over at least GONE_MS): a slow
+// phone that reads a frame a second must not answer twice for one look.
 function onCode(text) {
   const now = Date.now();
-  if (text === state.last && now - state.lastAt < SAME_CODE_MS) { state.lastAt = now; return; }
+  const gone = state.missed >= GONE_FRAMES && now - state.lastAt >= GONE_MS;
+  if (text === state.last && !gone) { state.lastAt = now; state.missed = 0; return; }
   if (state.busy) return;
   state.last = text;
   state.lastAt = now;
+  state.missed = 0;
   handle(text);
 }
 
@@ -356,7 +361,10 @@ async function startCamera() {
     } catch { detector = null; }
   }
   const tick = async () => {
-    try { const text = await readFrame(video); if (text) onCode(text); } catch { /* no code in this frame */ }
+    let text = "";
+    try { text = await readFrame(video); } catch { /* no code in this frame */ }
+    if (text) onCode(text);
+    else if (video.readyState >= 2) state.missed++;
     if (stream) timer = setTimeout(tick, SCAN_EVERY_MS);
   };
   tick();
