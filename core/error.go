@@ -37,6 +37,14 @@ const (
 	ECodeInvalid = "code_invalid" // a sign-in code that is wrong, expired, used or out of attempts
 )
 
+// The gate's error codes (core/gate.go).
+const (
+	ETicketInvalid = "ticket_invalid" // a QR payload that is malformed or not signed by the ticket key
+	ETicketRevoked = "ticket_revoked" // the ticket's booking is not CONFIRMED and captured (or was withdrawn)
+	EWrongVenue    = "wrong_venue"    // the ticket is for an event at another venue than the staff's
+	EAlreadyUsed   = "already_used"   // the ticket was checked in before: gate and at say where and when
+)
+
 // Error is a failure a client is told about. Detail carries extra fields for
 // the JSON body (the taken seats, the limit, ...).
 type Error struct {

@@ -49,6 +49,8 @@ type Server struct {
 	Tokens Tokens
 	// Accounts, when set (with Tokens), serves sign-in and /v1/me.
 	Accounts *Accounts
+	// Gate, when set, serves the gate's scan, offline pack and sync (gate.go).
+	Gate *Gate
 
 	mux *http.ServeMux
 }
@@ -85,6 +87,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.Tokens != nil {
 		s.accountRoutes(mux)
+	}
+	if s.Gate != nil {
+		s.gateRoutes(mux)
 	}
 	s.mux = mux
 	return http.HandlerFunc(s.serve)
@@ -384,6 +389,10 @@ var status = map[string]int{
 	core.EIdemReused:        http.StatusUnprocessableEntity,
 	core.EIdemInFlight:      http.StatusConflict,
 	core.EBadSignature:      http.StatusBadRequest,
+	core.ETicketInvalid:     http.StatusBadRequest,
+	core.ETicketRevoked:     http.StatusGone,
+	core.EWrongVenue:        http.StatusForbidden,
+	core.EAlreadyUsed:       http.StatusConflict,
 	core.EInternal:          http.StatusInternalServerError,
 	core.ERateLimited:       http.StatusTooManyRequests,
 	core.ECodeInvalid:       http.StatusUnauthorized,

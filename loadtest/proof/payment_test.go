@@ -79,7 +79,7 @@ func TestUPIFlow(t *testing.T) {
 	for _, x := range tickets {
 		tk := x.(map[string]any)
 		c, err := s.ticketClaims(t, tk["payload"].(string))
-		if err != nil || c.Booking != booking || c.Seat != tk["seat"] {
+		if err != nil || c.Booking != booking || float64(c.N) != tk["n"] {
 			t.Errorf("ticket %v: %+v, %v", tk["ticket_id"], c, err)
 		}
 		png := s.call(t, "GET", tk["qr"].(string), "fan-1", nil)

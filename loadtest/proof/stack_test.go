@@ -263,8 +263,8 @@ func (s *proofStack) ledgerHas(typ, ref string) bool {
 // ticketClaims checks a ticket payload the way a gate scanner does, with
 // bin/ticketverify and the core's ticket public key, and returns its claims.
 func (s *proofStack) ticketClaims(t *testing.T, payload string) (claims struct {
-	Booking int64  `json:"bkg"`
-	Seat    string `json:"seat"`
+	Booking int64 `json:"bkg"`
+	N       int   `json:"n"`
 }, err error) {
 	t.Helper()
 	bin, err := stack.Binary("", "ticketverify")
@@ -275,7 +275,7 @@ func (s *proofStack) ticketClaims(t *testing.T, payload string) (claims struct {
 	if err != nil {
 		return claims, fmt.Errorf("ticketverify: %v: %s", err, out)
 	}
-	_, js, ok := bytes.Cut(out, []byte("\n")) // "VALID ticket, issued ...", then the claims
+	_, js, ok := bytes.Cut(out, []byte("\n")) // "VALID ticket ...", then the claims
 	if !ok || !bytes.HasPrefix(out, []byte("VALID")) {
 		return claims, fmt.Errorf("ticketverify: %s", out)
 	}

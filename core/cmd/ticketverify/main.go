@@ -1,7 +1,7 @@
 // Command ticketverify checks a ticket the way a gate scanner does, offline:
 // the payload from the QR code against the core's ticket public key.
 //
-//	ticketverify -pub .run/keys/ticket.key.pub 't1.eyJ0aWQiOi....sig'
+//	ticketverify -pub .run/keys/ticket.key.pub 'T2.BQIEF...'
 //	echo "$PAYLOAD" | ticketverify -pub ticket.key.pub
 //
 // It prints the ticket's claims and exits 0 when the signature holds, 1
@@ -52,7 +52,11 @@ func main() {
 		os.Exit(1)
 	}
 	b, _ := json.MarshalIndent(c, "", "  ")
-	fmt.Printf("VALID ticket, issued %s\n%s\n", c.IssuedAt().Format("2006-01-02 15:04:05 MST"), b)
+	issued := ""
+	if t := c.IssuedAt(); !t.IsZero() {
+		issued = ", issued " + t.Format("2006-01-02 15:04:05 MST")
+	}
+	fmt.Printf("VALID ticket %s (event %d, format v%d)%s\n%s\n", c.Ref(), c.Event, c.Version, issued, b)
 }
 
 // splitArgs separates the flags from the payload: flags come first (as

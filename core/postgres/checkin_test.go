@@ -1,0 +1,239 @@
+package postgres_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/postgres/postgrestest"
+)
+
+// confirmed books seats for account (an async payment, approved): a
+// CONFIRMED, captured booking with one ticket per seat.
+func confirmed(tb testing.TB, db *postgres.DB, ev int64, account string, seats ...string) *core.Booking {
+	tb.Helper()
+	_, b := pending(tb, db, ev, account, seats...)
+	out, err := db.Settle(ctx, core.Settlement{EventID: "evt_ok_" + fmt.Sprint(b.ID), Type: "payment.succeeded",
+		PaymentID: b.PaymentID, BookingID: b.ID, Succeeded: true})
+	if err != nil || out != core.BookingConfirmed {
+		tb.Fatalf("settle = %s, %v; want CONFIRMED", out, err)
+	}
+	got, err := db.Booking(ctx, b.ID)
+	if err != nil || !got.Captured || len(got.Tickets) != len(seats) {
+		tb.Fatalf("booking = %+v, %v; want captured with %d tickets", got, err, len(seats))
+	}
+	return got
+}
+
+func venueOf(tb testing.TB, db *postgres.DB, ev int64) (int64, string) {
+	tb.Helper()
+	var venue int64
+	var tz string
+	if err := db.Pool().QueryRow(ctx, `SELECT v.id, v.timezone FROM events e JOIN venues v ON v.id = e.venue_id WHERE e.id = $1`, ev).Scan(&venue, &tz); err != nil {
+		tb.Fatal(err)
+	}
+	return venue, tz
+}
+
+func TestRedeem(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	venue, tz := venueOf(t, db, ev)
+	loc, _ := time.LoadLocation(tz)
+	b := confirmed(t, db, ev, "alice", "AUD-J-4", "AUD-J-5")
+	refunded := confirmed(t, db, ev, "bob", "AUD-K-1")
+	if _, err := db.Pool().Exec(ctx, `UPDATE bookings SET status = 'REFUNDED' WHERE id = $1`, refunded.ID); err != nil {
+		t.Fatal(err)
+	}
+	gate1 := core.Staff{Name: "asha", Venue: venue, Gate: "1"}
+	gate3 := core.Staff{Name: "ravi", Venue: venue, Gate: "3"}
+	elsewhere := core.Staff{Name: "meera", Venue: venue + 100, Gate: "1"}
+	first := time.Date(2031, 3, 1, 13, 32, 10, 0, time.UTC) // 19:02 in Kolkata
+	scan := func(bk int64, n int, st core.Staff, at time.Time, offline bool) core.Scan {
+		return core.Scan{Event: ev, Booking: bk, N: n, Staff: st, At: at, Offline: offline}
+	}
+	for _, tc := range []struct {
+		name    string
+		scan    core.Scan
+		code    string // "" admitted
+		message string
+	}{
+		{"first scan admits", scan(b.ID, 1, gate3, first, false), "", ""},
+		{"second scan at another gate", scan(b.ID, 1, gate1, first.Add(time.Minute), false), core.EAlreadyUsed,
+			"already used at gate 3 at " + first.In(loc).Format("15:04")},
+		{"second scan at the same gate", scan(b.ID, 1, gate3, first.Add(time.Minute), false), core.EAlreadyUsed, "already used at gate 3"},
+		{"the booking's other ticket", scan(b.ID, 2, gate1, first, false), "", ""},
+		{"another venue", scan(b.ID, 1, elsewhere, first, false), core.EWrongVenue, "at another venue"},
+		{"refunded booking", scan(refunded.ID, 1, gate1, first, false), core.ETicketRevoked, "revoked"},
+		{"no such ticket", scan(b.ID, 9, gate1, first, false), core.ETicketRevoked, "withdrawn"},
+		{"ticket of another event", core.Scan{Event: ev + 1, Booking: b.ID, N: 1, Staff: gate1, At: first}, core.ETicketRevoked, ""},
+		{"an offline scan of a used ticket", scan(b.ID, 1, gate1, first, true), core.EAlreadyUsed, "gate 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := db.Redeem(ctx, tc.scan)
+			if tc.code == "" {
+				if err != nil || c.Gate != tc.scan.Staff.Gate || c.Staff != "staff:"+tc.scan.Staff.Name || c.Seat == "" || c.EventName == "" {
+					t.Fatalf("Redeem = %+v, %v; want admitted at gate %s with the seat", c, err, tc.scan.Staff.Gate)
+				}
+				return
+			}
+			if core.ErrorCode(err) != tc.code || !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("Redeem = %+v, %v; want %s %q", c, err, tc.code, tc.message)
+			}
+		})
+	}
+
+	// An offline scan synced twice (the first answer lost) is its own row,
+	// not a duplicate; a second offline scan of the ticket is.
+	carol := confirmed(t, db, ev, "carol", "AUD-L-1")
+	off := scan(carol.ID, 1, gate3, first.Add(-time.Hour), true)
+	for i, want := range []string{"", "", core.EAlreadyUsed} {
+		if i == 2 {
+			off.Staff = gate1
+		}
+		_, err := db.Redeem(ctx, off)
+		if core.ErrorCode(err) != want && !(want == "" && err == nil) {
+			t.Errorf("offline sync %d = %v; want %q", i, err, want)
+		}
+	}
+	var n int
+	db.Pool().QueryRow(ctx, `SELECT count(*) FROM checkins`).Scan(&n)
+	if n != 3 {
+		t.Errorf("%d check-ins; want 3", n)
+	}
+}
+
+func TestOfflinePack(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	tomorrow := newEvent(t, db, "cinema", 6) // newEvent starts shows in 24 hours
+	venue, _ := venueOf(t, db, ev)
+	now := time.Now()
+	if _, err := db.Pool().Exec(ctx, `UPDATE events SET starts_at = $2 WHERE id = $1`, ev, now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	b := confirmed(t, db, ev, "alice", "AUD-J-4", "AUD-J-5")
+	gone := confirmed(t, db, ev, "bob", "AUD-K-1")
+	confirmed(t, db, tomorrow, "bob", "AUD-K-1")
+	db.Pool().Exec(ctx, `UPDATE bookings SET status = 'REFUNDED' WHERE id = $1`, gone.ID)
+	if _, err := db.Redeem(ctx, core.Scan{Event: ev, Booking: b.ID, N: 2, Staff: core.Staff{Name: "asha", Venue: venue, Gate: "3"}, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := db.Offline(ctx, venue, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []int64{}
+	for _, e := range p.Events {
+		ids = append(ids, e.ID)
+	}
+	if !slices.Contains(ids, ev) || p.Venue.ID != venue {
+		t.Errorf("events = %v at venue %d; want %d among them", ids, p.Venue.ID, ev)
+	}
+	if !slices.Equal(p.Revoked, []string{core.TicketRef(gone.ID, 1)}) {
+		t.Errorf("revoked = %v; want %s", p.Revoked, core.TicketRef(gone.ID, 1))
+	}
+	if len(p.Used) != 1 || p.Used[0].Ticket != core.TicketRef(b.ID, 2) || p.Used[0].Gate != "3" {
+		t.Errorf("used = %+v; want %s at gate 3", p.Used, core.TicketRef(b.ID, 2))
+	}
+	if _, err := db.Offline(ctx, venue+100, now); core.ErrorCode(err) != core.ENotFound {
+		t.Errorf("Offline(unknown venue) = %v; want not_found", err)
+	}
+}
+
+// naiveRedeem is check-then-insert: look for a check-in, and insert one
+// when there is none, into a table without the unique key. The gap
+// between the two is a round trip in real life; a short sleep stands in.
+func naiveRedeem(db *postgres.DB, booking int64, n int, gate string) (bool, error) {
+	var used int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM naive_checkins WHERE booking_id = $1 AND n = $2`, booking, n).Scan(&used); err != nil {
+		return false, err
+	}
+	if used > 0 {
+		return false, nil
+	}
+	time.Sleep(time.Millisecond)
+	_, err := db.Pool().Exec(ctx, `INSERT INTO naive_checkins (booking_id, n, gate) VALUES ($1, $2, $3)`, booking, n, gate)
+	return err == nil, err
+}
+
+// Two gates scan the same ticket at the same instant, 100 times (a
+// hundred tickets): exactly one admits it each time.
+func TestRaceTwoGates(t *testing.T) {
+	const rounds = 100
+	setup := func(t *testing.T) (*postgres.DB, int64, *core.Booking, int64) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		ev := newEvent(t, db, "cinema", 6)
+		venue, _ := venueOf(t, db, ev)
+		b := confirmed(t, db, ev, "alice", "AUD-J-4")
+		// The booking's other 99 tickets (GA-like: no seat).
+		if _, err := db.Pool().Exec(ctx, `INSERT INTO tickets (booking_id, event_id, n) SELECT $1, $2, g FROM generate_series(2, $3) g`,
+			b.ID, ev, rounds); err != nil {
+			t.Fatal(err)
+		}
+		return db, ev, b, venue
+	}
+
+	t.Run("control: check-then-insert admits twice", func(t *testing.T) {
+		db, _, b, _ := setup(t)
+		if _, err := db.Pool().Exec(ctx, `CREATE TABLE naive_checkins (booking_id bigint, n integer, gate text)`); err != nil {
+			t.Fatal(err)
+		}
+		doubles := 0
+		for n := 1; n <= rounds; n++ {
+			var admitted atomic.Int32
+			together(2, func(i int) {
+				ok, err := naiveRedeem(db, b.ID, n, fmt.Sprint(i+1))
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					admitted.Add(1)
+				}
+			})
+			if admitted.Load() > 1 {
+				doubles++
+			}
+		}
+		t.Logf("naive: %d of %d tickets admitted at both gates", doubles, rounds)
+		if doubles == 0 {
+			t.Fatal("the naive redemption never admitted twice: the harness cannot see the bug")
+		}
+	})
+
+	t.Run("product: one gate admits, the other says already used", func(t *testing.T) {
+		db, ev, b, venue := setup(t)
+		for n := 1; n <= rounds; n++ {
+			var admitted, used atomic.Int32
+			together(2, func(i int) {
+				st := core.Staff{Name: fmt.Sprint("steward-", i), Venue: venue, Gate: fmt.Sprint(i + 1)}
+				_, err := db.Redeem(ctx, core.Scan{Event: ev, Booking: b.ID, N: n, Staff: st, At: time.Now()})
+				switch core.ErrorCode(err) {
+				case core.EInternal:
+					if err == nil {
+						admitted.Add(1)
+						return
+					}
+					t.Error(err)
+				case core.EAlreadyUsed:
+					used.Add(1)
+				default:
+					t.Errorf("ticket %d: %v", n, err)
+				}
+			})
+			if admitted.Load() != 1 || used.Load() != 1 {
+				t.Fatalf("ticket %d: %d admitted, %d already used; want 1 and 1", n, admitted.Load(), used.Load())
+			}
+		}
+		var rows int
+		db.Pool().QueryRow(ctx, `SELECT count(*) FROM checkins`).Scan(&rows)
+		if rows != rounds {
+			t.Fatalf("%d check-ins; want %d", rows, rounds)
+		}
+	})
+}

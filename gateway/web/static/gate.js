@@ -1,0 +1,444 @@
+// The gate scanner: a steward's phone reads ticket QR codes with its camera
+// and asks the core (through the gateway, /v1/gate/*) to redeem each one,
+// once. When the network is down it checks what it can alone: the ticket's
+// Ed25519 signature (WebCrypto), today's events at this venue, the revoked
+// and used lists it last fetched, and its own scans; it keeps those scans
+// and sends them when the network is back, and shows the duplicates the
+// core finds then. Offline cannot be exactly once: two offline scanners can
+// each admit a copy of one ticket; the sync tells, after the fact.
+import decodeQR from "/static/qr-decode.js";
+
+const KEY = { token: "onsale.gate.token", pack: "onsale.gate.offline", pending: "onsale.gate.pending", seen: "onsale.gate.seen" };
+const SCAN_EVERY_MS = 150;     // camera frames tried per second: about 6
+const GONE_FRAMES = 3;         // a code counts as gone after this many frames without it
+const GONE_MS = 1000;          // and at least this long
+const RESULT_MS = 4000;        // then the answer fades: ready for the next ticket
+const PACK_EVERY_MS = 60000;   // offline pack refresh while online
+const PROBE_EVERY_MS = 5000;   // offline: how often to try the network again
+const SYNC_BATCH = 100;
+const DOMAIN = new TextEncoder().encode("onsale ticket v2\0");
+
+const $ = (id) => document.getElementById(id);
+const state = { token: "", staff: null, online: true, pack: null, key: null, busy: false, last: "", lastAt: 0, missed: 0, fade: 0, syncing: false };
+window.gate = state; // for the browser tests and for support: what the scanner believes
+
+// ---- storage ---------------------------------------------------------
+function load(k, d) { try { const v = JSON.parse(localStorage.getItem(k)); return v ?? d; } catch { return d; } }
+function save(k, v) { localStorage.setItem(k, JSON.stringify(v)); }
+
+// ---- the staff token ---------------------------------------------------
+function claimsOf(token) {
+  try {
+    const part = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(part + "=".repeat((4 - part.length % 4) % 4)));
+  } catch { return null; }
+}
+
+function useToken(raw) {
+  let token = (raw || "").trim();
+  if (token.includes("#")) token = token.slice(token.indexOf("#") + 1);
+  token = decodeURIComponent(token);
+  const c = claimsOf(token);
+  if (!c || !String(c.sub || "").startsWith("staff:") || !c.gate || !c.venue) return "That is not a staff token.";
+  if (c.exp && c.exp * 1000 < Date.now()) return "That staff token has expired: ask for a new one.";
+  state.token = token;
+  state.staff = { name: c.sub.slice(6), gate: c.gate, venue: c.venue, exp: c.exp };
+  localStorage.setItem(KEY.token, token);
+  return "";
+}
+
+function signOut(message) {
+  localStorage.removeItem(KEY.token);
+  state.token = "";
+  stopCamera();
+  $("scanner").hidden = true;
+  $("signin").hidden = false;
+  $("signin-error").textContent = message || "";
+  $("who").textContent = "Gate scanner";
+}
+
+// ---- talking to the core -------------------------------------------------
+class Offline extends Error {}
+
+async function api(method, path, body) {
+  let resp;
+  try {
+    resp = await fetch(path, {
+      method, cache: "no-store",
+      headers: { "Authorization": "Bearer " + state.token, ...(body ? { "Content-Type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+      signal: AbortSignal.timeout(5000),
+    });
+  } catch (e) {
+    throw new Offline(String(e));
+  }
+  if (resp.status === 502 || resp.status === 503 || resp.status === 504) throw new Offline("HTTP " + resp.status);
+  let data = {};
+  try { data = await resp.json(); } catch { /* an empty or non-JSON answer */ }
+  if (resp.status === 401) {
+    signOut(data.message || "The staff token was refused.");
+    throw new Error("unauthorized");
+  }
+  return { status: resp.status, data };
+}
+
+function setOnline(online) {
+  if (state.online === online) return;
+  state.online = online;
+  const net = $("net");
+  net.textContent = online ? "ONLINE" : "OFFLINE";
+  net.className = "net " + (online ? "online" : "offline");
+  $("offline-banner").hidden = online;
+  if (online) { refreshPack(); sync(); }
+}
+
+async function refreshPack() {
+  try {
+    const { status, data } = await api("GET", "/v1/gate/offline");
+    if (status !== 200) return;
+    save(KEY.pack, data);
+    await usePack(data);
+    setOnline(true);
+  } catch (e) {
+    if (e instanceof Offline) setOnline(false);
+  }
+}
+
+async function usePack(p) {
+  state.pack = p;
+  state.key = null;
+  try {
+    const raw = Uint8Array.from(atob(p.public_key), (c) => c.charCodeAt(0));
+    state.key = await crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
+  } catch (e) {
+    console.warn("this browser cannot verify Ed25519 signatures offline", e);
+  }
+  const when = fmtTime(p.as_of);
+  $("pack").textContent = `Offline data: ${p.events.length} event${p.events.length === 1 ? "" : "s"} today at ${p.venue.name}, ` +
+    `${p.revoked.length} revoked and ${p.used.length} used tickets, as of ${when}.` + (state.key ? "" : " This browser cannot check signatures offline.");
+}
+
+// fmtTime tells a time as the venue's clocks show it (HH:MM, or HH:MM:SS).
+function fmtTime(when, seconds) {
+  const tz = state.pack?.venue?.timezone;
+  const opts = { hour: "2-digit", minute: "2-digit", hour12: false, ...(seconds ? { second: "2-digit" } : {}) };
+  try {
+    return new Intl.DateTimeFormat("en-GB", { ...opts, ...(tz ? { timeZone: tz } : {}) }).format(new Date(when));
+  } catch { return new Date(when).toTimeString().slice(0, seconds ? 8 : 5); }
+}
+
+// ---- answers ------------------------------------------------------------
+function show(kind, title, detail, ref) {
+  clearTimeout(state.fade);
+  const r = $("result");
+  r.className = "result " + kind;
+  $("result-title").textContent = title;
+  $("result-detail").textContent = detail || "";
+  $("result-last").textContent = "";
+  if (kind === "admitted" || kind === "refused" || kind === "warn") {
+    const li = document.createElement("li");
+    li.className = kind;
+    li.dataset.result = title;
+    li.dataset.ticket = ref || "";
+    li.textContent = `${fmtTime(new Date(), true)}  ${title}${ref ? " · " + ref : ""}${detail ? " · " + detail : ""}`;
+    $("log").prepend(li);
+    while ($("log").children.length > 12) $("log").lastChild.remove();
+    if (kind !== "admitted" && navigator.vibrate) navigator.vibrate([120, 80, 120]);
+    // Then back to ready, so that an old green is never read as the
+    // next person's answer.
+    state.fade = setTimeout(() => {
+      r.className = "result idle";
+      $("result-title").textContent = "READY";
+      $("result-detail").textContent = "Point the camera at the next ticket";
+      $("result-last").textContent = `Last: ${title}${ref ? " · " + ref : ""}`;
+    }, RESULT_MS);
+  }
+}
+
+function answerOnline(status, d, ref) {
+  switch (status === 200 ? "admitted" : d.error) {
+    case "admitted":
+      remember(d.ticket, { gate: d.gate, at: d.at });
+      return show("admitted", "ADMITTED", [d.seat ? "Seat " + d.seat : "", d.event_name].filter(Boolean).join(" · "), d.ticket);
+    case "already_used":
+      return show("refused", "ALREADY USED", `at gate ${d.gate} at ${fmtTime(d.at)}`, d.ticket);
+    case "ticket_revoked":
+      return show("refused", "REVOKED", "Booking cancelled or refunded", d.ticket || ref);
+    case "wrong_venue":
+      return show("refused", "WRONG VENUE", "This ticket is for another venue", d.ticket || ref);
+    case "ticket_invalid":
+      return show("refused", "NOT VALID", "Not an onsale ticket", ref);
+    default:
+      return show("warn", "TRY AGAIN", d.message || "The check failed (" + status + ")", ref);
+  }
+}
+
+// ---- offline checks -----------------------------------------------------
+const B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+function base32(s) {
+  const out = [];
+  let bits = 0, val = 0;
+  for (const ch of s) {
+    const i = B32.indexOf(ch);
+    if (i < 0) return null;
+    val = ((val << 5) | i) & 0xffff;
+    bits += 5;
+    if (bits >= 8) { out.push((val >>> (bits - 8)) & 0xff); bits -= 8; }
+  }
+  return new Uint8Array(out);
+}
+
+// uvarints reads n unsigned varints filling bytes exactly, or null.
+function uvarints(bytes, n) {
+  const vals = [];
+  let i = 0;
+  for (let k = 0; k < n; k++) {
+    let v = 0, mul = 1, done = false;
+    while (i < bytes.length && mul < 2 ** 56) {
+      const b = bytes[i++];
+      v += (b & 0x7f) * mul;
+      mul *= 128;
+      if (!(b & 0x80)) { done = true; break; }
+    }
+    if (!done || v === 0 || v > 2 ** 53) return null;
+    vals.push(v);
+  }
+  return i === bytes.length ? vals : null;
+}
+
+// parseTicket reads a v2 payload: {event, booking, n, ref, claims, sig}, or null.
+function parseTicket(text) {
+  const t = text.trim().toUpperCase();
+  if (!t.startsWith("T2.")) return null;
+  const raw = base32(t.slice(3));
+  if (!raw || raw.length <= 64) return null;
+  const claims = raw.slice(0, raw.length - 64), sig = raw.slice(raw.length - 64);
+  const v = uvarints(claims, 3);
+  if (!v) return null;
+  return { event: v[0], booking: v[1], n: v[2], ref: `${v[1]}-${v[2]}`, claims, sig };
+}
+
+function seen() { return load(KEY.seen, {}); }
+function remember(ref, what) { const s = seen(); s[ref] = what; save(KEY.seen, s); }
+
+async function checkOffline(text) {
+  const tk = parseTicket(text);
+  if (!tk) return show("refused", "NOT VALID", "Not an onsale ticket (offline check)");
+  if (!state.pack || !state.key) return show("warn", "CANNOT CHECK", "Offline with no offline data: connect once to load it", tk.ref);
+  const msg = new Uint8Array(DOMAIN.length + tk.claims.length);
+  msg.set(DOMAIN);
+  msg.set(tk.claims, DOMAIN.length);
+  let ok = false;
+  try { ok = await crypto.subtle.verify({ name: "Ed25519" }, state.key, tk.sig, msg); } catch { ok = false; }
+  if (!ok) return show("refused", "NOT VALID", "Forged or damaged code (offline check)", tk.ref);
+  if (!state.pack.events.some((e) => e.id === tk.event)) return show("refused", "NOT VALID", "Not for today's events at this venue", tk.ref);
+  if (state.pack.revoked.includes(tk.ref)) return show("refused", "REVOKED", "Booking cancelled or refunded (offline list)", tk.ref);
+  const used = state.pack.used.find((u) => u.ticket === tk.ref);
+  if (used) return show("refused", "ALREADY USED", `at gate ${used.gate} at ${fmtTime(used.at)}`, tk.ref);
+  const mine = seen()[tk.ref];
+  if (mine) return show("refused", "ALREADY USED", `at gate ${mine.gate} at ${fmtTime(mine.at)} (this phone)`, tk.ref);
+  const at = new Date().toISOString();
+  const pending = load(KEY.pending, []);
+  pending.push({ ticket: text.trim(), at });
+  save(KEY.pending, pending);
+  remember(tk.ref, { gate: state.staff.gate, at, offline: true });
+  showPending();
+  return show("admitted", "ADMITTED", "Offline check: signature valid · will sync", tk.ref);
+}
+
+// ---- sync -----------------------------------------------------------------
+function showPending() {
+  const n = load(KEY.pending, []).length;
+  $("pending").textContent = n ? `${n} offline scan${n === 1 ? "" : "s"} waiting to be sent.` : "";
+}
+
+async function sync() {
+  if (state.syncing || !state.online) return;
+  state.syncing = true;
+  const report = { admitted: 0, duplicates: [], refused: [] };
+  try {
+    for (let pending = load(KEY.pending, []); pending.length; pending = load(KEY.pending, [])) {
+      const batch = pending.slice(0, SYNC_BATCH);
+      const { status, data } = await api("POST", "/v1/gate/sync", { scans: batch });
+      if (status !== 200) break;
+      save(KEY.pending, load(KEY.pending, []).slice(batch.length));
+      for (const r of data.results) {
+        if (r.result === "admitted") report.admitted++;
+        else if (r.result === "duplicate") report.duplicates.push(r);
+        else report.refused.push(r);
+      }
+    }
+  } catch (e) {
+    if (e instanceof Offline) setOnline(false);
+  } finally {
+    state.syncing = false;
+  }
+  showPending();
+  const total = report.admitted + report.duplicates.length + report.refused.length;
+  if (!total) return;
+  state.lastSync = report;
+  const box = $("sync");
+  box.hidden = false;
+  box.className = "card sync" + (report.duplicates.length || report.refused.length ? "" : " clean");
+  $("sync-text").textContent = `Back online: sent ${total} offline scan${total === 1 ? "" : "s"}. ` +
+    `${report.admitted} first entr${report.admitted === 1 ? "y" : "ies"}, ${report.duplicates.length} duplicate${report.duplicates.length === 1 ? "" : "s"}` +
+    (report.refused.length ? `, ${report.refused.length} refused` : "") + ".";
+  const ul = $("sync-duplicates");
+  ul.textContent = "";
+  for (const r of report.duplicates) {
+    const li = document.createElement("li");
+    li.textContent = `Ticket ${r.ticket} was let in twice: first at gate ${r.gate} at ${fmtTime(r.at)}`;
+    ul.append(li);
+  }
+  for (const r of report.refused) {
+    const li = document.createElement("li");
+    li.textContent = `Ticket ${r.ticket || "(unreadable)"}: ${r.result}${r.message ? " — " + r.message : ""}`;
+    ul.append(li);
+  }
+}
+
+// ---- one scan ---------------------------------------------------------------
+async function handle(text) {
+  if (state.busy) return;
+  state.busy = true;
+  try {
+    const ref = parseTicket(text)?.ref;
+    if (state.online) {
+      show("checking", "CHECKING…", "", ref);
+      try {
+        const { status, data } = await api("POST", "/v1/gate/scan", { ticket: text.trim() });
+        return answerOnline(status, data, ref);
+      } catch (e) {
+        if (!(e instanceof Offline)) return;
+        setOnline(false);
+      }
+    }
+    await checkOffline(text);
+  } finally {
+    state.busy = false;
+  }
+}
+
+// onCode is called with every code the camera reads: a code that stays in
+// view is handled once, and again only after it has been out of view
+// (GONE_FRAMES frames read without it, over at least GONE_MS): a slow
+// phone that reads a frame a second must not answer twice for one look.
+function onCode(text) {
+  const now = Date.now();
+  const gone = state.missed >= GONE_FRAMES && now - state.lastAt >= GONE_MS;
+  if (text === state.last && !gone) { state.lastAt = now; state.missed = 0; return; }
+  if (state.busy) return;
+  state.last = text;
+  state.lastAt = now;
+  state.missed = 0;
+  handle(text);
+}
+
+// ---- the camera -----------------------------------------------------------
+let stream = null, timer = 0, detector = null;
+const canvas = document.createElement("canvas");
+const c2d = canvas.getContext("2d", { willReadFrequently: true });
+
+async function startCamera() {
+  const status = $("camera-status");
+  if (!navigator.mediaDevices?.getUserMedia) {
+    status.textContent = "No camera access here (the page needs https). Type or paste codes below.";
+    return;
+  }
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({ audio: false, video: { facingMode: { ideal: "environment" }, width: { ideal: 1280 }, height: { ideal: 720 } } });
+  } catch (e) {
+    status.textContent = `Camera unavailable (${e.name}). Allow the camera, or type or paste codes below.`;
+    return;
+  }
+  const video = $("video");
+  video.srcObject = stream;
+  await video.play().catch(() => {});
+  status.textContent = "";
+  if ("BarcodeDetector" in window) {
+    try {
+      if ((await BarcodeDetector.getSupportedFormats()).includes("qr_code")) detector = new BarcodeDetector({ formats: ["qr_code"] });
+    } catch { detector = null; }
+  }
+  const tick = async () => {
+    let text = "";
+    try { text = await readFrame(video); } catch { /* no code in this frame */ }
+    if (text) onCode(text);
+    else if (video.readyState >= 2) state.missed++;
+    if (stream) timer = setTimeout(tick, SCAN_EVERY_MS);
+  };
+  tick();
+}
+
+// readFrame returns the QR text in the video's current frame, or "".
+async function readFrame(video) {
+  if (video.readyState < 2 || !video.videoWidth) return "";
+  if (detector) {
+    const codes = await detector.detect(video);
+    return codes.length ? codes[0].rawValue : "";
+  }
+  const scale = Math.min(1, 800 / Math.max(video.videoWidth, video.videoHeight));
+  const w = Math.round(video.videoWidth * scale), h = Math.round(video.videoHeight * scale);
+  if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
+  c2d.drawImage(video, 0, 0, w, h);
+  return decodeQR(c2d.getImageData(0, 0, w, h)) || "";
+}
+
+function stopCamera() {
+  clearTimeout(timer);
+  if (stream) stream.getTracks().forEach((t) => t.stop());
+  stream = null;
+}
+
+// ---- start ------------------------------------------------------------------
+async function start() {
+  $("who").textContent = `Gate ${state.staff.gate} · ${state.staff.name}`;
+  $("signin").hidden = true;
+  $("scanner").hidden = false;
+  const cached = load(KEY.pack, null);
+  if (cached) await usePack(cached).catch(() => {});
+  showPending();
+  await refreshPack();
+  if (state.pack?.venue) $("who").textContent = `Gate ${state.staff.gate} · ${state.pack.venue.name} · ${state.staff.name}`;
+  startCamera();
+  setInterval(() => { if (state.online) refreshPack(); }, PACK_EVERY_MS);
+  setInterval(() => { if (!state.online) refreshPack(); else if (load(KEY.pending, []).length) sync(); }, PROBE_EVERY_MS);
+  window.addEventListener("online", () => refreshPack());
+  window.addEventListener("offline", () => setOnline(false));
+  if (navigator.onLine === false) setOnline(false);
+  else sync();
+}
+
+$("signin-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const err = useToken($("token").value);
+  $("signin-error").textContent = err;
+  if (!err) start();
+});
+$("manual").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const v = $("manual-code").value.trim();
+  if (v) { state.last = v; state.lastAt = Date.now(); handle(v); $("manual-code").value = ""; }
+});
+$("signout").addEventListener("click", () => signOut(""));
+$("sync-dismiss").addEventListener("click", () => { $("sync").hidden = true; });
+
+{
+  // A link /gate#<token> fills the token in; the fragment is then dropped
+  // from the address bar (it never reached a server).
+  let err = "";
+  if (location.hash.length > 1) {
+    err = useToken(location.hash.slice(1));
+    history.replaceState(null, "", location.pathname);
+  } else if (localStorage.getItem(KEY.token)) {
+    err = useToken(localStorage.getItem(KEY.token));
+  } else {
+    err = "-";
+  }
+  if (err) {
+    $("signin").hidden = false;
+    $("signin-error").textContent = err === "-" ? "" : err;
+  } else {
+    start();
+  }
+}
