@@ -27,7 +27,7 @@ func TestFanJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, fan, "the pre-queue countdown", `document.body.dataset.state === "prequeue" && /\d\d:\d\d/.test(document.getElementById("countdown").textContent)`, 15*time.Second)
-	shot(t, fan, "1-prequeue")
+	look(t, fan, "waiting-prequeue")
 	// A refresh in the pre-queue keeps the fan's identity (the visitor cookie).
 	if err := chromedp.Do(fan, chromedp.Reload()); err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestFanJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, fan, "the payment step", `!document.getElementById("paying").hidden && document.getElementById("checkout").href.includes("/checkout/")`, 10*time.Second)
-	shot(t, fan, "5-paying")
+	look(t, fan, "book-paying")
 	if err := chromedp.Do(fan, chromedp.Click(chromedp.ID("checkout"))); err != nil {
 		t.Fatal(err)
 	}
