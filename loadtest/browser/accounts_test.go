@@ -219,7 +219,7 @@ func TestSeatMapPhone(t *testing.T) {
 		{"the map scrolls inside its box, the page does not", `document.documentElement.scrollWidth <= document.documentElement.clientWidth`},
 		{"a visible cue when the block is wider than the screen", `(() => { const b = document.getElementById("seatmap-box"); return b.scrollWidth <= b.clientWidth || document.getElementById("scroll-cue").offsetHeight > 0 })()`},
 		{"one Tab stop in the block", `document.querySelectorAll('#seatmap [tabindex="0"]').length === 1 && document.querySelectorAll('#seatmap .seat:not([tabindex="-1"])').length === 1`},
-		{"a screen marker and prices", `/SCREEN/.test(document.getElementById("seatmap").textContent) && /₹/.test(document.getElementById("seatmap").textContent)`},
+		{"a screen marker and prices", `/SCREEN/.test(document.getElementById("screen").textContent) && /₹/.test(document.getElementById("seatmap").textContent)`},
 	}
 	for _, c := range checks {
 		until(t, fan, c.what, c.js, 3*time.Second)

@@ -26,7 +26,7 @@ func TestFanJourney(t *testing.T) {
 	if err := chromedp.Do(fan, chromedp.Navigate(page)); err != nil {
 		t.Fatal(err)
 	}
-	until(t, fan, "the pre-queue countdown", `document.body.dataset.state === "prequeue" && /\d\d:\d\d/.test(document.getElementById("countdown").textContent)`, 15*time.Second)
+	until(t, fan, "the pre-queue countdown", `document.body.dataset.state === "prequeue" && /\d:\d\d/.test(document.getElementById("countdown").textContent)`, 15*time.Second)
 	look(t, fan, "waiting-prequeue")
 	// A refresh in the pre-queue keeps the fan's identity (the visitor cookie).
 	if err := chromedp.Do(fan, chromedp.Reload()); err != nil {

@@ -130,8 +130,9 @@ function drawSeats(rebuild) {
   drawn = s.code;
   box.textContent = "";
   grid = [];
-  box.append(el("div", { class: "screen", "aria-hidden": "true", text: ev && ev.kind === "movie" ? "SCREEN" : "STAGE" }));
-  box.append(el("p", { class: "sr-only", text: ev && ev.kind === "movie" ? "The screen is above row " + s.rows[0].label + "." : "The stage is in front of row " + s.rows[0].label + "." }));
+  const movie = ev && ev.kind === "movie";
+  $("screen").textContent = movie ? "SCREEN" : "STAGE";
+  box.append(el("p", { class: "sr-only", text: (movie ? "The screen is in front of row " : "The stage is in front of row ") + s.rows[0].label + "." }));
   let band = null;
   for (const row of s.rows) {
     if (row.band !== band) {
