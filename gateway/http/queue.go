@@ -74,10 +74,6 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	if err := limit(s.ipLimit, clientIP(ctx)); err != nil {
 		return err
 	}
-	identity, err := s.identity(ctx)
-	if err != nil {
-		return err
-	}
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	v, err := s.room.Ensure(c, ev)
@@ -86,6 +82,10 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 		return gateway.Errorf(gateway.ENotFound, "no such event")
 	case err != nil:
 		return unavailableFor("take new arrivals")
+	}
+	identity, err := s.identity(ctx, v.Dials.AccountRequired)
+	if err != nil {
+		return err
 	}
 	if err := proofOfWork(ctx, ev, identity, v.Dials.PowDifficulty); err != nil {
 		return err
