@@ -33,6 +33,8 @@ function status(text) { if ($("status").textContent !== (text || "")) $("status"
 function screen(name) {
   for (const id of ["choose", "held", "paying", "done"]) $(id).hidden = id !== name;
   document.body.dataset.screen = name;
+  // The session's clock matters while taking or holding seats, not after.
+  $("session").classList.toggle("gone", name === "paying" || name === "done");
 }
 
 // sessionOpen: the waiting-room session still lets this fan take seats.
@@ -381,7 +383,7 @@ async function checkoutLink(paymentId) {
 
 function showPaying(b) {
   screen("paying");
-  if (b && b.amount_paise) $("paying-total").textContent = "Amount: " + rupees(b.amount_paise);
+  if (b && b.amount_paise) $("paying-total").textContent = paidFor(b);
   const link = store.get("checkout");
   if (link) $("checkout").href = link;
   clearInterval(holdTimer);
@@ -425,7 +427,7 @@ async function waitForBooking() {
       }
       return;
     }
-    if (b.amount_paise) $("paying-total").textContent = "Amount: " + rupees(b.amount_paise);
+    if (b.amount_paise) $("paying-total").textContent = paidFor(b);
     polling = setTimeout(waitForBooking, 1500);
     return;
   }
@@ -435,8 +437,14 @@ async function waitForBooking() {
   polling = setTimeout(waitForBooking, backoff);
 }
 
+function paidFor(b) {
+  return (b.seats && b.seats.length ? "Seats " + b.seats.join(", ") : `${b.quantity} tickets`) + ": " + rupees(b.amount_paise);
+}
+
 function finish(title, text) {
   clearInterval(holdTimer);
+  clearInterval(sessionTimer);
+  $("session").hidden = true;
   screen("done");
   $("done-title").textContent = title;
   $("done-text").textContent = text;
@@ -446,7 +454,12 @@ function finish(title, text) {
 async function showTickets(b) {
   const h = store.get("hold");
   const token = holdAuth(h);
-  finish("You're going!", `Booking #${b.booking_id} is confirmed. Show each QR code at the gate; the tickets are also in My tickets${b.phone || b.email ? " and sent to " + [b.phone, b.email].filter(Boolean).join(" and ") : ""}.`);
+  const mine = b.account && b.account === onsale.identity();
+  const sent = [b.phone, b.email].filter(Boolean).join(" and ");
+  finish("You're going!", `Booking #${b.booking_id} is confirmed. Show each QR code at the gate.` +
+    (mine ? " The tickets are also in My tickets" + (sent ? ", and we sent them to " + sent : "") + "."
+      : sent ? ` We sent a link to the tickets to ${sent}.` : " Keep this page: you bought as a guest and gave no phone or email."));
+  $("all-tickets").hidden = !mine;
   const sum = $("done-summary");
   sum.textContent = "";
   sum.append(onsale.bookingSummary({ ...b, event: b.event || eventSummary() }));
