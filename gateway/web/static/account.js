@@ -122,7 +122,9 @@ const onsale = (() => {
           sentTo.textContent = `We sent a code to ${p}. It works for 5 minutes.`;
           step1.hidden = true; step2.hidden = false; code.value = ""; code.focus();
         } else if (r.status === 429) {
-          say(`Too many codes asked for just now. Try again in ${Math.max(1, Math.ceil((r.retry || 60) / 60))} min.`);
+          const wait = r.retry || 60;
+          say(`A code was sent to this number a moment ago. Use that one, or ask for a new one in ${wait < 120 ? wait + " seconds" : Math.ceil(wait / 60) + " minutes"}.`);
+          if (wait < 120) { step1.hidden = true; step2.hidden = false; sentTo.textContent = `Enter the code we sent to ${p} earlier.`; code.focus(); }
         } else {
           say(r.body.message || "We could not send a code to that number.");
         }
