@@ -176,11 +176,11 @@ const onsale = (() => {
   }
 
   // bookingSummary is a booking's show, date, venue, seats and amount.
-  function bookingSummary(b) {
+  function bookingSummary(b, withShow = true) {
     const ev = b.event || {};
     const seats = b.seats && b.seats.length ? "Seats " + b.seats.join(", ") : `${b.quantity} ticket${b.quantity === 1 ? "" : "s"}`;
     return el("dl", { class: "summary" },
-      el("dt", { text: "Show" }), el("dd", { text: ev.name || "Event " + b.event_id }),
+      withShow ? el("dt", { text: "Show" }) : null, withShow ? el("dd", { text: ev.name || "Event " + b.event_id }) : null,
       el("dt", { text: "When" }), el("dd", { text: ev.starts_at ? when(ev.starts_at, ev.venue && ev.venue.timezone) : "–" }),
       el("dt", { text: "Where" }), el("dd", { text: venueLine(ev.venue) || "–" }),
       el("dt", { text: "Tickets" }), el("dd", { text: seats }),

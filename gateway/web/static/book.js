@@ -145,6 +145,7 @@ function drawSeats(rebuild) {
       el("span", { class: "label", "aria-hidden": "true", text: row.label }));
     const buttons = [];
     row.numbers.forEach((num, i) => {
+      if (i > 0 && num - row.numbers[i - 1] > 1) line.appendChild(el("span", { class: "aisle", "aria-hidden": "true" })); // numbers skip: an aisle
       const id = `${s.code}-${row.label}-${num}`;
       const b = el("button", { type: "button", class: "seat", id: "seat-" + id, tabindex: "-1", text: String(num),
         title: `${id} · ${bandText(row.band)}`, "aria-label": `Row ${row.label} seat ${num}, ${bandText(row.band)}` });
@@ -306,10 +307,9 @@ function showHold(h) {
   $("held-total").textContent = "Total to pay: " + rupees(amount);
   $("pay").textContent = "Pay " + rupees(amount) + " with UPI";
   const a = onsale.account();
-  if (a && a.account) {
-    if (!$("phone").value) $("phone").value = a.account.phone || "";
-    if (!$("email").value) $("email").value = a.account.email || "";
-  }
+  const c = store.get("contact") || {};
+  if (!$("phone").value) $("phone").value = c.phone || (a && a.account && a.account.phone) || "";
+  if (!$("email").value) $("email").value = c.email || (a && a.account && a.account.email) || "";
   clearInterval(holdTimer);
   const tick = () => {
     const ms = Date.parse(h.expires_at) - Date.now();
@@ -350,6 +350,7 @@ async function pay() {
   const body = {};
   if (phone) body.phone = phone;
   if (email) body.email = email;
+  store.set("contact", body);
   try {
     const a = attempt(h, false);
     const r = await api("POST", `/v1/holds/${h.hold_id}/payment`, { body, token: holdAuth(h), headers: { "Idempotency-Key": a.key } });

@@ -75,7 +75,7 @@ async function load() {
     const card = el("section", { class: "card booking" + (past ? " past" : ""), "aria-label": (ev.name || "Booking") + " " + onsale.when(ev.starts_at, ev.venue && ev.venue.timezone) },
       el("h3", { text: ev.name || "Booking #" + b.booking_id }),
       el("p", { class: "status", text: words[b.status] || b.status }),
-      onsale.bookingSummary(b),
+      onsale.bookingSummary(b, false),
       grid);
     box.append(card);
     if (b.status === "CONFIRMED" && b.captured) tickets.push([grid, b]);

@@ -65,7 +65,7 @@ function eta(r) {
   const s = r.eta_seconds || 0;
   const about = s < 90 ? "About a minute" : "About " + minutes(s);
   switch (r.bound_by) {
-    case "active_cap": case "cap": case "active": case "capacity":
+    case "active_users":
       return `${about}. Only a set number of fans can shop at once, so you go in as others finish.`;
     case "rate":
       return `${about}, at the pace fans are being let in.`;
