@@ -496,3 +496,45 @@ func TestPageHeaders(t *testing.T) {
 		}
 	}
 }
+
+// What a fan reads while the room is full: the fan at the front of the
+// line is told it waits for a session to end (bound_by active_users, about
+// a session's length with one place), not the rate dial's second; the
+// admitted fan's reply says when its session ends.
+func TestStatusWhenTheRoomIsFull(t *testing.T) {
+	d := openDials()
+	d.TotalActiveUsers, d.SessionSeconds = 1, 600
+	f := newFake(t, d)
+	path := fmt.Sprintf("/v1/events/%d/queue", fakeEvent)
+	a, b := f.call("POST", path, ""), f.call("POST", path, "")
+	bearerOf := func(r resp) []string { return []string{"Authorization", "Bearer " + r.body["queue_token"].(string)} }
+	f.store.Serve(fakeEvent, 1)
+	if err := f.room.Refresh(ctx, fakeEvent); err != nil {
+		t.Fatal(err)
+	}
+	in := f.call("GET", path+"/status", "", bearerOf(a)...)
+	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(in.body["admit_expires_at"]))
+	if in.body["state"] != gateway.StateAdmitted || err != nil || time.Until(until) < 590*time.Second || time.Until(until) > 601*time.Second {
+		t.Fatalf("admitted reply = %s; want admit_expires_at the session's end, ten minutes on", in.raw)
+	}
+	if err := f.room.Refresh(ctx, fakeEvent); err != nil {
+		t.Fatal(err)
+	}
+	st := f.call("GET", path+"/status", "", bearerOf(b)...)
+	if st.body["state"] != gateway.StateWaiting || st.body["ahead"] != 0.0 || st.body["bound_by"] != "active_users" || st.body["eta_seconds"] != 600.0 {
+		t.Fatalf("status at the front of a full room = %s; want 0 ahead, bound_by active_users, eta 600 s", st.raw)
+	}
+	// The admitted fan is done: the next join says its turn is over, and
+	// that what it holds or bought is still its own.
+	f.call("DELETE", path, "", bearerOf(a)...)
+	var vid string
+	for _, c := range (&http.Response{Header: http.Header{"Set-Cookie": a.header.Values("Set-Cookie")}}).Cookies() {
+		if c.Name == "onsale_vid" {
+			vid = c.Value
+		}
+	}
+	again := f.call("POST", path, "", "Cookie", "onsale_vid="+vid)
+	if again.status != 410 || again.body["error"] != gateway.ESessionEnded || !strings.Contains(fmt.Sprint(again.body["message"]), "still yours") {
+		t.Fatalf("join after the session = %d %s; want 410 session_ended saying holds and tickets stay the fan's", again.status, again.raw)
+	}
+}
