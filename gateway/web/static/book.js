@@ -67,14 +67,12 @@ function showSession() {
     box.classList.add("over");
     $("session-left").textContent = "";
     $("session-text").textContent = store.get("hold") || store.get("booking")
-      ? "Your turn to take new seats has ended. You can still pay for the seats you hold. For other seats, join the line again."
-      : "Your turn to take seats has ended. For seats, join the line again.";
-    $("session-line").href = `/events/${eventId}`;
-    $("session-line").hidden = false;
+      ? "Your turn to take new seats has ended. You can still pay for the seats you hold."
+      : "Your turn to take seats has ended: each fan gets one turn per sale.";
     document.body.dataset.sessionOver = "1";
     $("best").disabled = true;
     $("hold-picked").disabled = true;
-    $("release-note").textContent = "If you give these seats back, you need to join the line again to take others.";
+    $("release-note").textContent = "Your turn has ended: if you give these seats back, you cannot take others.";
   };
   tick();
   clearInterval(sessionTimer);
@@ -262,7 +260,7 @@ function zoom(step) {
 let holding = false;
 async function hold(body) {
   if (holding) return;
-  if (!sessionOpen()) { message("Your turn to take seats has ended. Join the line again for new seats."); return; }
+  if (!sessionOpen()) { message("Your turn to take seats has ended: each fan gets one turn per sale."); return; }
   holding = true;
   $("best").disabled = true; $("hold-picked").disabled = true;
   message("");
@@ -271,6 +269,7 @@ async function hold(body) {
     if (r.status === 201) {
       store.set("hold", r.body);
       store.del("pay");
+      status("");
       picked.clear();
       showHold(r.body);
       return;
@@ -286,7 +285,7 @@ async function hold(body) {
     if (r.status === 401 || r.status === 403) {
       admit = { ...admit, expires_at: new Date(0).toISOString() };
       showSession();
-      message("Your turn to take seats has ended. Join the line again for new seats.");
+      message("Your turn to take seats has ended: each fan gets one turn per sale.");
       return;
     }
     message(r.body.message || "Something went wrong; please try again.");
@@ -318,7 +317,7 @@ function showHold(h) {
       clearInterval(holdTimer);
       store.del("hold");
       store.del("pay");
-      message("Your hold ran out and the seats went back on sale." + (sessionOpen() ? " Choose again." : " Join the line again for new seats."));
+      message("Your hold ran out and the seats went back on sale." + (sessionOpen() ? " Choose again." : " Your turn to take new seats has ended."));
       toChoose();
     }
   };
@@ -363,7 +362,7 @@ async function pay() {
       showPaying(b);
       return;
     }
-    if (r.status === 410) { message("Your hold ran out before the payment. Nothing was charged." + (sessionOpen() ? " Choose again." : " Join the line again for new seats.")); store.del("hold"); store.del("pay"); toChoose(); return; }
+    if (r.status === 410) { message("Your hold ran out before the payment. Nothing was charged." + (sessionOpen() ? " Choose again." : " Your turn to take new seats has ended.")); store.del("hold"); store.del("pay"); toChoose(); return; }
     if (r.status === 422 && /idempotency/i.test(r.body.message || "")) attempt(h, true); // a key the core has seen for another body: the next press uses a new one
     message(r.body.message || "The payment could not start; please try again.");
   } catch (e) {
