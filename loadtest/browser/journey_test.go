@@ -16,7 +16,7 @@ func TestFanJourney(t *testing.T) {
 	s := newStack(t)
 	// The pre-queue lasts 40 s: time for a browser to start and see it twice
 	// on a busy machine. Admission is awaited until 30 s past the onsale.
-	const prequeue = 40 * time.Second
+	const prequeue = 60 * time.Second
 	ev := s.event(t, prequeue)
 	onsale := time.Now().Add(prequeue)
 	b := browser(t)
@@ -26,13 +26,13 @@ func TestFanJourney(t *testing.T) {
 	if err := chromedp.Do(fan, chromedp.Navigate(page)); err != nil {
 		t.Fatal(err)
 	}
-	until(t, fan, "the pre-queue countdown", `document.body.dataset.state === "prequeue" && /\d\d:\d\d/.test(document.getElementById("countdown").textContent)`, 15*time.Second)
-	shot(t, fan, "1-prequeue")
+	until(t, fan, "the pre-queue countdown", `document.body.dataset.state === "prequeue" && /\d:\d\d/.test(document.getElementById("countdown").textContent)`, 15*time.Second)
 	// A refresh in the pre-queue keeps the fan's identity (the visitor cookie).
 	if err := chromedp.Do(fan, chromedp.Reload()); err != nil {
 		t.Fatal(err)
 	}
 	until(t, fan, "the pre-queue again after a refresh", `document.body.dataset.state === "prequeue"`, 10*time.Second)
+	look(t, fan, "waiting-prequeue")
 
 	until(t, fan, "admission at onsale", `document.body.dataset.state === "admitted"`, time.Until(onsale)+30*time.Second)
 	shot(t, fan, "2-admitted")
@@ -54,7 +54,7 @@ func TestFanJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, fan, "the payment step", `!document.getElementById("paying").hidden && document.getElementById("checkout").href.includes("/checkout/")`, 10*time.Second)
-	shot(t, fan, "5-paying")
+	look(t, fan, "book-paying")
 	if err := chromedp.Do(fan, chromedp.Click(chromedp.ID("checkout"))); err != nil {
 		t.Fatal(err)
 	}

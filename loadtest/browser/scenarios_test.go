@@ -90,7 +90,7 @@ func TestOperatorPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, fan, "the fan's page saying paused", `document.body.dataset.state === "paused" && /paused/i.test(document.getElementById("state").textContent)`, 20*time.Second)
-	shot(t, fan, "fan-paused")
+	look(t, fan, "waiting-paused")
 	if err := chromedp.Do(op, chromedp.Click(chromedp.ID("pause"))); err != nil {
 		t.Fatal(err)
 	}
@@ -150,15 +150,15 @@ func TestRefreshKeepsPlace(t *testing.T) {
 	if err := chromedp.Do(fan, chromedp.Navigate(page)); err != nil {
 		t.Fatal(err)
 	}
-	until(t, fan, "a place in line", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("position").textContent)`, 20*time.Second)
-	place, _ := chromedp.Run(fan, chromedp.Evaluate[string](`document.getElementById("position").textContent`))
-	shot(t, fan, "waiting")
+	until(t, fan, "a place in line", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("ahead").textContent)`, 20*time.Second)
+	place, _ := chromedp.Run(fan, chromedp.Evaluate[string](`document.getElementById("ahead").textContent`))
+	look(t, fan, "waiting-line")
 	for i := range 2 {
 		if err := chromedp.Do(fan, chromedp.Reload()); err != nil {
 			t.Fatal(err)
 		}
-		until(t, fan, "the place after a refresh", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("position").textContent)`, 20*time.Second)
-		if got, _ := chromedp.Run(fan, chromedp.Evaluate[string](`document.getElementById("position").textContent`)); got != place {
+		until(t, fan, "the place after a refresh", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("ahead").textContent)`, 20*time.Second)
+		if got, _ := chromedp.Run(fan, chromedp.Evaluate[string](`document.getElementById("ahead").textContent`)); got != place {
 			t.Fatalf("refresh %d: place %s; want %s", i+1, got, place)
 		}
 	}
@@ -168,8 +168,8 @@ func TestRefreshKeepsPlace(t *testing.T) {
 	if err := chromedp.Do(second, chromedp.Navigate(page)); err != nil {
 		t.Fatal(err)
 	}
-	until(t, second, "the place in a second tab", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("position").textContent)`, 20*time.Second)
-	if got, _ := chromedp.Run(second, chromedp.Evaluate[string](`document.getElementById("position").textContent`)); got != place {
+	until(t, second, "the place in a second tab", `document.body.dataset.state === "waiting" && /\d/.test(document.getElementById("ahead").textContent)`, 20*time.Second)
+	if got, _ := chromedp.Run(second, chromedp.Evaluate[string](`document.getElementById("ahead").textContent`)); got != place {
 		t.Fatalf("second tab: place %s; want %s", got, place)
 	}
 	shot(t, second, "second-tab")

@@ -1,13 +1,18 @@
 // Waiting room: joins the queue (idempotent: a refresh or a second tab keeps
 // the same place), then polls the status as often as the gateway says
-// (poll_after_ms), and shows the state in words. When the fan's turn comes
-// it keeps the admit token for the booking page and offers the way in.
+// (poll_after_ms), and shows the state in words. Only state changes are
+// announced (aria-live); counters and countdowns are not. When the fan's
+// turn comes it keeps the admit token for the booking page (localStorage,
+// so another tab finds it), changes the tab's title, plays a short sound
+// and shows a notification if the fan allowed one. An event that needs an
+// account (join answers 401 identity_required) asks the fan to sign in;
+// otherwise signing in is offered.
 "use strict";
 
 const eventId = location.pathname.split("/")[2];
 const $ = (id) => document.getElementById(id);
-let firstAhead = null;
-let onsaleAt = null;
+const { api, el } = onsale;
+let firstAhead = null, onsaleAt = null, current = null, eventName = "", required = false, joinedAs = null;
 
 const words = {
   prequeue: "Waiting for the sale to open",
@@ -18,124 +23,246 @@ const words = {
   sold_out: "Sold out",
   ended: "You have had your turn",
   not_open: "The queue is not open yet",
+  signin: "Sign in to join the line",
 };
 
 function show(id, on) { $(id).hidden = !on; }
+function setText(id, text) { if ($(id).textContent !== text) $(id).textContent = text; }
 
+// setState changes the announced state only when it changes.
 function setState(state) {
-  const el = $("state");
-  el.textContent = words[state] || state;
-  el.className = "state " + state;
+  if (state === current) return;
+  current = state;
+  const e = $("state");
+  e.textContent = words[state] || state;
+  e.className = "state " + state;
   document.body.dataset.state = state;
+  show("prequeue", state === "prequeue");
+  show("line", state === "waiting" || state === "paused");
+  show("alerts", state === "prequeue" || state === "waiting" || state === "paused");
+  show("turn", state === "admitted");
+  show("ended", state === "ended");
+  if (state === "admitted") yourTurn();
+  else document.title = (eventName || "onsale") + " · " + (words[state] || "waiting room");
+  if (state === "ended") {
+    const b = localStorage.getItem("onsale.booking." + eventId) || localStorage.getItem("onsale.hold." + eventId);
+    if (b) { $("ended-booking").href = `/events/${eventId}/book`; $("ended-booking").hidden = false; }
+  }
+}
+function message(text) { setText("message", text || ""); }
+
+function minutes(seconds) {
+  const m = Math.max(1, Math.round(seconds / 60));
+  return m < 60 ? `${m} min` : `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 
-function wait(seconds) {
-  if (seconds < 0) return "waiting for the organisers to let people in";
-  if (seconds < 60) return "about a minute to go";
-  const m = Math.round(seconds / 60);
-  return "about " + (m < 60 ? `${m} min` : `${Math.floor(m / 60)} h ${m % 60} min`) + " to go";
-}
-
-function ahead(n) {
-  if (n === 0) return "you are next";
-  return n === 1 ? "1 person ahead of you" : `${n.toLocaleString("en-IN")} people ahead of you`;
+// eta says how long, and what bounds it: the rate the organisers let fans
+// in, or the number of fans allowed to shop at once (then the line moves
+// as others finish).
+function eta(r) {
+  if (r.state === "paused" || r.eta_seconds < 0) return "Nobody is being let in right now, so we cannot estimate your wait. You keep your place.";
+  if (r.ahead === 0) return "You are next.";
+  const s = r.eta_seconds || 0;
+  const about = s < 90 ? "About a minute" : "About " + minutes(s);
+  switch (r.bound_by) {
+    case "active_users":
+      return `${about}. Only a set number of fans can shop at once, so you go in as others finish.`;
+    case "rate":
+      return `${about}, at the pace fans are being let in.`;
+    default:
+      return `${about}, at the current pace.`;
+  }
 }
 
 function tickCountdown() {
-  if (!onsaleAt) return;
-  const s = Math.max(0, Math.round((onsaleAt - Date.now()) / 1000));
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-  $("countdown").textContent = (h ? h + ":" : "") + String(m).padStart(2, "0") + ":" + String(sec).padStart(2, "0");
+  if (!onsaleAt || current !== "prequeue") return;
+  setText("countdown", onsale.clock(onsaleAt - Date.now()));
 }
 setInterval(tickCountdown, 1000);
 
 function render(r) {
   setState(r.state);
-  $("message").textContent = r.message || "";
-  show("prequeue", r.state === "prequeue");
-  show("line", r.state === "waiting" || r.state === "paused");
-  show("turn", r.state === "admitted");
+  if (r.message) message(r.message);
+  else if (r.state !== "paused") message("");
   if (r.state === "prequeue" && r.onsale_at) {
     onsaleAt = Date.parse(r.onsale_at);
     tickCountdown();
   }
   if (r.state === "waiting" || r.state === "paused") {
-    $("position").textContent = r.position.toLocaleString("en-IN");
-    $("ahead").textContent = ahead(r.ahead);
-    $("eta").textContent = wait(r.eta_seconds);
+    setText("ahead", r.ahead.toLocaleString("en-IN"));
+    setText("eta", eta(r));
     const key = "onsale.firstAhead." + eventId;
     firstAhead = firstAhead ?? Number(sessionStorage.getItem(key) ?? r.ahead);
     sessionStorage.setItem(key, firstAhead);
-    $("progress").value = firstAhead > 0 ? Math.round(100 * (1 - r.ahead / firstAhead)) : 100;
-    if (r.state === "paused") $("message").textContent = "Admission is paused for a moment. You keep your place.";
+    const pct = firstAhead > 0 ? Math.round(100 * (1 - r.ahead / firstAhead)) : 100;
+    $("progress").value = pct;
+    $("progress").textContent = pct + "%";
+    if (r.state === "paused") message("Admission is paused for a moment. You keep your place.");
   }
   if (r.state === "admitted") {
-    sessionStorage.setItem("onsale.admit." + eventId, r.admit_token);
-    $("session-end").textContent = new Date(r.admit_expires_at).toLocaleTimeString();
+    localStorage.setItem("onsale.admit." + eventId, JSON.stringify({ token: r.admit_token, expires_at: r.admit_expires_at }));
+    setText("session-end", new Date(r.admit_expires_at).toLocaleTimeString([], { hour: "numeric", minute: "2-digit" }));
     $("go-book").href = `/events/${eventId}/book`;
   }
 }
 
-async function call(method, path) {
-  const res = await fetch(path, { method, headers: { Accept: "application/json" }, credentials: "same-origin" });
-  let body = {};
-  try { body = await res.json(); } catch (e) { /* not JSON */ }
-  return { status: res.status, body, retry: Number(res.headers.get("Retry-After") || 0) };
+// Turn alerts: the title (seen from another tab), a short sound and a
+// notification when allowed. The sound needs the browser's consent, given
+// by any click on the page (the alert button, for one).
+let audio = null;
+function unlockAudio() {
+  try {
+    audio = audio || new (window.AudioContext || window.webkitAudioContext)();
+    if (audio.state === "suspended") audio.resume();
+  } catch (e) { /* no sound then */ }
+}
+document.addEventListener("click", unlockAudio, { once: true });
+function chime() {
+  if (!audio || audio.state !== "running") return;
+  const t = audio.currentTime;
+  for (const [i, f] of [[0, 660], [1, 880]]) {
+    const o = audio.createOscillator(), g = audio.createGain();
+    o.frequency.value = f;
+    g.gain.setValueAtTime(0.0001, t + i * 0.2);
+    g.gain.exponentialRampToValueAtTime(0.3, t + i * 0.2 + 0.02);
+    g.gain.exponentialRampToValueAtTime(0.0001, t + i * 0.2 + 0.18);
+    o.connect(g).connect(audio.destination);
+    o.start(t + i * 0.2);
+    o.stop(t + i * 0.2 + 0.2);
+  }
+}
+function yourTurn() {
+  document.title = "Your turn! · " + (eventName || "onsale");
+  document.body.dataset.alerted = "1";
+  chime();
+  if ("Notification" in window && Notification.permission === "granted" && document.visibilityState !== "visible") {
+    try { new Notification("It's your turn", { body: `Choose your seats for ${eventName || "the show"} now.`, tag: "onsale-turn-" + eventId }); } catch (e) { /* some browsers need a service worker */ }
+  }
+}
+function setupAlerts() {
+  const s = $("notify-state");
+  if (!("Notification" in window)) { $("notify").textContent = "Play a sound when it's my turn"; }
+  else if (Notification.permission === "granted") { s.textContent = "We will alert you here when it's your turn."; }
+  $("notify").addEventListener("click", async () => {
+    unlockAudio();
+    if ("Notification" in window && Notification.permission === "default") {
+      try { await Notification.requestPermission(); } catch (e) { /* old browsers */ }
+    }
+    s.textContent = "Notification" in window && Notification.permission === "granted"
+      ? "We will alert you here when it's your turn, with a sound and a notification."
+      : "We will play a sound and change this tab's title when it's your turn.";
+  });
 }
 
 async function poll() {
   let wait = 2000;
   try {
-    const r = await call("GET", `/v1/events/${eventId}/queue/status`);
+    const r = await api("GET", `/v1/events/${eventId}/queue/status`);
     if (r.status === 200) {
       render(r.body);
       wait = r.body.poll_after_ms || 2000;
       if (r.body.state === "closed" || r.body.state === "sold_out") wait = 30000;
     } else if (r.status === 401 || r.status === 409) {
-      await join(); // no place yet, or the room was reset: (re)join
+      if (!(await join())) return; // no place yet, or the room was reset: (re)join
       wait = 500;
     } else if (r.status === 410) {
       setState(r.body.error === "session_ended" ? "ended" : "closed");
-      $("message").textContent = r.body.message;
+      message(r.body.message);
       return;
     } else {
-      $("message").textContent = "We are busy; your place is safe. Retrying…";
+      message("We are busy; your place is safe. Retrying…");
       wait = Math.max(2000, r.retry * 1000);
     }
   } catch (e) {
-    $("message").textContent = "Connection lost; your place is safe. Retrying…";
+    message("Connection lost; your place is safe. Retrying…");
   }
   setTimeout(poll, wait);
 }
 
+// join asks for a place; false when the fan must act first (sign in) or
+// there is nothing to wait for.
 async function join() {
-  const r = await call("POST", `/v1/events/${eventId}/queue`);
+  const a = onsale.account();
+  const r = await api("POST", `/v1/events/${eventId}/queue`, { token: a && a.token });
+  joinedAs = a ? a.token : null;
   if (r.status === 200) {
+    $("signin-card").hidden = required || !!a ? true : $("signin-card").hidden;
     render(r.body);
-  } else if (r.status === 409 && r.body.error === "not_open") {
+    return true;
+  }
+  if (r.status === 401 && (r.body.error === "identity_required" || r.body.error === "phone_not_verified")) {
+    if (a && r.body.error === "identity_required") onsale.signOut(); // the token is no longer good
+    required = true;
+    setState("signin");
+    message("This sale is for signed-in fans: one place in line and one ticket limit per person. Sign in with your mobile number to join.");
+    offerSignin(true);
+    return false;
+  }
+  if (r.status === 409 && r.body.error === "not_open") {
     setState("not_open");
-    $("message").textContent = "The queue opens at " + new Date(r.body.opens_at).toLocaleString() + ". Keep this page open.";
+    message("The queue opens at " + new Date(r.body.opens_at).toLocaleString() + ". Keep this page open.");
   } else if (r.status === 410) {
     setState(r.body.error === "session_ended" ? "ended" : "closed");
-    $("message").textContent = r.body.message;
+    message(r.body.message);
+    return false;
   } else if (r.status === 404) {
-    $("message").textContent = "There is no such event.";
+    message("There is no such event.");
+    return false;
   } else {
-    $("message").textContent = r.body.message || "We could not let you in the line just now; retrying…";
+    message(r.body.message || "We could not let you in the line just now; retrying…");
   }
+  return true;
 }
 
+// offerSignin shows the sign-in card: required (join waits for it) or
+// optional (to find the tickets later under My tickets, on any device).
+function offerSignin(must) {
+  if (onsale.account() && !must) return;
+  $("signin-card").hidden = false;
+  $("signin-title").textContent = must ? "Sign in to join the line" : "Sign in (optional)";
+  const box = $("signin");
+  if (must) {
+    onsale.signinForm(box, signedIn);
+    return;
+  }
+  box.textContent = "";
+  box.append(el("p", { text: "Sign in with your mobile number to find your tickets later in My tickets, on any device. You can also buy as a guest: we send the tickets to the phone or email you give at payment." }),
+    el("button", { type: "button", class: "secondary", id: "signin-open", text: "Sign in with my mobile number", onclick: () => onsale.signinForm(box, signedIn) }));
+}
+
+async function signedIn() {
+  onsale.accountBar($("account-bar"), signedOut);
+  $("signin-card").hidden = true;
+  if (required || current === "signin" || current === "prequeue" || current === null) {
+    // Before the draw a guest place is worth nothing over a new one: give
+    // it back and take the account's, so the purchase is the account's.
+    if (current === "prequeue") await api("DELETE", `/v1/events/${eventId}/queue`).catch(() => null);
+    current = null;
+    message("");
+    if (await join()) poll();
+    return;
+  }
+  message("You are signed in. You keep your place in line; what you buy in this turn is sent to the phone or email you give at payment.");
+}
+function signedOut() { if (!required) offerSignin(false); }
+
 async function start() {
+  setupAlerts();
+  onsale.accountBar($("account-bar"), signedOut);
   try {
-    const ev = await call("GET", `/v1/events/${eventId}`);
+    const ev = await api("GET", `/v1/events/${eventId}`);
     if (ev.status === 200) {
-      $("event-name").textContent = ev.body.name + " · " + ev.body.venue.name;
+      eventName = ev.body.name;
+      onsale.showHeader(ev.body);
       document.title = ev.body.name + " · waiting room";
     }
   } catch (e) { /* the line matters more than the title */ }
-  const first = await call("GET", `/v1/events/${eventId}/queue/status`);
-  if (first.status === 200) render(first.body); else await join();
-  poll();
+  const first = await api("GET", `/v1/events/${eventId}/queue/status`).catch(() => ({ status: 0 }));
+  let go = true;
+  if (first.status === 200) render(first.body);
+  else go = await join();
+  if (go && !required && !onsale.account()) offerSignin(false);
+  if (go) poll();
 }
 
 start();
