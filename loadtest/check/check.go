@@ -40,6 +40,7 @@ type Admission struct {
 	First      int64     // the first place it was given (a lapsed turn sends a fan back)
 	Position   int64     // its place in line when admitted
 	AdmittedAt time.Time // zero if never admitted
+	Account    string    // the account the fan signed in to ("" for a guest)
 }
 
 // Input names what the checker looks at.

@@ -20,6 +20,8 @@ type Crowd struct {
 	st      *Stats
 	pool    *fasthttp.HostClient
 	layout  layoutCache
+	sms     string  // the SMS sink's base URL when fans sign in (SignIn)
+	smsCl   *Client // its connections
 }
 
 // New is a crowd for the event at gateway (a base URL), on at most conns

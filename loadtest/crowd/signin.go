@@ -1,0 +1,156 @@
+package crowd
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Phone is fan n's mobile number: +91 98 and n in eight digits, so every
+// fan of a crowd (up to 100 million) has its own.
+func Phone(n int) string { return fmt.Sprintf("+9198%08d", n) }
+
+// codeIn finds the sign-in code in an SMS: the text's only run of exactly
+// six digits.
+var codeIn = regexp.MustCompile(`(?:^|\D)(\d{6})(?:\D|$)`)
+
+// Sign-in pacing: how long a fan waits for its code to arrive, how often it
+// looks, and the longest Retry-After it sits out before giving up.
+const (
+	codeWait     = 30 * time.Second
+	codeLookMin  = 200 * time.Millisecond
+	codeLookMax  = time.Second
+	maxSignInTry = 3
+	maxRetryWait = 30 * time.Second
+)
+
+// SignIn makes every fan sign in before it joins, as fans do when an event
+// requires an account: ask for a code for its phone (through the gateway),
+// read it from the SMS sink at sms (the payment simulator's base URL: GET
+// /sms?to=), verify it and join with the account token. Without SignIn the
+// fans are guests. conns bounds the connections to the sink.
+func (c *Crowd) SignIn(sms string, conns int) {
+	c.sms = sms
+	c.smsCl = NewClient(NewPool(sms, conns), 10*time.Second, c.st, false)
+}
+
+// signIn signs the fan in; false when it could not (every sign-in refused,
+// limited, or no code came), and the fan goes home. A wrong or expired code
+// (401) or a limit (429, waited out when its Retry-After is short) starts
+// over with a new code, at most maxSignInTry times.
+func (f *fan) signIn(ctx context.Context) bool {
+	st := f.crowd.st
+	phone := Phone(f.n)
+	for range maxSignInTry {
+		seen := len(f.crowd.readSMS(ctx, phone)) // a retry's code is in a new message
+		r := f.cl.Do(ctx, "auth code", "POST", f.crowd.url("/v1/auth/code"), map[string]any{"phone": phone})
+		switch r.Status {
+		case 202:
+			st.CodesRequested.Add(1)
+		case 429:
+			st.SignInLimited.Add(1)
+			if !f.sitOut(ctx, r) {
+				return false
+			}
+			continue
+		default:
+			st.SignInFailed.Add(1)
+			st.Fail(fmt.Sprintf("auth code %d", r.Status))
+			return false
+		}
+		code, ok := f.awaitCode(ctx, phone, seen)
+		if !ok {
+			st.SignInFailed.Add(1)
+			if ctx.Err() == nil {
+				st.Fail("no sign-in code by SMS")
+			}
+			return false
+		}
+		v := f.cl.Do(ctx, "auth verify", "POST", f.crowd.url("/v1/auth/verify"), map[string]any{"phone": phone, "code": code})
+		switch v.Status {
+		case 200:
+			tok, _ := v.Body["token"].(string)
+			acct, _ := v.Body["account"].(map[string]any)
+			if tok == "" || acct == nil {
+				st.SignInFailed.Add(1)
+				st.Fail("auth verify: no token or account")
+				return false
+			}
+			st.SignedIn.Add(1)
+			f.account = tok
+			f.trace.Account = idString(acct["id"])
+			return true
+		case 429:
+			st.SignInLimited.Add(1)
+			if !f.sitOut(ctx, v) {
+				return false
+			}
+		default: // 401 code_invalid: ask for a new code
+			st.SignInFailed.Add(1)
+		}
+	}
+	return false
+}
+
+// sitOut waits out a limit's Retry-After when it is short (false when it is
+// long, absent or the sale ends first: the fan gives up).
+func (f *fan) sitOut(ctx context.Context, r Reply) bool {
+	if r.Retry <= 0 || r.Retry > maxRetryWait {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(r.Retry):
+		return true
+	}
+}
+
+// awaitCode looks at the fan's SMS (past the first seen) until one carries
+// a code, for at most codeWait: the core may send it through its outbox.
+func (f *fan) awaitCode(ctx context.Context, phone string, seen int) (string, bool) {
+	deadline := time.Now().Add(codeWait)
+	wait := codeLookMin
+	for {
+		msgs := f.crowd.readSMS(ctx, phone)
+		for i := len(msgs) - 1; i >= seen && i >= 0; i-- {
+			if m := codeIn.FindStringSubmatch(msgs[i]); m != nil {
+				return m[1], true
+			}
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return "", false
+		}
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, codeLookMax)
+	}
+}
+
+// idString is a JSON id as text: a number without an exponent, or a string.
+func idString(v any) string {
+	if n, ok := v.(float64); ok {
+		return strconv.FormatFloat(n, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// readSMS is the bodies of the messages the sink has for phone, oldest
+// first (none when it does not answer).
+func (c *Crowd) readSMS(ctx context.Context, phone string) []string {
+	r := c.smsCl.Do(ctx, "sms (sink)", "GET", c.sms+"/sms?to="+url.QueryEscape(phone), nil)
+	msgs, _ := r.Body["messages"].([]any)
+	out := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		if m, ok := m.(map[string]any); ok {
+			out = append(out, fmt.Sprint(m["body"]))
+		}
+	}
+	return out
+}
