@@ -43,6 +43,8 @@ type Config struct {
 	Sweep       time.Duration `flag:"sweep" default:"5s" min:"100ms" help:"the core's sweep interval (for the checker's margin)"`
 	Conns       int           `flag:"conns" default:"1024" min:"1" help:"connections the crowd opens to the gateway at most"`
 	Watch       string        `flag:"watch" help:"processes to sample for CPU and memory, name=pid,... (children count with their parent)"`
+	Accounts    bool          `flag:"accounts" default:"true" help:"the event requires an account (sets the account_required dial) and every fan signs in first: a code by SMS, read from the payment simulator's sink; false: fans join as guests"`
+	Redis       string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"the gateway's Redis, where the checker counts the places in line per account (no such check when empty)"`
 }
 
 func main() {
@@ -69,12 +71,20 @@ func run(ctx context.Context, c Config) error {
 	// The pre-queue opens now, onsale shortly.
 	onsale := time.Now().Add(c.OnsaleIn).Truncate(time.Second)
 	if err := ops.SetDials(ctx, crowd.Dials{Onsale: onsale, PerMinute: c.PerMinute, MaxActive: c.MaxActive,
-		Session: c.Session, Claim: c.Claim}); err != nil {
+		Session: c.Session, Claim: c.Claim, AccountRequired: &c.Accounts}); err != nil {
 		return err
+	}
+	if ops.AccountRequired(ctx) != c.Accounts {
+		return fmt.Errorf("the gateway did not take account_required=%v", c.Accounts)
 	}
 	ev := ops.Event(ctx)
 	fmt.Printf("flashsale: %d fans for %d seats on event %d; onsale at %s; dials %d/min, %d active at most\n",
 		c.Fans, ev.Capacity, c.Event, onsale.Format("15:04:05"), c.PerMinute, c.MaxActive)
+	if c.Accounts {
+		fmt.Println("  the event requires an account (account_required on): every fan signs in with a code by SMS first; the bots do not")
+	} else {
+		fmt.Println("  guests may join (account_required off): fans do not sign in")
+	}
 	fmt.Printf("  forecast if nobody left before the session ends (W = the session dial): %v\n",
 		crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, c.Session, ev.Hold(), c.Sweep))
 
@@ -88,6 +98,9 @@ func run(ctx context.Context, c Config) error {
 	}()
 	start := time.Now()
 	cr := crowd.New(c.Gateway, c.Event, ev.BandCodes(), c.Conns, st)
+	if c.Accounts {
+		cr.SignIn(c.Paysim, c.Conns/4+1)
+	}
 	botsDone := cr.Bots(sale, c.Bots, start, c.OnsaleIn+c.Tail)
 	admissions := cr.Fans(sale, c.Fans, crowd.Arrival{OnsaleIn: c.OnsaleIn, Wall: c.Wall, Tail: c.Tail}, start)
 	stop()
@@ -98,7 +111,8 @@ func run(ctx context.Context, c Config) error {
 	fmt.Println("  the crowd is done; waiting for payments and refunds to settle…")
 	settle(ctx, c)
 	res, err := check.Run(ctx, check.Input{DatabaseURL: c.DatabaseURL, Event: c.Event, LedgerURL: c.Paysim + "/v1/ledger",
-		ProviderKey: c.ProviderKey, SweepInterval: c.Sweep, Samples: screens.Samples(), Admissions: admissions})
+		ProviderKey: c.ProviderKey, SweepInterval: c.Sweep, Samples: screens.Samples(), Admissions: admissions,
+		RedisURL: c.Redis, AccountsRequired: c.Accounts})
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,10 @@ func summary(c Config, st *crowd.Stats, o outcome) {
 		st.Joined.Load(), st.Admitted.Load(), st.Held.Load(), st.Taken.Load(), st.Limit.Load(), st.Paid.Load(), st.Confirmed.Load())
 	fmt.Printf("  payments failed %d, late payers refunded %d, closed the app or released %d, rejoined after a reset %d\n",
 		st.FailedPay.Load(), st.Refunded.Load(), st.Abandoned.Load(), st.Rejoin.Load())
+	if c.Accounts {
+		fmt.Printf("  sign-ins: codes requested %d, verified %d, refused %d (wrong or expired code, no SMS), limited %d (429); bot requests refused identity_required %d\n",
+			st.CodesRequested.Load(), st.SignedIn.Load(), st.SignInFailed.Load(), st.SignInLimited.Load(), st.BotsNoIdentity.Load())
+	}
 	fmt.Printf("  bot requests refused (401/429): %d; server errors: %d %v\n", st.BotRefused.Load(), st.Errors.Load(), st.ErrorsByKind())
 	for _, l := range o.lines(c, st) {
 		fmt.Println("  " + l)
@@ -121,6 +125,9 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 		},
 		Errors: st.ErrorsByKind(),
 	}
+	if c.Accounts {
+		r.SignIns = signIns(st)
+	}
 	for _, x := range res {
 		r.Checks = append(r.Checks, report.Check{Name: x.Name, Detail: x.Detail, Pass: x.Pass})
 	}
@@ -133,6 +140,17 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 			MemPeakMB: float64(u.MemPeak) / (1 << 20), Procs: u.Procs})
 	}
 	return report.Write(c.Report, r)
+}
+
+// signIns are the crowd's sign-ins for the report.
+func signIns(st *crowd.Stats) []report.Count {
+	return []report.Count{
+		{Name: "codes requested", Value: st.CodesRequested.Load(), Note: "POST /v1/auth/code answered 202: a code sent by SMS"},
+		{Name: "signed in", Value: st.SignedIn.Load(), Note: "POST /v1/auth/verify answered an account token"},
+		{Name: "failed", Value: st.SignInFailed.Load(), Note: "a code refused (wrong, expired, used), none arrived, or an error"},
+		{Name: "limited", Value: st.SignInLimited.Load(), Note: "429 rate_limited (per phone or per address)"},
+		{Name: "bots refused", Value: st.BotsNoIdentity.Load(), Note: "bot joins refused identity_required (bots never sign in)"},
+	}
 }
 
 // cpuChart is each watched process's CPU, in cores, by second after onsale.
