@@ -44,6 +44,7 @@ type Config struct {
 	Conns       int           `flag:"conns" default:"1024" min:"1" help:"connections the crowd opens to the gateway at most"`
 	Watch       string        `flag:"watch" help:"processes to sample for CPU and memory, name=pid,... (children count with their parent)"`
 	Accounts    bool          `flag:"accounts" default:"true" help:"the event requires an account (sets the account_required dial) and every fan signs in first: a code by SMS, read from the payment simulator's sink; false: fans join as guests"`
+	Note        string        `flag:"note" help:"a line the summary and the report show first (what the run changed, e.g. limits raised for the demo)"`
 	Redis       string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"the gateway's Redis, where the checker counts the places in line per account (no such check when empty)"`
 }
 

@@ -25,6 +25,14 @@ type outcome struct {
 // lines are the dials, the outcome and Little's law, for the summary and
 // the report.
 func (o outcome) lines(c Config, st *crowd.Stats) []string {
+	note := []string{"Accounts: none required (account_required off); the fans joined as guests."}
+	if c.Accounts {
+		note[0] = fmt.Sprintf("Accounts: required (account_required on); every fan signed in with a code by SMS before joining (%d signed in of %d who asked for a code), the bots never did.",
+			st.SignedIn.Load(), st.CodesRequested.Load())
+	}
+	if c.Note != "" {
+		note = append(note, c.Note)
+	}
 	end := fmt.Sprintf("not sold out when the %v deadline came (%.0f s after onsale)", c.Deadline, o.took.Seconds())
 	if o.soldOut > 0 {
 		end = fmt.Sprintf("sold out %.0f s after onsale (forecast about %.0f s)", o.soldOut.Seconds(), o.forecast.SoldOut.Seconds())
@@ -33,13 +41,12 @@ func (o outcome) lines(c Config, st *crowd.Stats) []string {
 	if o.allTaken > 0 {
 		taken = fmt.Sprintf("every seat held or sold %.0f s after onsale (forecast %.0f s)", o.allTaken.Seconds(), o.forecast.AllTaken.Seconds())
 	}
-	return []string{
+	return append(note,
 		fmt.Sprintf("Dials: %d let in a minute, %d sessions at most, sessions of %v; holds of %v; sweep every %v.",
 			c.PerMinute, c.MaxActive, c.Session, o.hold, c.Sweep),
 		fmt.Sprintf("Outcome: %s; %s.", taken, end),
 		fmt.Sprintf("Little's law with the sessions the crowd kept (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
-			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast),
-	}
+			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast))
 }
 
 // summary prints what the crowd saw, the outcome, the poll rate, latencies
