@@ -23,7 +23,11 @@ type Dials struct {
 	Queueing          string    `json:"queueing"` // random (pre-queue shuffled at onsale) or fifo
 	PowDifficulty     int       `json:"pow_difficulty"`
 	SoldOut           bool      `json:"sold_out"`
-	Version           int64     `json:"version"`
+	// AccountRequired: joining needs an account token with a verified
+	// phone (401 identity_required without one); off, guests join with a
+	// visitor id the gateway mints and signs. Default: Event.Dials.
+	AccountRequired bool  `json:"account_required"`
+	Version         int64 `json:"version"`
 	// Epoch names this incarnation of the event's room: set once, kept in
 	// queue tokens; a token of another epoch (Redis lost the room) rejoins.
 	Epoch string `json:"epoch"`
@@ -55,6 +59,7 @@ var DialList = []Dial{
 	{Name: "queueing", Field: func(d *Dials) any { return &d.Queueing }, Frozen: true},
 	{Name: "pow_difficulty", Field: func(d *Dials) any { return &d.PowDifficulty }},
 	{Name: "sold_out", Field: func(d *Dials) any { return &d.SoldOut }},
+	{Name: "account_required", Field: func(d *Dials) any { return &d.AccountRequired }},
 }
 
 // DefaultDials are the dials of an event the gateway sees for the first

@@ -103,10 +103,30 @@ type Store interface {
 	Seatmap(ctx context.Context, event int64) ([]byte, error)
 }
 
-// Event is what the room needs of an event from the core.
+// Event is what the room needs of an event from the core: its times, and
+// its size and kind for the default of the account_required dial.
 type Event struct {
 	OnsaleAt time.Time `json:"onsale_at"`
 	StartsAt time.Time `json:"starts_at"`
+	Seated   bool      `json:"seated"`
+	Capacity int       `json:"capacity"`
+}
+
+// StadiumCapacity is the size from which a seated event needs a verified
+// account by default: a sale that large (arenas, stadiums) is what ticket
+// scalpers' bots go for, and one place and one ticket limit per person is
+// only real when a person is a verified phone. Smaller seated events (a
+// cinema screen, a club) and standing events sell to guests by default;
+// operators flip the dial either way.
+const StadiumCapacity = 5000
+
+// Dials are the event's dials the first time the gateway sees it: the
+// defaults (DefaultDials) over its times, and account_required on for a
+// seated event of StadiumCapacity seats or more.
+func (e Event) Dials() Dials {
+	d := DefaultDials(e.OnsaleAt, e.StartsAt)
+	d.AccountRequired = e.Seated && e.Capacity >= StadiumCapacity
+	return d
 }
 
 // Catalog is the core's catalog as the room sees it. Event returns

@@ -146,11 +146,20 @@ func (c *Client) Stats(ctx context.Context, id int64) ([]byte, error) {
 	return c.get(ctx, fmt.Sprintf("/v1/events/%d/stats", id), "seat counts")
 }
 
-// Proxy passes the request to the core and its answer back as it is; it
-// returns an error (busy, core_unavailable) only when the core gave none.
-func (c *Client) Proxy(ctx *fasthttp.RequestCtx) error {
+// ClientAddrHeader tells the core the address of the fan a proxied
+// request came from (for its per-address limits): only gateways reach the
+// core, so it trusts this header, which Proxy always sets.
+const ClientAddrHeader = "X-Onsale-Client-Addr"
+
+// Proxy passes the request to the core, with ClientAddrHeader set to
+// clientAddr (whatever the client sent in it is replaced), and its answer
+// back as it is; it returns an error (busy, core_unavailable) only when the
+// core gave none.
+func (c *Client) Proxy(ctx *fasthttp.RequestCtx, clientAddr string) error {
 	req := &ctx.Request
 	req.Header.Del("Connection")
+	req.Header.Del(ClientAddrHeader) // every spelling and copy the client sent
+	req.Header.Set(ClientAddrHeader, clientAddr)
 	req.SetHost(c.proxy.Addr)
 	err := c.proxy.DoTimeout(req, &ctx.Response, proxyTimeout)
 	if err == nil {

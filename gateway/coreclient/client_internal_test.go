@@ -42,7 +42,7 @@ func TestReadsBesideAFullProxy(t *testing.T) {
 		var rc fasthttp.RequestCtx
 		rc.Request.Header.SetMethod("POST")
 		rc.Request.SetRequestURI("/v1/holds")
-		proxied <- c.Proxy(&rc)
+		proxied <- c.Proxy(&rc, "192.0.2.1")
 	}()
 	<-inHold // the proxy's one connection is taken
 
@@ -61,5 +61,40 @@ func TestReadsBesideAFullProxy(t *testing.T) {
 	case err := <-proxied:
 		t.Fatalf("the held proxy request ended early: %v", err)
 	default:
+	}
+}
+
+// The catalog's view of an event carries what the account_required dial's
+// default needs: seated and capacity, as the core serves them.
+func TestEventSizeAndDefaultDial(t *testing.T) {
+	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/events/1": // a stadium
+			fmt.Fprint(w, `{"id":1,"onsale_at":"2030-01-01T00:00:00Z","starts_at":"2030-01-02T00:00:00Z","seated":true,"capacity":40000}`)
+		case "/v1/events/2": // a cinema screen
+			fmt.Fprint(w, `{"id":2,"onsale_at":"2030-01-01T00:00:00Z","starts_at":"2030-01-02T00:00:00Z","seated":true,"capacity":200}`)
+		case "/v1/events/3": // a standing festival ground
+			fmt.Fprint(w, `{"id":3,"onsale_at":"2030-01-01T00:00:00Z","starts_at":"2030-01-02T00:00:00Z","seated":false,"capacity":60000}`)
+		case "/v1/events/4": // exactly the line
+			fmt.Fprint(w, `{"id":4,"onsale_at":"2030-01-01T00:00:00Z","starts_at":"2030-01-02T00:00:00Z","seated":true,"capacity":5000}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer core.Close()
+	c := New(core.URL, nil)
+	for _, tc := range []struct {
+		id       int64
+		seated   bool
+		capacity int
+		required bool
+	}{{1, true, 40000, true}, {2, true, 200, false}, {3, false, 60000, false}, {4, true, 5000, true}} {
+		ev, err := c.Event(context.Background(), tc.id)
+		if err != nil || ev.Seated != tc.seated || ev.Capacity != tc.capacity {
+			t.Fatalf("Event(%d) = %+v, %v; want seated %v capacity %d", tc.id, ev, err, tc.seated, tc.capacity)
+		}
+		if d := ev.Dials(); d.AccountRequired != tc.required || d.OnsaleAt != ev.OnsaleAt {
+			t.Errorf("Event(%d).Dials().AccountRequired = %v; want %v", tc.id, d.AccountRequired, tc.required)
+		}
 	}
 }

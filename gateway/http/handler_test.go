@@ -3,10 +3,12 @@ package http_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,6 +26,7 @@ import (
 	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/storetest"
 	"github.com/onsale/onsale/gateway/token"
+	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/admission"
 )
 
@@ -35,6 +38,7 @@ type fake struct {
 	handler fasthttp.RequestHandler
 	queue   *token.QueueSigner
 	core    atomic.Pointer[map[string]int] // path suffix: status the core answers
+	asked   atomic.Pointer[http.Request]   // the last request the core was asked
 }
 
 const fakeEvent = 7
@@ -61,6 +65,7 @@ func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
 	f := &fake{store: storetest.New()}
 	f.core.Store(&map[string]int{})
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.asked.Store(r.Clone(context.Background()))
 		for suffix, code := range *f.core.Load() {
 			if strings.HasSuffix(r.URL.Path, suffix) {
 				w.WriteHeader(code)
@@ -83,7 +88,7 @@ func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
 	key, _ := admission.GenerateKey()
 	ring, _ := token.NewRing(key)
 	f.queue, _ = token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	cfg := gwhttp.Config{Room: f.room, Core: core, Queue: f.queue, Admit: ring,
+	cfg := gwhttp.Config{Room: f.room, Core: core, Queue: f.queue, Admit: ring, Accounts: accountVerifier(),
 		AdminToken: adminToken, Log: log, IPRate: 1000, IPBurst: 1000}
 	if o.edit != nil {
 		o.edit(&cfg)
@@ -125,9 +130,14 @@ func TestErrorAnswers(t *testing.T) {
 	ev := fmt.Sprintf("/v1/events/%d", fakeEvent)
 	admin := fmt.Sprintf("/admin/v1/events/%d", fakeEvent)
 	auth := []string{"Authorization", "Bearer " + adminToken}
-	accounts := func(c *gwhttp.Config) { c.AccountSecret = []byte(accountSecret) }
-	required := func(c *gwhttp.Config) { accounts(c); c.RequireIdentity = true }
-	unverified := []string{"Authorization", "Bearer " + accountJWT(t, "acct-1", false)}
+	required := func(d *gateway.Dials) { d.AccountRequired = true }
+	bearer := func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
+	noKeysYet := func(c *gwhttp.Config) { c.Accounts = account.NewVerifier(nil) }
+	otherKey, _ := admission.GenerateKey()
+	forged, _, _ := account.NewSigner(otherKey).Account("1", true, time.Hour)
+	expired, _, _ := accountSigner.Account("1", true, -time.Minute)
+	holdGrant, _ := accountSigner.Sign(jwt.RegisteredClaims{Issuer: account.Issuer, Audience: jwt.ClaimStrings{"onsale-hold"},
+		Subject: "vis:x", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))})
 	for _, tc := range []struct {
 		name         string
 		dials        func(*gateway.Dials)
@@ -159,12 +169,22 @@ func TestErrorAnswers(t *testing.T) {
 		}, method: "POST", path: ev + "/queue", status: 409, code: gateway.ENotOpen, detail: "opens_at"},
 		{name: "join after close", dials: func(d *gateway.Dials) { d.ClosesAt = time.Now().Add(-time.Second) },
 			method: "POST", path: ev + "/queue", status: 410, code: gateway.EClosed},
-		{name: "join without an account where one is required", cfg: required, method: "POST", path: ev + "/queue",
+		{name: "join without an account where one is required", dials: required, method: "POST", path: ev + "/queue",
 			status: 401, code: gateway.EIdentity},
-		{name: "join with a forged account token", cfg: accounts, method: "POST", path: ev + "/queue",
-			hdr: []string{"Authorization", "Bearer x.y.z"}, status: 401, code: gateway.EIdentity},
-		{name: "join with an unverified phone", cfg: accounts, method: "POST", path: ev + "/queue", hdr: unverified,
+		{name: "join with a visitor cookie where an account is required", dials: required, method: "POST", path: ev + "/queue",
+			hdr: []string{"Cookie", "onsale_vid=" + visitorCookie(t)}, status: 401, code: gateway.EIdentity},
+		{name: "join with a malformed account token", method: "POST", path: ev + "/queue",
+			hdr: bearer("x.y.z"), status: 401, code: gateway.EIdentity},
+		{name: "join with an account token of another key", method: "POST", path: ev + "/queue",
+			hdr: bearer(forged), status: 401, code: gateway.EIdentity},
+		{name: "join with an expired account token", dials: required, method: "POST", path: ev + "/queue",
+			hdr: bearer(expired), status: 401, code: gateway.EIdentity},
+		{name: "join with a hold grant for an account token", dials: required, method: "POST", path: ev + "/queue",
+			hdr: bearer(holdGrant), status: 401, code: gateway.EIdentity},
+		{name: "join with an unverified phone", method: "POST", path: ev + "/queue", hdr: bearer(accountJWT(t, "1", false)),
 			status: 403, code: gateway.EPhoneUnverified},
+		{name: "join with an account before the core's keys are known", cfg: noKeysYet, dials: required, method: "POST",
+			path: ev + "/queue", hdr: bearer(accountJWT(t, "1", true)), status: 503, code: gateway.EUnavailable, retryAfter: true},
 		{name: "join without proof of work", dials: func(d *gateway.Dials) { d.PowDifficulty = 20 },
 			method: "POST", path: ev + "/queue", status: 428, code: gateway.EProofOfWork, detail: "challenge"},
 		{name: "admin without a token", method: "GET", path: admin, status: 401, code: gateway.EUnauthorized, authenticate: true},
@@ -329,15 +349,192 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-const accountSecret = "account-secret"
+// accountSigner stands in for the core's signing key: it signs account
+// tokens as the core does; accountVerifier is what a gateway builds from
+// the core's JWKS.
+var accountSigner = func() *account.Signer {
+	k, err := admission.GenerateKey()
+	if err != nil {
+		panic(err)
+	}
+	return account.NewSigner(k)
+}()
 
-// accountJWT is an account token as the accounts service signs it.
-func accountJWT(t *testing.T, sub string, phoneVerified bool) string {
+func accountVerifier() *account.Verifier {
+	pub := accountSigner.PublicKey()
+	return account.NewVerifier(map[string]ed25519.PublicKey{admission.KeyID(pub): pub})
+}
+
+// accountJWT is an account token as the core signs it.
+func accountJWT(t testing.TB, sub string, phoneVerified bool) string {
 	t.Helper()
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "phone_verified": phoneVerified,
-		"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(accountSecret))
+	tok, _, err := accountSigner.Account(sub, phoneVerified, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// visitorCookie is a visitor cookie a gateway of the tests' queue secret
+// minted.
+func visitorCookie(t testing.TB) string {
+	t.Helper()
+	q, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
+	_, c := q.NewVisitor()
+	return c
+}
+
+// A guest's identity is always one a gateway minted: a cookie the client
+// made up (an id of its choosing, unsigned, or with a mac copied from
+// another id) is replaced by a fresh id, and the chosen id is never the
+// identity of a place in line; a minted cookie keeps its id.
+func TestVisitorIdentity(t *testing.T) {
+	f := newFake(t, openDials())
+	path := fmt.Sprintf("/v1/events/%d/queue", fakeEvent)
+	identity := func(r resp) string {
+		t.Helper()
+		q, err := f.queue.Verify(r.body["queue_token"].(string), fakeEvent)
+		if r.status != 200 || err != nil {
+			t.Fatalf("join = %d %s (%v)", r.status, r.raw, err)
+		}
+		return q.Identity()
+	}
+	minted := func(r resp) string {
+		for _, c := range (&http.Response{Header: http.Header{"Set-Cookie": r.header.Values("Set-Cookie")}}).Cookies() {
+			if c.Name == "onsale_vid" {
+				return c.Value
+			}
+		}
+		return ""
+	}
+	first := f.call("POST", path, "")
+	cookie := minted(first)
+	id, _ := f.queue.Visitor(cookie)
+	if got := identity(first); cookie == "" || got != "vis:"+id {
+		t.Fatalf("first join: identity %q, cookie %q; want vis:<the minted id>", got, cookie)
+	}
+	// The minted cookie keeps its place and is not replaced.
+	again := f.call("POST", path, "", "Cookie", "onsale_vid="+cookie)
+	if got := identity(again); got != "vis:"+id || minted(again) != "" || again.body["position"] != first.body["position"] {
+		t.Fatalf("join with the minted cookie = %q %s; want the same identity and place, no new cookie", got, again.raw)
+	}
+	const chosen = "AAAAAAAAAAAAAAAAAAAAAA" // a well-formed id the client picked
+	mac := cookie[strings.IndexByte(cookie, '.')+1:]
+	for _, tc := range []struct{ name, cookie string }{
+		{"a chosen id", chosen},
+		{"a chosen id with another id's mac", chosen + "." + mac},
+		{"a chosen id with a made-up mac", chosen + ".bm90LWEtbWFj"},
+		{"an old unsigned cookie", "legacy-visitor-id-0123456789"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := f.call("POST", path, "", "Cookie", "onsale_vid="+tc.cookie)
+			got, fresh := identity(r), minted(r)
+			freshID, ok := f.queue.Visitor(fresh)
+			if !ok || got != "vis:"+freshID || strings.Contains(got, chosen) || got == "vis:"+id {
+				t.Fatalf("join with cookie %q: identity %q, new cookie %q; want a freshly minted id", tc.cookie, got, fresh)
+			}
+		})
+	}
+	// Control: the chosen id holds no place (its status poll is refused
+	// for want of a token, and leaving as it has nothing to leave).
+	if out, err := f.store.Leave(ctx, fakeEvent, "vis:"+chosen); err != nil || out != gateway.LeaveNone {
+		t.Fatalf("Leave(vis:%s) = %v, %v; want none: the chosen id never joined", chosen, out, err)
+	}
+}
+
+// Every proxied route reaches the core with the fan's address in
+// X-Onsale-Client-Addr, whatever the client put there.
+func TestProxyClientAddr(t *testing.T) {
+	f := newFake(t, openDials())
+	for _, tc := range []struct{ method, path string }{
+		{"POST", "/v1/auth/code"}, {"POST", "/v1/auth/verify"}, {"GET", "/v1/me"}, {"PATCH", "/v1/me"},
+		{"GET", "/v1/me/bookings"}, {"POST", "/v1/gate/scan"}, {"GET", "/v1/gate/offline"}, {"POST", "/v1/holds"},
+		{"GET", "/v1/bookings/3"}, {"GET", "/v1/events"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			var ctx fasthttp.RequestCtx
+			var req fasthttp.Request
+			req.Header.SetMethod(tc.method)
+			req.SetRequestURI(tc.path)
+			req.Header.Add("X-Onsale-Client-Addr", "10.9.9.9")       // a client's lie
+			req.Header.Add("x-onsale-client-addr", "10.8.8.8")       // and another spelling
+			req.Header.Add("X-Forwarded-For", "10.7.7.7, 192.0.2.1") // not trusted either
+			ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 40000}, nil)
+			f.asked.Store(nil)
+			f.handler(&ctx)
+			got := f.asked.Load()
+			if got == nil || got.URL.Path != tc.path || got.Method != tc.method {
+				t.Fatalf("%s %s reached the core as %v (answer %d %s)", tc.method, tc.path, got, ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			if v := got.Header.Values("X-Onsale-Client-Addr"); len(v) != 1 || v[0] != "203.0.113.7" {
+				t.Fatalf("X-Onsale-Client-Addr at the core = %q; want [203.0.113.7]", v)
+			}
+		})
+	}
+}
+
+// Pages: each route serves its page under the strict CSP; only the gate's
+// scanner may use the camera.
+func TestPageHeaders(t *testing.T) {
+	f := newFake(t, openDials())
+	for _, tc := range []struct {
+		path, camera string
+	}{
+		{"/events/7", "camera=()"}, {"/admin/", "camera=()"}, {"/me", "camera=()"}, {"/tickets/12", "camera=()"},
+		{"/signin", "camera=()"}, {"/gate", "camera=(self)"},
+	} {
+		r := f.call("GET", tc.path, "")
+		if r.status == 404 {
+			t.Logf("GET %s: the page is not in this build yet", tc.path)
+			continue
+		}
+		if csp := r.header.Get("Content-Security-Policy"); r.status != 200 || !strings.Contains(csp, "script-src 'self';") || strings.Contains(csp, "unsafe") {
+			t.Errorf("GET %s = %d, CSP %q; want 200 under the strict CSP", tc.path, r.status, csp)
+		}
+		if pp := r.header.Get("Permissions-Policy"); !strings.HasPrefix(pp, tc.camera+",") {
+			t.Errorf("GET %s: Permissions-Policy %q; want %s", tc.path, pp, tc.camera)
+		}
+	}
+}
+
+// What a fan reads while the room is full: the fan at the front of the
+// line is told it waits for a session to end (bound_by active_users, about
+// a session's length with one place), not the rate dial's second; the
+// admitted fan's reply says when its session ends.
+func TestStatusWhenTheRoomIsFull(t *testing.T) {
+	d := openDials()
+	d.TotalActiveUsers, d.SessionSeconds = 1, 600
+	f := newFake(t, d)
+	path := fmt.Sprintf("/v1/events/%d/queue", fakeEvent)
+	a, b := f.call("POST", path, ""), f.call("POST", path, "")
+	bearerOf := func(r resp) []string { return []string{"Authorization", "Bearer " + r.body["queue_token"].(string)} }
+	f.store.Serve(fakeEvent, 1)
+	if err := f.room.Refresh(ctx, fakeEvent); err != nil {
+		t.Fatal(err)
+	}
+	in := f.call("GET", path+"/status", "", bearerOf(a)...)
+	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(in.body["admit_expires_at"]))
+	if in.body["state"] != gateway.StateAdmitted || err != nil || time.Until(until) < 590*time.Second || time.Until(until) > 601*time.Second {
+		t.Fatalf("admitted reply = %s; want admit_expires_at the session's end, ten minutes on", in.raw)
+	}
+	if err := f.room.Refresh(ctx, fakeEvent); err != nil {
+		t.Fatal(err)
+	}
+	st := f.call("GET", path+"/status", "", bearerOf(b)...)
+	if st.body["state"] != gateway.StateWaiting || st.body["ahead"] != 0.0 || st.body["bound_by"] != "active_users" || st.body["eta_seconds"] != 600.0 {
+		t.Fatalf("status at the front of a full room = %s; want 0 ahead, bound_by active_users, eta 600 s", st.raw)
+	}
+	// The admitted fan is done: the next join says its turn is over, and
+	// that what it holds or bought is still its own.
+	f.call("DELETE", path, "", bearerOf(a)...)
+	var vid string
+	for _, c := range (&http.Response{Header: http.Header{"Set-Cookie": a.header.Values("Set-Cookie")}}).Cookies() {
+		if c.Name == "onsale_vid" {
+			vid = c.Value
+		}
+	}
+	again := f.call("POST", path, "", "Cookie", "onsale_vid="+vid)
+	if again.status != 410 || again.body["error"] != gateway.ESessionEnded || !strings.Contains(fmt.Sprint(again.body["message"]), "still yours") {
+		t.Fatalf("join after the session = %d %s; want 410 session_ended saying holds and tickets stay the fan's", again.status, again.raw)
+	}
 }

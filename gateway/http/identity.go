@@ -3,49 +3,67 @@ package http
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway"
-	"github.com/onsale/onsale/gateway/token"
+	"github.com/onsale/onsale/shared/account"
 )
 
 const visitorCookie = "onsale_vid"
 
-// identity is the fan joining: an account (from an account JWT with a
-// verified phone) or, unless identity is required, the visitor cookie. One
-// identity holds one place, so tabs, devices and refreshes share it.
-// Errors: identity_required (no or a bad account token where one is
-// needed), phone_not_verified.
-func (s *Server) identity(ctx *fasthttp.RequestCtx) (string, error) {
-	if auth := string(ctx.Request.Header.Peek("Authorization")); strings.HasPrefix(auth, "Bearer ") && len(s.cfg.AccountSecret) > 0 {
-		var c struct {
-			jwt.RegisteredClaims
-			PhoneVerified bool `json:"phone_verified"`
-		}
-		_, err := jwt.ParseWithClaims(strings.TrimPrefix(auth, "Bearer "), &c, func(*jwt.Token) (any, error) { return s.cfg.AccountSecret, nil },
-			jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
-		switch {
-		case err != nil || c.Subject == "":
-			return "", gateway.Errorf(gateway.EIdentity, "the account token is not valid")
-		case !c.PhoneVerified:
-			return "", gateway.Errorf(gateway.EPhoneUnverified, "verify your phone number to join the queue")
-		}
-		return "acct:" + c.Subject, nil
+// identity is the fan joining. A request with an account token (Bearer)
+// is that account's, "acct:<id>", whatever the event: the token must verify
+// against the core's keys and carry phone_verified. Without one, an event
+// whose account_required dial is on refuses the join; any other takes a
+// guest, "vis:<id>", the id from the signed visitor cookie, or a fresh one
+// minted here (a missing, unsigned or forged cookie: a client never
+// chooses its identity). One identity holds one place, so tabs, devices
+// and refreshes share it.
+// Errors: identity_required (no account token where one is needed, or a
+// bad one), phone_not_verified, unavailable (the core's keys are not known
+// yet: the gateway started before the core and cannot tell).
+func (s *Server) identity(ctx *fasthttp.RequestCtx, accountRequired bool) (string, error) {
+	if tok, ok := bearer(ctx); ok {
+		return s.account(tok)
 	}
-	if s.cfg.RequireIdentity {
-		return "", gateway.Errorf(gateway.EIdentity, "sign in with a verified phone number to join the queue")
+	if accountRequired {
+		return "", gateway.Errorf(gateway.EIdentity, "this sale is for signed-in fans: sign in with your phone number to join the queue")
 	}
-	vid := string(ctx.Request.Header.Cookie(visitorCookie))
-	if len(vid) < 16 || len(vid) > 64 {
-		vid = token.NewVisitorID()
-		setCookie(ctx, visitorCookie, vid, 30*24*time.Hour)
+	if id, ok := s.cfg.Queue.Visitor(string(ctx.Request.Header.Cookie(visitorCookie))); ok {
+		return "vis:" + id, nil
 	}
-	return "vis:" + vid, nil
+	id, cookie := s.cfg.Queue.NewVisitor()
+	setCookie(ctx, visitorCookie, cookie, 30*24*time.Hour)
+	return "vis:" + id, nil
+}
+
+// account verifies an account token (shared/account, against the core's
+// JWKS) and returns its identity.
+func (s *Server) account(tok string) (string, error) {
+	if s.cfg.Accounts == nil || len(s.cfg.Accounts.Keys()) == 0 {
+		return "", gateway.Errorf(gateway.EUnavailable, "sign-in cannot be checked right now; try again in a moment")
+	}
+	c, err := s.cfg.Accounts.Verify(tok)
+	switch {
+	case errors.Is(err, account.ErrExpired):
+		return "", gateway.Errorf(gateway.EIdentity, "your sign-in has expired: sign in again")
+	case err != nil:
+		return "", gateway.Errorf(gateway.EIdentity, "the account token is not valid: sign in again")
+	case !c.PhoneVerified:
+		return "", gateway.Errorf(gateway.EPhoneUnverified, "verify your phone number to join the queue")
+	}
+	return c.Identity(), nil
+}
+
+// bearer is the request's Authorization bearer token, if any.
+func bearer(ctx *fasthttp.RequestCtx) (string, bool) {
+	tok, ok := strings.CutPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer ")
+	return tok, ok && tok != ""
 }
 
 // proofOfWork checks the X-Pow header against the event's difficulty dial:

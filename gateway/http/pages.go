@@ -33,8 +33,21 @@ func serveFile(ctx *fasthttp.RequestCtx, name string) error {
 	ctx.Response.Header.Set("Cache-Control", "public, max-age=60")
 	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
 	ctx.Response.Header.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	ctx.Response.Header.Set("Permissions-Policy", permissions(name))
 	ctx.SetBody(b)
 	return nil
+}
+
+// permissions is a page's Permissions-Policy: no page may use the camera,
+// the microphone or the location but the gate's scanner, which reads QR
+// codes from the camera (getUserMedia, this origin only; the CSP needs no
+// change: a camera stream is not a fetch). Frames get nothing either way
+// (frame-ancestors 'none').
+func permissions(name string) string {
+	if name == "gate.html" {
+		return "camera=(self), microphone=(), geolocation=()"
+	}
+	return "camera=(), microphone=(), geolocation=()"
 }
 
 // webConfig tells the pages where the payment provider's checkout is.

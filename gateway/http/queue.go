@@ -16,13 +16,22 @@ import (
 	"github.com/onsale/onsale/gateway/token"
 )
 
-// queueReply is what join and status answer a fan.
+// queueReply is what join and status answer a fan. Ahead is the number a
+// fan is shown: fans in line before it who have not been let in yet.
+// Position is the place's number since the line opened, so it counts the
+// fans already let in too: it orders places (tools and the demo's checker
+// read it), it is not a count to show. EtaSeconds estimates when the
+// fan's place is offered (-1: unknown, nobody is being let in), and
+// BoundBy says what sets the pace: "rate" (the new_users_per_minute dial),
+// "active_users" (the room is full, or will be before the fan's turn: the
+// line moves as fast as sessions end), or "paused".
 type queueReply struct {
 	State          string     `json:"state"`
 	QueueToken     string     `json:"queue_token,omitempty"`
 	Position       int64      `json:"position,omitempty"`
 	Ahead          int64      `json:"ahead"`
 	EtaSeconds     int64      `json:"eta_seconds"`
+	BoundBy        string     `json:"bound_by,omitempty"`
 	PollAfterMs    int64      `json:"poll_after_ms"`
 	OnsaleAt       *time.Time `json:"onsale_at,omitempty"`
 	AdmitToken     string     `json:"admit_token,omitempty"`
@@ -45,6 +54,14 @@ func setCookie(ctx *fasthttp.RequestCtx, name, value string, maxAge time.Duratio
 
 func clearCookie(ctx *fasthttp.RequestCtx, event int64) {
 	setCookie(ctx, cookieName(event), "", -time.Hour)
+}
+
+// sessionEnded is the answer to a fan whose one turn in the sale is over
+// (its session ran out or it left, or it gave up its place): it cannot
+// queue again, but what it holds or bought does not depend on the session.
+func sessionEnded() error {
+	return gateway.Errorf(gateway.ESessionEnded, "your turn in this sale is over: each fan gets one. "+
+		"Seats you hold or bought are still yours: pay for them on the booking page, and find your tickets under My tickets")
 }
 
 // unavailableFor is the fail-closed answer when the store cannot be reached.
@@ -74,10 +91,6 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	if err := limit(s.ipLimit, clientIP(ctx)); err != nil {
 		return err
 	}
-	identity, err := s.identity(ctx)
-	if err != nil {
-		return err
-	}
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	v, err := s.room.Ensure(c, ev)
@@ -86,6 +99,10 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 		return gateway.Errorf(gateway.ENotFound, "no such event")
 	case err != nil:
 		return unavailableFor("take new arrivals")
+	}
+	identity, err := s.identity(ctx, v.Dials.AccountRequired)
+	if err != nil {
+		return err
 	}
 	if err := proofOfWork(ctx, ev, identity, v.Dials.PowDifficulty); err != nil {
 		return err
@@ -108,7 +125,7 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	case gateway.StateClosed:
 		return gateway.Errorf(gateway.EClosed, "the sale is closed")
 	case gateway.StateEnded:
-		return gateway.Errorf(gateway.ESessionEnded, "you have had your turn in this sale")
+		return sessionEnded()
 	}
 	tok, err := s.cfg.Queue.Sign(ev, identity, r.Position, 0, v.Dials.Epoch)
 	if err != nil {
@@ -141,17 +158,12 @@ func describe(v room.View, q *token.Queue, now time.Time) queueReply {
 		return r
 	}
 	r.Ahead = max(0, q.Position-tk.Serving-1)
-	rate := v.OfferRate
-	if rate <= 0 && !d.Paused {
-		rate = float64(d.NewUsersPerMinute)
-	}
+	r.EtaSeconds, r.BoundBy = eta(v, r.Ahead)
 	// Poll often enough never to miss a turn: a third of the claim window at most.
 	longest := clamp(int64(d.ClaimSeconds)*1000/3, 1000, 30000)
-	if rate > 0 {
-		r.EtaSeconds = int64(math.Ceil(float64(r.Ahead) / rate * 60))
+	if r.EtaSeconds >= 0 {
 		r.PollAfterMs = clamp(r.EtaSeconds*1000/10, 1000, longest)
 	} else {
-		r.EtaSeconds = -1 // unknown: nobody is being let in
 		r.PollAfterMs = longest
 	}
 	if d.Paused {
@@ -161,6 +173,51 @@ func describe(v room.View, q *token.Queue, now time.Time) queueReply {
 	}
 	r.PollAfterMs = jitter(r.PollAfterMs)
 	return r
+}
+
+// Bounds of a fan's wait (queueReply.BoundBy).
+const (
+	boundRate        = "rate"
+	boundActiveUsers = "active_users"
+	boundPaused      = "paused"
+)
+
+// eta estimates the seconds until the place of a fan with ahead fans before
+// it is offered, and what bounds the wait. The line moves at the rate dial
+// while the room has space (the cap, total_active_users, less the live
+// sessions and open offers); once it is full, a place is offered only when
+// a session ends. Sessions end at least as fast as cap / session_seconds
+// (each ends by then; fans who finish early end theirs sooner): while the
+// room is full, the rate measured over the last minute (View.OfferRate)
+// is used when it is faster, never faster than the dial. So the ahead+1
+// offers this fan waits for are: first those the free room takes, at the
+// dial; the rest at the slower of the dial and the sessions' turnover.
+// -1 when nobody is being let in (paused, a rate of zero, a cap of zero).
+func eta(v room.View, ahead int64) (int64, string) {
+	d, tk := v.Dials, v.Tick
+	rate := float64(d.NewUsersPerMinute) // per minute
+	switch {
+	case d.Paused:
+		return -1, boundPaused
+	case rate <= 0:
+		return -1, boundRate
+	case d.TotalActiveUsers <= 0:
+		return -1, boundActiveUsers
+	}
+	n := float64(ahead + 1) // the fans ahead, then this fan
+	free := float64(max(0, int64(d.TotalActiveUsers)-tk.Active-tk.Offers))
+	if n <= free {
+		return int64(math.Ceil(n / rate * 60)), boundRate
+	}
+	turnover := float64(d.TotalActiveUsers) * 60 / float64(max(d.SessionSeconds, 1))
+	if free == 0 && v.OfferRate > turnover {
+		turnover = v.OfferRate
+	}
+	bound := boundActiveUsers
+	if turnover >= rate {
+		turnover, bound = rate, boundRate
+	}
+	return int64(math.Ceil((free/rate + (n-free)/turnover) * 60)), bound
 }
 
 // jitter spreads polls by +-25% so a crowd told the same interval (at
@@ -238,7 +295,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 			// The fan left the pre-queue (or had its session): what the
 			// claim path answers such a fan.
 			clearCookie(ctx, ev)
-			return gateway.Errorf(gateway.ESessionEnded, "you have had your turn in this sale")
+			return sessionEnded()
 		}
 		if err == nil && pos > 0 {
 			q.Position = pos
@@ -271,7 +328,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 			}
 		case st == gateway.ClaimEnded:
 			clearCookie(ctx, ev)
-			return gateway.Errorf(gateway.ESessionEnded, "you have had your turn in this sale")
+			return sessionEnded()
 		case st == gateway.ClaimPaused:
 			r.State = gateway.StatePaused
 		}

@@ -29,7 +29,9 @@ type route struct {
 // routes is the gateway's surface, matched top to bottom: the first row
 // whose pattern and method both match serves the request. A row without a
 // method after a route's methods answers the others 405; the rest of the
-// booking API (catalog, holds, payments, bookings) goes to the core.
+// booking API (catalog, holds, payments, bookings), sign-in (/v1/auth),
+// the fan's account (/v1/me) and the gate's check-in (/v1/gate) go to
+// the core.
 var routes = compile([]route{
 	{method: "", pattern: "/healthz", name: "healthz", handle: (*Server).healthz},
 	{method: "", pattern: "/readyz", name: "readyz", handle: (*Server).readyz},
@@ -51,6 +53,10 @@ var routes = compile([]route{
 
 	{method: "GET", pattern: "/events/{name}", name: "page", handle: page("waiting.html")},
 	{method: "GET", pattern: "/events/{name}/book", name: "page", handle: page("book.html")},
+	{method: "GET", pattern: "/me", name: "page", handle: page("me.html")},
+	{method: "GET", pattern: "/tickets/{name}", name: "page", handle: page("tickets.html")},
+	{method: "GET", pattern: "/signin", name: "page", handle: page("signin.html")},
+	{method: "GET", pattern: "/gate", name: "page", handle: page("gate.html")},
 	{method: "GET", pattern: "/admin", name: "page", handle: page("admin.html")},
 	{method: "GET", pattern: "/admin/", name: "page", handle: page("admin.html")},
 	{method: "GET", pattern: "/static/{name}", name: "static", handle: (*Server).static},
@@ -59,6 +65,9 @@ var routes = compile([]route{
 	{method: "", pattern: "/v1/events/*", name: "proxy", handle: (*Server).proxy},
 	{method: "", pattern: "/v1/holds/*", name: "proxy", handle: (*Server).proxy},
 	{method: "", pattern: "/v1/bookings/*", name: "proxy", handle: (*Server).proxy},
+	{method: "", pattern: "/v1/auth/*", name: "proxy", handle: (*Server).proxy},
+	{method: "", pattern: "/v1/me/*", name: "proxy", handle: (*Server).proxy}, // /v1/me itself too
+	{method: "", pattern: "/v1/gate/*", name: "proxy", handle: (*Server).proxy},
 })
 
 // unmatched answers what no row matches.

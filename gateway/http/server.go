@@ -29,6 +29,7 @@ import (
 	"github.com/onsale/onsale/gateway/coreclient"
 	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/token"
+	"github.com/onsale/onsale/shared/account"
 )
 
 // Config is what a Server is built from.
@@ -42,10 +43,11 @@ type Config struct {
 	// AdminToken guards /admin/ (compared in constant time); empty: no
 	// operators' API.
 	AdminToken string
-	// AccountSecret verifies account JWTs (HS256, with phone_verified);
-	// RequireIdentity refuses joins without one.
-	AccountSecret   []byte
-	RequireIdentity bool
+	// Accounts verifies account tokens (the core's, EdDSA, its keys from
+	// the core's JWKS, refreshed by the caller). Nil, or no keys yet: an
+	// account token is answered 503 unavailable (the gateway cannot tell a
+	// good one from a forged one), never 401.
+	Accounts *account.Verifier
 	// MaxTickets is the ticket limit put in admit tokens (0: the event's).
 	MaxTickets int
 	// CheckoutURL is the payment provider's hosted checkout, for the pages.

@@ -370,15 +370,10 @@ func TestAdmin(t *testing.T) {
 }
 
 func TestIdentityAndProofOfWork(t *testing.T) {
-	secret := []byte("account-secret")
-	g := newGateway(t, redistest.Addrs(t, false), func(c *gwhttp.Config) { c.AccountSecret, c.RequireIdentity = secret, true })
-	g.dials(t, func(d *gateway.Dials) {})
-	acct := func(sub string, verified bool) string {
-		tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "phone_verified": verified,
-			"exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
-		return "Bearer " + tok
-	}
-	if r := g.do(t, g.fan(), "POST", g.path("/queue"), ""); r.status != 401 {
+	g := newGateway(t, redistest.Addrs(t, false), func(c *gwhttp.Config) { c.Accounts = accountVerifier() })
+	g.dials(t, func(d *gateway.Dials) { d.AccountRequired = true })
+	acct := func(sub string, verified bool) string { return "Bearer " + accountJWT(t, sub, verified) }
+	if r := g.do(t, g.fan(), "POST", g.path("/queue"), ""); r.status != 401 || r.body["error"] != gateway.EIdentity {
 		t.Fatalf("join without identity = %d %s", r.status, r.raw)
 	}
 	if r := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u1", false)); r.status != 403 {
@@ -388,6 +383,19 @@ func TestIdentityAndProofOfWork(t *testing.T) {
 	b := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u1", true)) // another device
 	if a.status != 200 || b.body["position"] != a.body["position"] {
 		t.Fatalf("one account on two devices: %s / %s; want one place", a.raw, b.raw)
+	}
+	q, err := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := q.Verify(a.body["queue_token"].(string), g.event); err != nil || tok.Identity() != "acct:u1" {
+		t.Fatalf("queue token of an account = %+v, %v; want identity acct:u1", tok, err)
+	}
+	// The operators turn the dial off: guests join, each with a visitor id
+	// the gateway minted.
+	g.dials(t, func(d *gateway.Dials) { d.AccountRequired = false })
+	if r := g.do(t, g.fan(), "POST", g.path("/queue"), ""); r.status != 200 {
+		t.Fatalf("a guest's join with account_required off = %d %s", r.status, r.raw)
 	}
 	// Proof of work.
 	g.dials(t, func(d *gateway.Dials) { d.PowDifficulty = 8 })

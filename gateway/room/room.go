@@ -188,7 +188,7 @@ func (r *Room) Forget(id int64) {
 }
 
 // Ensure makes an event known: its dials are initialised (only where unset)
-// from the core's onsale and show times, then read once. Errors:
+// from the core's view of the event (Event.Dials), then read once. Errors:
 // ErrNoEvent when neither the store nor the core knows the event, else
 // the store's or the catalog's (wrapping ErrUnavailable).
 func (r *Room) Ensure(ctx context.Context, id int64) (View, error) {
@@ -200,7 +200,7 @@ func (r *Room) Ensure(ctx context.Context, id int64) (View, error) {
 		if err != nil {
 			return View{}, err
 		}
-		if err := r.store.InitDials(ctx, id, gateway.DefaultDials(ev.OnsaleAt, ev.StartsAt)); err != nil {
+		if err := r.store.InitDials(ctx, id, ev.Dials()); err != nil {
 			return View{}, err
 		}
 	} else if err != nil {

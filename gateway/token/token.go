@@ -8,10 +8,13 @@ package token
 
 import (
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,7 +142,41 @@ func (r *Ring) Admit(identity string, event int64, until time.Time, max int) (st
 	return r.signer.Admit(identity, event, max, time.Until(until))
 }
 
-// NewVisitorID returns a random visitor id for the visitor cookie.
+// Visitor ids: a guest's identity is "vis:<id>", where the id is random
+// and minted by a gateway, never chosen by the client. The cookie carries
+// "<id>.<mac>", the mac an HMAC-SHA256 of the id under the queue secret
+// (so every gateway checks every other's), in its own domain ("visitor:"
+// before the id: no queue token's signature is ever a visitor's mac).
+
+// NewVisitor mints a visitor id and the cookie value that carries it.
+func (s *QueueSigner) NewVisitor() (id, cookie string) {
+	id = NewVisitorID()
+	return id, id + "." + s.visitorMAC(id)
+}
+
+// Visitor returns the visitor id a cookie value carries, and false when the
+// value is not one a gateway minted (missing, unsigned, forged, or of
+// another secret).
+func (s *QueueSigner) Visitor(cookie string) (string, bool) {
+	id, mac, ok := strings.Cut(cookie, ".")
+	if !ok || len(id) != visitorIDLen || !hmac.Equal([]byte(mac), []byte(s.visitorMAC(id))) {
+		return "", false
+	}
+	return id, true
+}
+
+func (s *QueueSigner) visitorMAC(id string) string {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte("visitor:"))
+	m.Write([]byte(id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// visitorIDLen is the length of NewVisitorID's ids (16 bytes, base64).
+const visitorIDLen = 22
+
+// NewVisitorID returns a random id (128 bits, URL-safe base64): a visitor
+// id (NewVisitor signs it) or a token id.
 func NewVisitorID() string {
 	var b [16]byte
 	rand.Read(b[:])

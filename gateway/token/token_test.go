@@ -108,3 +108,34 @@ func TestQueueTokenCache(t *testing.T) {
 		t.Fatalf("cached token after its expiry = %v; want ErrExpired", err)
 	}
 }
+
+// A visitor cookie is good only as a gateway minted it: under the same
+// secret, unchanged; anything a client makes up is refused.
+func TestVisitor(t *testing.T) {
+	s, _ := NewQueueSigner([]byte(strings.Repeat("k", 32)))
+	other, _ := NewQueueSigner([]byte(strings.Repeat("x", 32)))
+	id, cookie := s.NewVisitor()
+	if got, ok := s.Visitor(cookie); !ok || got != id || len(id) != visitorIDLen {
+		t.Fatalf("Visitor(minted) = %q, %v; want %q", got, ok, id)
+	}
+	_, foreign := other.NewVisitor()
+	mac := cookie[strings.IndexByte(cookie, '.')+1:]
+	chosen := "chosen-by-the-client-00"
+	for _, tc := range []struct{ name, cookie string }{
+		{"empty", ""},
+		{"unsigned (an old cookie)", id},
+		{"chosen id, no mac", chosen},
+		{"chosen id with another id's mac", chosen + "." + mac},
+		{"minted id, mac changed", id + "." + strings.ToUpper(mac)},
+		{"mac of another secret", foreign},
+		{"minted id, empty mac", id + "."},
+		{"extra part", cookie + ".x"},
+	} {
+		if got, ok := s.Visitor(tc.cookie); ok {
+			t.Errorf("Visitor(%s %q) = %q, true; want refused", tc.name, tc.cookie, got)
+		}
+	}
+	if a, _ := s.NewVisitor(); a == id {
+		t.Error("two visitors minted the same id")
+	}
+}

@@ -33,11 +33,13 @@ func TestConfig(t *testing.T) {
 		return m.Config, err
 	}
 	c, err := load(nil)
-	if err != nil || c.Tick != 100*time.Millisecond || c.IPRate != 5 || c.TokenRate != 2 || len(c.AdmitKeys) != 2 || c.RequireIdentity {
+	if err != nil || c.Tick != 100*time.Millisecond || c.IPRate != 5 || c.TokenRate != 2 || len(c.AdmitKeys) != 2 ||
+		c.AccountJWKSURL != "" || c.JWKSRefresh != time.Minute {
 		t.Fatalf("defaults = %+v, %v", c, err)
 	}
-	if c, err := load(map[string]string{"ONSALE_REQUIRE_IDENTITY": "1", "ONSALE_ACCOUNT_SECRET": "x"}); err != nil || !c.RequireIdentity {
-		t.Errorf("ONSALE_REQUIRE_IDENTITY=1 = %v, %v; want on", c.RequireIdentity, err)
+	if c, err := load(map[string]string{"ONSALE_ACCOUNT_JWKS_URL": "http://core:1/keys"}, "-jwks-refresh", "5m"); err != nil ||
+		c.AccountJWKSURL != "http://core:1/keys" || c.JWKSRefresh != 5*time.Minute {
+		t.Errorf("account JWKS = %q every %v, %v", c.AccountJWKSURL, c.JWKSRefresh, err)
 	}
 	if c, err := load(map[string]string{"ONSALE_REDIS": "", "REDIS_URL": "redis://x:1/2"}); err != nil || c.Redis != "redis://x:1/2" {
 		t.Errorf("REDIS_URL = %q, %v; want it used when ONSALE_REDIS is unset", c.Redis, err)
@@ -63,8 +65,13 @@ func TestConfig(t *testing.T) {
 		{"tick over a second", nil, []string{"-tick", "2s"}, "tick"},
 		{"unparsable rate", map[string]string{"ONSALE_IP_RATE": "lots"}, nil, "ONSALE_IP_RATE"},
 		{"zero rate", map[string]string{"ONSALE_TOKEN_RATE": "0"}, nil, "ONSALE_TOKEN_RATE"},
-		{"unparsable bool", map[string]string{"ONSALE_REQUIRE_IDENTITY": "yes please"}, nil, "ONSALE_REQUIRE_IDENTITY"},
-		{"identity without a secret", map[string]string{"ONSALE_REQUIRE_IDENTITY": "true"}, nil, "ONSALE_ACCOUNT_SECRET"},
+		{"unparsable duration", map[string]string{"ONSALE_JWKS_REFRESH": "often"}, nil, "ONSALE_JWKS_REFRESH"},
+		// The settings account tokens had before JWKS and the dial: a
+		// deploy that still sets them meant something the gateway no
+		// longer does, so it stops rather than ignore them.
+		{"the old account secret", map[string]string{"ONSALE_ACCOUNT_SECRET": "x"}, nil, "ONSALE_ACCOUNT_SECRET"},
+		{"the old identity switch", map[string]string{"ONSALE_REQUIRE_IDENTITY": "true"}, nil, "account_required"},
+		{"the old account secret flag", nil, []string{"-account-secret", "x"}, "account-secret"},
 		{"short queue secret", map[string]string{"ONSALE_QUEUE_SECRET": "short"}, nil, "ONSALE_QUEUE_SECRET"},
 		{"no redis", map[string]string{"ONSALE_REDIS": ""}, nil, "ONSALE_REDIS"},
 		{"no admit keys", map[string]string{"ONSALE_ADMIT_KEYS": ""}, nil, "ONSALE_ADMIT_KEYS"},

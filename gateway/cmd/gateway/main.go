@@ -13,6 +13,7 @@ import (
 	_ "net/http/pprof" // on DefaultServeMux, served only on -debug-addr
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/onsale/onsale/gateway/redis"
 	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/token"
+	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/admission"
 	"github.com/onsale/onsale/shared/config"
 )
@@ -59,8 +61,8 @@ type Config struct {
 	AdmitKeys       []string      `env:"ONSALE_ADMIT_KEYS" flag:"admit-keys" help:"Ed25519 PEM key files, comma-separated: the first signs admit tokens, all are published (required)"`
 	QueueSecret     string        `env:"ONSALE_QUEUE_SECRET" flag:"queue-secret" secret:"true" help:"HMAC secret of queue tokens, 32 bytes or more, the same on every gateway (required)"`
 	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"bearer token of the operators' API; empty: the API refuses everyone"`
-	AccountSecret   string        `env:"ONSALE_ACCOUNT_SECRET" flag:"account-secret" secret:"true" help:"HS256 secret of account JWTs; empty: visitors only"`
-	RequireIdentity bool          `env:"ONSALE_REQUIRE_IDENTITY" flag:"require-identity" default:"false" help:"joins need an account JWT with phone_verified (needs the account secret)"`
+	AccountJWKSURL  string        `env:"ONSALE_ACCOUNT_JWKS_URL" flag:"account-jwks-url" secret:"url" help:"the core's JWKS, the keys of account tokens (signed-in fans); empty: <core-url>/.well-known/jwks.json. Until it is read, an account token is answered 503 (guests still join)"`
+	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-read the account JWKS once read (duration); until the first read works it is retried every second or so"`
 	Tick            time.Duration `env:"ONSALE_TICK" flag:"tick" default:"100ms" min:"1ms" max:"1s" help:"admission tick and cache refresh interval: a dial change reaches every gateway within one"`
 	IPRate          float64       `env:"ONSALE_IP_RATE" flag:"ip-rate" default:"5" min:"0.001" help:"requests per second per client IP (joins, polls with a bad token), burst 4x"`
 	TokenRate       float64       `env:"ONSALE_TOKEN_RATE" flag:"token-rate" default:"2" min:"0.001" help:"status polls per second per queue token, burst 5x"`
@@ -78,8 +80,6 @@ func (c *Config) Validate() error {
 		return errors.New("ONSALE_ADMIT_KEYS (-admit-keys) is required")
 	case len(c.QueueSecret) < 32:
 		return errors.New("ONSALE_QUEUE_SECRET (-queue-secret) of at least 32 bytes is required")
-	case c.RequireIdentity && c.AccountSecret == "":
-		return errors.New("ONSALE_REQUIRE_IDENTITY needs ONSALE_ACCOUNT_SECRET")
 	}
 	return nil
 }
@@ -106,7 +106,20 @@ func NewMain() *Main {
 // ParseFlags loads the configuration: defaults, the environment, then
 // args. It refuses an unparsable or out-of-range value, naming it.
 func (m *Main) ParseFlags(args []string) error {
+	for name, instead := range removedSettings {
+		if _, ok := m.Getenv(name); ok {
+			return fmt.Errorf("%s is no longer a setting: %s", name, instead)
+		}
+	}
 	return config.Load(&m.Config, args, m.Getenv)
+}
+
+// removedSettings are settings the gateway had and dropped: a deploy that
+// still sets one meant something the gateway no longer does, so it stops
+// and says what replaced it rather than ignore it.
+var removedSettings = map[string]string{
+	"ONSALE_ACCOUNT_SECRET":   "account tokens are the core's (EdDSA), verified with its JWKS (ONSALE_ACCOUNT_JWKS_URL)",
+	"ONSALE_REQUIRE_IDENTITY": "whether joining needs an account is each event's account_required dial (the operators' console)",
 }
 
 // Addr waits until the gateway listens and returns its address.
@@ -147,8 +160,16 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	core := coreclient.New(c.CoreURL, log)
 	rm := room.New(m.store, core, log)
+	accounts := account.NewVerifier(nil)
+	jwksURL := c.AccountJWKSURL
+	if jwksURL == "" {
+		jwksURL = strings.TrimSuffix(c.CoreURL, "/") + "/.well-known/jwks.json"
+	}
+	// One try now (a core that is down refuses at once); the rest in the
+	// background: the gateway never waits for the core to start.
+	fetchAccountKeys(ctx, accounts, jwksURL, log)
 	srv, err := gwhttp.NewServer(gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
-		AccountSecret: []byte(c.AccountSecret), RequireIdentity: c.RequireIdentity, Log: log, CheckoutURL: c.CheckoutURL,
+		Accounts: accounts, Log: log, CheckoutURL: c.CheckoutURL,
 		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)})
 	if err != nil {
 		return err
@@ -173,8 +194,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// flight still read fresh views.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
-	ticked := make(chan struct{})
+	ticked, refreshed := make(chan struct{}), make(chan struct{})
 	go func() { defer close(ticked); rm.Run(bg, c.Tick) }()
+	go func() { defer close(refreshed); keepAccountKeys(bg, accounts, jwksURL, c.JWKSRefresh, log) }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -182,6 +204,7 @@ func (m *Main) Run(ctx context.Context) error {
 	case err := <-errc:
 		stopBG()
 		<-ticked
+		<-refreshed
 		return err
 	case <-ctx.Done():
 	}
@@ -191,6 +214,7 @@ func (m *Main) Run(ctx context.Context) error {
 	err = hs.ShutdownWithContext(sctx)
 	stopBG()
 	<-ticked
+	<-refreshed
 	log.Info("stopped")
 	return err
 }
@@ -207,6 +231,44 @@ func (m *Main) Close() error {
 		m.store = nil
 	}
 	return errors.Join(errs...)
+}
+
+// jwksClient reads the core's JWKS: a core that hangs must not hold the
+// refresh forever.
+var jwksClient = &http.Client{Timeout: 5 * time.Second}
+
+// fetchAccountKeys reads the account-token keys once into v; false when
+// the core's JWKS could not be read (or had no key).
+func fetchAccountKeys(ctx context.Context, v *account.Verifier, url string, log *slog.Logger) bool {
+	keys, err := admission.FetchJWKS(ctx, jwksClient, url)
+	if err == nil && len(keys) == 0 {
+		err = errors.New("the JWKS has no key")
+	}
+	if err != nil {
+		log.Warn("account keys not read yet: account tokens are answered 503 until they are", "url", url, "err", err)
+		return false
+	}
+	v.SetKeys(keys)
+	log.Info("account keys read", "url", url, "keys", len(keys))
+	return true
+}
+
+// keepAccountKeys keeps v's keys from the core's JWKS until ctx ends:
+// until a first read works (the core may start after the gateway) it
+// retries with a back-off from half a second up to every; then it
+// re-reads every interval (admission.RefreshJWKS), keeping the previous
+// keys when a read fails.
+func keepAccountKeys(ctx context.Context, v *account.Verifier, url string, every time.Duration, log *slog.Logger) {
+	for wait := 500 * time.Millisecond; len(v.Keys()) == 0; wait = min(2*wait, every) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		fetchAccountKeys(ctx, v, url, log)
+	}
+	admission.RefreshJWKS(ctx, v, jwksClient, url, every,
+		func(err error) { log.Warn("account jwks refresh failed; keeping the previous keys", "err", err) })
 }
 
 type slogPrintf struct{ l *slog.Logger }

@@ -9,21 +9,25 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
 
 	"github.com/onsale/onsale/gateway"
 	"github.com/onsale/onsale/gateway/redis"
 	"github.com/onsale/onsale/gateway/redis/redistest"
+	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/admission"
 )
 
@@ -59,7 +63,7 @@ type fleet struct {
 	procs []*exec.Cmd
 }
 
-func startFleet(t testing.TB, n int, redisAddr string) *fleet {
+func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 	t.Helper()
 	dir := t.TempDir()
 	bin := gatewayBinary(t)
@@ -72,8 +76,8 @@ func startFleet(t testing.TB, n int, redisAddr string) *fleet {
 		addr := ln.Addr().String()
 		ln.Close()
 		logf, _ := os.Create(filepath.Join(dir, fmt.Sprintf("gateway-%d.log", i)))
-		cmd := exec.Command(bin, "-addr", addr, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
-			"-ip-rate", "100000", "-token-rate", "1000") // the test's crowd comes from one address
+		cmd := exec.Command(bin, append([]string{"-addr", addr, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
+			"-ip-rate", "100000", "-token-rate", "1000"}, args...)...) // the test's crowd comes from one address
 		cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+admin, "ONSALE_LOG_LEVEL=warn")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		// A test killed at its timeout takes its gateways with it.
@@ -553,5 +557,82 @@ func TestOnsaleAcrossGateways(t *testing.T) {
 	}
 	if pres != pre {
 		t.Fatalf("%d of %d pre-queue fans are ahead of every later arrival; want all", pres, pre)
+	}
+}
+
+// Accounts across a fleet: two gateway processes start before the core
+// can serve its keys; an account token is answered 503 (not 401: the
+// gateway cannot tell yet) while guests are refused on an event that needs
+// an account. Once the core's JWKS answers, every gateway reads it by
+// itself; a token the core's key signed joins (one place on either
+// gateway), a token of another key, of another audience or without a
+// verified phone does not.
+func TestAccountsFromTheCoresJWKS(t *testing.T) {
+	s := redistest.NewStore(t, false)
+	ev := newEvent(t, s, func(d *gateway.Dials) { d.AccountRequired = true })
+	coreKey, _ := admission.GenerateKey()
+	core := account.NewSigner(coreKey)
+	var up atomic.Bool
+	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/jwks.json" || !up.Load() {
+			http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
+			return
+		}
+		json.NewEncoder(w).Encode(admission.NewJWKS(core.PublicKey()))
+	}))
+	t.Cleanup(coreSrv.Close)
+	f := startFleet(t, 2, redistest.Addrs(t, false), "-core-url", coreSrv.URL, "-jwks-refresh", "1s")
+	join := func(gw int, bearer string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", fmt.Sprintf("http://%s/v1/events/%d/queue", f.addrs[gw], ev), nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		return r.StatusCode, body
+	}
+	good, _, _ := core.Account("42", true, time.Hour)
+	if code, body := join(0, good); code != 503 || body["error"] != gateway.EUnavailable {
+		t.Fatalf("an account token before the keys are known = %d %v; want 503 unavailable", code, body)
+	}
+	if code, body := join(0, ""); code != 401 || body["error"] != gateway.EIdentity {
+		t.Fatalf("a guest on an event that needs an account = %d %v; want 401 identity_required", code, body)
+	}
+	up.Store(true)
+	var first map[string]any
+	for gw := range f.addrs {
+		waitFor(t, "gateway "+f.addrs[gw]+" to read the core's keys", 10*time.Second, func() bool {
+			code, body := join(gw, good)
+			if code == 200 && first == nil {
+				first = body
+			}
+			return code == 200 && body["position"] == first["position"]
+		})
+	}
+	forger, _ := admission.GenerateKey()
+	forged, _, _ := account.NewSigner(forger).Account("42", true, time.Hour)
+	unverified, _, _ := core.Account("43", false, time.Hour)
+	grant, _ := core.Sign(jwt.RegisteredClaims{Issuer: account.Issuer, Audience: jwt.ClaimStrings{"onsale-hold"}, Subject: "44",
+		ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))})
+	for _, tc := range []struct {
+		name, token string
+		status      int
+		code        string
+	}{
+		{"signed by another key", forged, 401, gateway.EIdentity},
+		{"a hold grant, not an account token", grant, 401, gateway.EIdentity},
+		{"phone not verified", unverified, 403, gateway.EPhoneUnverified},
+	} {
+		for gw := range f.addrs {
+			if code, body := join(gw, tc.token); code != tc.status || body["error"] != tc.code {
+				t.Errorf("join %s on gateway %d = %d %v; want %d %s", tc.name, gw, code, body, tc.status, tc.code)
+			}
+		}
 	}
 }

@@ -28,6 +28,7 @@ const DIALS = [
   { id: "session_seconds", kind: "int", label: "session length" },
   { id: "claim_seconds", kind: "int", label: "claim window" },
   { id: "pow_difficulty", kind: "int", label: "proof of work" },
+  { id: "account_required", kind: "bool", label: "signed-in fans only" },
   { id: "queueing", kind: "text", label: "queueing" },
   { id: "prequeue_at", kind: "time", label: "pre-queue opens" },
   { id: "onsale_at", kind: "time", label: "on sale" },
@@ -227,7 +228,7 @@ function resetConsole() {
   state.history = [];
   ui.fields.disabled = true;
   for (const d of DIALS) {
-    $(d.id).value = "";
+    writeInput(d, d.kind === "bool" ? "false" : "");
     $(d.id).classList.remove("dirty");
   }
   for (const el of document.querySelectorAll(".stat dd")) setText(el, "—");
@@ -392,14 +393,28 @@ function setState(key, text) {
 
 /* ---------- the dials form ---------- */
 
+// A dial's form value is a string: a checkbox (a bool dial) reads and
+// writes "true" or "false" through its checked state.
+function readInput(dial) {
+  const input = $(dial.id);
+  return dial.kind === "bool" ? String(input.checked) : input.value;
+}
+
+function writeInput(dial, value) {
+  if (dial.kind === "bool") $(dial.id).checked = value === "true";
+  else $(dial.id).value = value;
+}
+
 function toInput(dial, value) {
   if (dial.kind === "time") return isoToLocal(value);
+  if (dial.kind === "bool") return String(value === true);
   return value === undefined || value === null ? "" : String(value);
 }
 
 // fromInput reads an input as the API wants it; undefined when invalid.
 function fromInput(dial, value) {
   if (dial.kind === "time") return localToIso(value) ?? undefined;
+  if (dial.kind === "bool") return value === "true";
   if (dial.kind === "int") {
     const n = Number(value);
     return value !== "" && Number.isInteger(n) ? n : undefined;
@@ -412,16 +427,16 @@ function fromInput(dial, value) {
 function fillForm(dials, force) {
   for (const d of DIALS) {
     const input = $(d.id);
-    const editing = input.value !== state.baseline[d.id] || input === document.activeElement;
+    const editing = readInput(d) !== state.baseline[d.id] || input === document.activeElement;
     if (!force && editing) continue;
-    input.value = toInput(d, dials[d.id]);
-    state.baseline[d.id] = input.value; // as the browser normalised it
+    writeInput(d, toInput(d, dials[d.id]));
+    state.baseline[d.id] = readInput(d); // as the browser normalised it
   }
   markDirty();
 }
 
 function changedDials() {
-  return DIALS.filter((d) => $(d.id).value !== state.baseline[d.id]);
+  return DIALS.filter((d) => readInput(d) !== state.baseline[d.id]);
 }
 
 function markDirty() {
@@ -438,7 +453,7 @@ async function save(event) {
   }
   const patch = {};
   for (const d of changed) {
-    const value = fromInput(d, $(d.id).value);
+    const value = fromInput(d, readInput(d));
     if (value === undefined) {
       showMessage(`Check ${d.label}: the value is not valid.`, "error");
       $(d.id).focus();

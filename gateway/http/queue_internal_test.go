@@ -1,0 +1,77 @@
+package http
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/room"
+	"github.com/onsale/onsale/gateway/token"
+)
+
+// The estimate of a fan's wait under each bound: the rate dial while the
+// room has space; the sessions' turnover once the room is full (or fills
+// before the fan's turn); unknown when nobody is let in. The control in
+// each full-room case: the rate-only estimate the status reply used to
+// give ("about a minute" for what takes ten) is far off.
+func TestETA(t *testing.T) {
+	dials := func(rate, capacity, session int) gateway.Dials {
+		return gateway.Dials{NewUsersPerMinute: rate, TotalActiveUsers: capacity, SessionSeconds: session, ClaimSeconds: 120}
+	}
+	for _, tc := range []struct {
+		name           string
+		dials          gateway.Dials
+		active, offers int64
+		measured       float64 // View.OfferRate, per minute
+		ahead          int64
+		want           int64
+		bound          string
+	}{
+		{name: "room with space: the dial", dials: dials(600, 10000, 600), active: 10, ahead: 99, want: 10, bound: boundRate},
+		{name: "at the front, room with space", dials: dials(600, 10000, 600), ahead: 0, want: 1, bound: boundRate},
+		// 100 sessions of ten minutes: one ends every six seconds.
+		{name: "room full: sessions' turnover", dials: dials(1000, 100, 600), active: 100, ahead: 9, want: 60, bound: boundActiveUsers},
+		{name: "room full of offers and sessions", dials: dials(1000, 100, 600), active: 90, offers: 10, ahead: 9, want: 60, bound: boundActiveUsers},
+		{name: "room full, fans leave early: measured", dials: dials(1000, 100, 600), active: 100, measured: 30, ahead: 9, want: 20, bound: boundActiveUsers},
+		{name: "room full, measured slower than sessions must end: the floor", dials: dials(1000, 100, 600), active: 100, measured: 2, ahead: 9, want: 60, bound: boundActiveUsers},
+		{name: "room full, turnover above the dial: the dial", dials: dials(60, 100, 60), active: 100, measured: 500, ahead: 59, want: 60, bound: boundRate},
+		// 50 free places at 600 a minute (5 s), then 100 more at 10 a minute (600 s).
+		{name: "room fills before the fan's turn", dials: dials(600, 100, 600), active: 50, ahead: 149, want: 605, bound: boundActiveUsers},
+		{name: "room fills, turnover keeps up: the dial", dials: dials(60, 100, 60), active: 90, ahead: 29, want: 30, bound: boundRate},
+		{name: "paused", dials: func() gateway.Dials { d := dials(600, 100, 600); d.Paused = true; return d }(), ahead: 5, want: -1, bound: boundPaused},
+		{name: "rate zero", dials: dials(0, 100, 600), ahead: 5, want: -1, bound: boundRate},
+		{name: "cap zero", dials: dials(600, 0, 600), ahead: 5, want: -1, bound: boundActiveUsers},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := room.View{Dials: tc.dials, Tick: gateway.Tick{Active: tc.active, Offers: tc.offers}, OfferRate: tc.measured}
+			got, bound := eta(v, tc.ahead)
+			if got != tc.want || bound != tc.bound {
+				t.Fatalf("eta(%d ahead) = %d s, %q; want %d s, %q", tc.ahead, got, bound, tc.want, tc.bound)
+			}
+			if bound == boundActiveUsers && got >= 0 {
+				naive := int64(math.Ceil(float64(tc.ahead) / float64(tc.dials.NewUsersPerMinute) * 60))
+				if naive*3 > got {
+					t.Errorf("control: the rate-only estimate %d s is near %d s; the case does not tell them apart", naive, got)
+				}
+			}
+		})
+	}
+}
+
+// The reply a waiting fan reads: ahead (not the place's number) and an
+// estimate with its bound; a pause says so.
+func TestDescribe(t *testing.T) {
+	now := time.Now()
+	d := gateway.DefaultDials(now.Add(-time.Minute), now.Add(time.Hour))
+	d.TotalActiveUsers, d.SessionSeconds = 100, 600
+	v := room.View{Dials: d, Tick: gateway.Tick{Serving: 120, Active: 100}}
+	r := describe(v, &token.Queue{Position: 130}, now)
+	if r.State != gateway.StateWaiting || r.Ahead != 9 || r.Position != 130 || r.EtaSeconds != 60 || r.BoundBy != boundActiveUsers {
+		t.Fatalf("describe(full room, place 130, serving 120) = %+v; want 9 ahead, 60 s, active_users", r)
+	}
+	v.Dials.Paused = true
+	if r := describe(v, &token.Queue{Position: 130}, now); r.State != gateway.StatePaused || r.EtaSeconds != -1 || r.BoundBy != boundPaused {
+		t.Fatalf("describe(paused) = %+v; want paused, -1, paused", r)
+	}
+}
