@@ -44,6 +44,17 @@ type Booking struct {
 	Phone     string    `json:"phone,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	Tickets   []Ticket  `json:"tickets,omitempty"`
+	// Event is the show the booking is for: what a ticket page shows.
+	Event *BookingEvent `json:"event,omitempty"`
+}
+
+// BookingEvent is the show of a booking, as a fan's ticket shows it.
+type BookingEvent struct {
+	ID       int64     `json:"id"`
+	Name     string    `json:"name"`
+	Kind     string    `json:"kind"`
+	StartsAt time.Time `json:"starts_at"`
+	Venue    Venue     `json:"venue"`
 }
 
 // Reference is the order reference the provider knows the booking by.

@@ -81,6 +81,13 @@ type Hold struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	Extended  bool      `json:"extended"`
 	CreatedAt time.Time `json:"created_at"`
+	// AmountPaise is the hold's total at the event's band prices.
+	AmountPaise int64 `json:"amount_paise"`
+	// Token is the hold's grant (core/http adds it to the answers): it
+	// acts on this hold and reads its bookings after the session ends.
+	Token string `json:"hold_token,omitempty"`
+	// EventStartsAt is the event's start (the grant's expiry follows it).
+	EventStartsAt time.Time `json:"-"`
 }
 
 // Effective returns the hold's status as of now: an ACTIVE hold past its

@@ -31,6 +31,10 @@ const (
 	EIdemInFlight      = "request_in_flight"       // same key, first request still running
 	EBadSignature      = "invalid_signature"       // a webhook that does not verify
 	EInternal          = "internal"                // a bug
+
+	// Accounts and who may act (core/account.go, core/principal.go).
+	ERateLimited = "rate_limited" // too many code sends or verifies: Retry-After says when
+	ECodeInvalid = "code_invalid" // a sign-in code that is wrong, expired, used or out of attempts
 )
 
 // Error is a failure a client is told about. Detail carries extra fields for

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/paysig"
 )
 
@@ -181,13 +182,17 @@ func (p payBody) contact() (core.Contact, error) {
 	return core.Contact{Email: p.Email, Phone: p.Phone}, nil
 }
 
-// holdRef verifies the admit token and names the hold it may act on.
-func (s *Server) holdRef(r *http.Request) (core.HoldRef, error) {
-	claims, err := s.admit(r)
+// holdRef resolves the principal and names the hold it may act on: its
+// Account is the hold owner's identity, which also keys the idempotency
+// keys, so an admit token, the account token and the hold's grant of one
+// owner share them.
+func (s *Server) holdRef(r *http.Request) (*core.Principal, core.HoldRef, error) {
+	p, err := s.principal(r)
 	if err != nil {
-		return core.HoldRef{}, err
+		return nil, core.HoldRef{}, err
 	}
-	return core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: claims.EventID}, nil
+	ref, err := p.HoldRef(r.PathValue("hold"), 0)
+	return p, ref, err
 }
 
 // settledResult answers a Pay or Confirm whose booking is already settled
@@ -196,7 +201,7 @@ func (s *Server) settledResult(b *core.Booking, okStatus int) (result, bool) {
 	switch b.Status {
 	case core.BookingConfirmed:
 		if b.Captured {
-			b.Tickets = s.Payments.Tickets.SignTickets(b)
+			s.showTickets(b)
 			return result{status: okStatus, body: b}, true
 		}
 		b.Tickets = nil // no tickets before the money is taken
@@ -236,7 +241,7 @@ func (s *Server) providerError(ctx context.Context, b *core.Booking, err error) 
 // error itself and reports ok=false.
 func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (core.HoldRef, payBody, core.Contact, []byte, bool) {
 	var in payBody
-	ref, err := s.holdRef(r)
+	p, ref, err := s.holdRef(r)
 	var raw []byte
 	if err == nil {
 		raw, err = readBody(w, r, &in)
@@ -251,6 +256,9 @@ func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (co
 	var contact core.Contact
 	if err == nil {
 		contact, err = in.contact()
+	}
+	if err == nil && contact == (core.Contact{}) {
+		contact = s.accountContact(r.Context(), p)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -443,14 +451,7 @@ func (s *Server) getBooking(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if b.Status == core.BookingConfirmed && b.Captured {
-		b.Tickets = s.Payments.Tickets.SignTickets(b)
-	} else {
-		b.Tickets = nil // no tickets before the money is taken
-	}
-	for i := range b.Tickets {
-		b.Tickets[i].QR = "/v1/bookings/" + strconv.FormatInt(b.ID, 10) + "/tickets/" + strconv.Itoa(b.Tickets[i].N) + "/qr.png"
-	}
+	s.showTickets(b) // none before the money is taken
 	w.Header().Set("Cache-Control", "private, no-store")
 	writeJSON(w, http.StatusOK, b)
 }
@@ -483,8 +484,9 @@ func (s *Server) ticketQR(w http.ResponseWriter, r *http.Request) {
 	s.fail(w, r, core.Errorf(core.ENotFound, "booking %d has no ticket %q", b.ID, r.PathValue("n")))
 }
 
+// ownBooking resolves the principal and loads the booking it may read.
 func (s *Server) ownBooking(r *http.Request) (*core.Booking, error) {
-	claims, err := s.admit(r)
+	p, err := s.principal(r)
 	if err != nil {
 		return nil, err
 	}
@@ -498,8 +500,28 @@ func (s *Server) ownBooking(r *http.Request) (*core.Booking, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.Account != claims.Account() || claims.EventID != b.EventID {
-		return nil, core.Errorf(core.EForbidden, "this booking belongs to another account")
+	if err := p.MayReadBooking(b); err != nil {
+		return nil, err
 	}
 	return b, nil
+}
+
+// accountContact is where a signed-in fan's tickets go when Pay names no
+// contact: the owner account's phone (the SMS link) and email.
+func (s *Server) accountContact(ctx context.Context, p *core.Principal) core.Contact {
+	if p == nil || s.Accounts == nil {
+		return core.Contact{}
+	}
+	id, err := strconv.ParseInt(account.AccountOf(p.Identity), 10, 64)
+	if err != nil {
+		return core.Contact{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	a, err := s.Accounts.Store.Account(ctx, id)
+	if err != nil {
+		s.Log.Warn("account contact not read", "err", err)
+		return core.Contact{}
+	}
+	return core.Contact{Email: a.Email, Phone: a.Phone}
 }

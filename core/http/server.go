@@ -43,6 +43,12 @@ type Server struct {
 	Payments *Payments
 	// Layouts, when set, serves seat layouts (for the gateway's seat map).
 	Layouts core.Layouts
+	// Tokens, when set, accepts the core's own tokens (account tokens,
+	// hold grants, ticket links) besides admit tokens, adds hold_token to
+	// hold answers and serves the JWKS.
+	Tokens Tokens
+	// Accounts, when set (with Tokens), serves sign-in and /v1/me.
+	Accounts *Accounts
 
 	mux *http.ServeMux
 }
@@ -76,6 +82,9 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("POST /v1/webhooks/payments", s.webhook)
 		mux.HandleFunc("GET /v1/bookings/{booking}", s.getBooking)
 		mux.HandleFunc("GET /v1/bookings/{booking}/tickets/{n}/qr.png", s.ticketQR)
+	}
+	if s.Tokens != nil {
+		s.accountRoutes(mux)
 	}
 	s.mux = mux
 	return http.HandlerFunc(s.serve)
@@ -190,9 +199,9 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
 		return
 	}
-	claims, err := s.admit(r)
-	if err == nil && claims.EventID != id {
-		err = core.Errorf(core.EWrongEvent, "the admit token is for event %d, not %d", claims.EventID, id)
+	p, err := s.principal(r)
+	if err == nil {
+		err = p.MayCreateHold(id)
 	}
 	if err != nil {
 		s.countHold(err)
@@ -213,7 +222,7 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	h, err := s.Holds.CreateHold(ctx, core.HoldParams{EventID: id, Account: claims.Account(), Limit: claims.Max, Request: req})
+	h, err := s.Holds.CreateHold(ctx, core.HoldParams{EventID: id, Account: p.Identity, Limit: p.Max, Request: req})
 	s.countHold(err)
 	if err != nil {
 		s.fail(w, r, err)
@@ -221,7 +230,7 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/holds/"+h.ID)
 	w.Header().Set("ETag", etag(h.Version))
-	writeJSON(w, http.StatusCreated, h)
+	writeJSON(w, http.StatusCreated, s.withGrant(h))
 }
 
 func (s *Server) countHold(err error) {
@@ -229,7 +238,7 @@ func (s *Server) countHold(err error) {
 	if err != nil {
 		switch c := core.ErrorCode(err); c {
 		case core.ESeatsTaken, core.ESoldOut, core.ELimitExceeded, core.EUnavailable, core.EUnauthorized,
-			core.ETokenExpired, core.EWrongEvent, core.ENotFound:
+			core.ETokenExpired, core.EWrongEvent, core.ENotFound, core.EForbidden:
 			outcome = c
 		case core.EInvalid, core.ETooLarge:
 			outcome = "invalid"
@@ -249,7 +258,7 @@ func (s *Server) getHold(w http.ResponseWriter, r *http.Request) {
 	h.Status = h.Effective(time.Now())
 	w.Header().Set("ETag", etag(h.Version))
 	w.Header().Set("Cache-Control", "private, no-store")
-	writeJSON(w, http.StatusOK, h)
+	writeJSON(w, http.StatusOK, s.withGrant(h))
 }
 
 func (s *Server) releaseHold(w http.ResponseWriter, r *http.Request) {
@@ -266,7 +275,11 @@ func (s *Server) changeHold(w http.ResponseWriter, r *http.Request, op func(cont
 		s.fail(w, r, err)
 		return
 	}
-	claims, err := s.admit(r)
+	p, err := s.principal(r)
+	var ref core.HoldRef
+	if err == nil {
+		ref, err = p.HoldRef(r.PathValue("hold"), version)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -274,21 +287,23 @@ func (s *Server) changeHold(w http.ResponseWriter, r *http.Request, op func(cont
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	// The store checks event, owner and version on the row it changes.
-	h, err := op(ctx, core.HoldRef{ID: r.PathValue("hold"), Account: claims.Account(), EventID: claims.EventID, Version: version})
+	h, err := op(ctx, ref)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	w.Header().Set("ETag", etag(h.Version))
-	writeJSON(w, http.StatusOK, h)
+	writeJSON(w, http.StatusOK, s.withGrant(h))
 }
 
-// ownHold verifies the admit token and loads the hold it may read: the
-// token must be for the hold's event and its account must own the hold.
+// ownHold resolves the principal and loads the hold it may read.
 func (s *Server) ownHold(r *http.Request) (*core.Hold, error) {
-	claims, err := s.admit(r)
+	p, err := s.principal(r)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := p.HoldRef(r.PathValue("hold"), 0); err != nil {
+		return nil, err // refused before the store is asked
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
@@ -296,29 +311,10 @@ func (s *Server) ownHold(r *http.Request) (*core.Hold, error) {
 	if err != nil {
 		return nil, err
 	}
-	if claims.EventID != h.EventID {
-		return nil, core.Errorf(core.EWrongEvent, "the admit token is for event %d, not %d", claims.EventID, h.EventID)
-	}
-	if h.Account != claims.Account() {
-		return nil, core.Errorf(core.EForbidden, "this hold belongs to another account")
+	if err := p.MayReadHold(h); err != nil {
+		return nil, err
 	}
 	return h, nil
-}
-
-// admit verifies the bearer admit token.
-func (s *Server) admit(r *http.Request) (*admission.Claims, error) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return nil, core.Errorf(core.EUnauthorized, "an admit token is required: Authorization: Bearer <token>")
-	}
-	c, err := s.Verifier.Verify(strings.TrimSpace(tok))
-	switch {
-	case errors.Is(err, admission.ErrExpired):
-		return nil, core.Errorf(core.ETokenExpired, "the admit token has expired: join the queue again")
-	case err != nil:
-		return nil, core.Errorf(core.EUnauthorized, "the admit token is not valid")
-	}
-	return c, nil
 }
 
 func eventID(r *http.Request) (int64, bool) {
@@ -389,6 +385,8 @@ var status = map[string]int{
 	core.EIdemInFlight:      http.StatusConflict,
 	core.EBadSignature:      http.StatusBadRequest,
 	core.EInternal:          http.StatusInternalServerError,
+	core.ERateLimited:       http.StatusTooManyRequests,
+	core.ECodeInvalid:       http.StatusUnauthorized,
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -407,6 +405,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.Log.Warn("failing closed", "path", r.URL.Path, "err", err)
 	case code == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="onsale"`)
+	case code == http.StatusTooManyRequests:
+		retryAfter(w, e)
 	}
 	writeError(w, e, code)
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,7 +37,8 @@ type Mailer struct {
 }
 
 // SendTickets mails a booking's tickets to the booking's email address.
-func (m *Mailer) SendTickets(ctx context.Context, b *core.Booking, event string, tickets []Ticket) error {
+// link opens the tickets in a browser (TicketLink).
+func (m *Mailer) SendTickets(ctx context.Context, b *core.Booking, event, link string, tickets []Ticket) error {
 	msg := mail.NewMsg()
 	if err := msg.From(m.From); err != nil {
 		return fmt.Errorf("mail from: %w", err)
@@ -55,6 +57,9 @@ func (m *Mailer) SendTickets(ctx context.Context, b *core.Booking, event string,
 		fmt.Fprintf(&body, "Ticket %s, %s\n  %s\n\n", t.ID, seat, t.Payload)
 	}
 	body.WriteString("Show the QR code of each ticket at the gate. It works offline.\n")
+	if link != "" {
+		fmt.Fprintf(&body, "\nYour tickets online: %s\n", link)
+	}
 	msg.SetBodyString(mail.TypeTextPlain, body.String())
 	for _, t := range tickets {
 		if err := msg.AttachReader("ticket-"+t.ID+".png", bytes.NewReader(t.PNG)); err != nil {
@@ -110,4 +115,15 @@ func (s *SMS) Send(ctx context.Context, to, text string) error {
 // TicketSMS is the text message of a confirmed booking.
 func TicketSMS(b *core.Booking, event, link string) string {
 	return fmt.Sprintf("onsale: booking %d confirmed, %d ticket(s) for %s. Your QR tickets: %s", b.ID, b.Quantity, event, link)
+}
+
+// TicketLink is the address of a booking's tickets page on the gateway's
+// public address, with the ticket-link token in the fragment (never sent
+// to a server; empty: no fragment).
+func TicketLink(publicURL string, booking int64, token string) string {
+	link := strings.TrimRight(publicURL, "/") + "/tickets/" + strconv.FormatInt(booking, 10)
+	if token != "" {
+		link += "#" + token
+	}
+	return link
 }

@@ -62,7 +62,7 @@ func TestSendTickets(t *testing.T) {
 		{Ticket: core.Ticket{ID: "t-1", Seat: "NL1-J-14", N: 1, Payload: "t1.aaa.bbb"}, PNG: []byte("\x89PNG-1")},
 		{Ticket: core.Ticket{ID: "t-2", Seat: "NL1-J-15", N: 2, Payload: "t1.ccc.ddd"}, PNG: []byte("\x89PNG-2")},
 	}
-	if err := m.SendTickets(context.Background(), b, "Arijit Singh Live", tickets); err != nil {
+	if err := m.SendTickets(context.Background(), b, "Arijit Singh Live", "http://onsale.test/tickets/1#tok", tickets); err != nil {
 		t.Fatalf("SendTickets: %v", err)
 	}
 	sink.mu.Lock()

@@ -63,7 +63,12 @@ type Tickets interface {
 
 // Mailer sends a booking's tickets by email (core/notify's Mailer).
 type Mailer interface {
-	SendTickets(ctx context.Context, b *core.Booking, event string, tickets []notify.Ticket) error
+	SendTickets(ctx context.Context, b *core.Booking, event, link string, tickets []notify.Ticket) error
+}
+
+// Links mints a booking's ticket link token (core/token's Keys).
+type Links interface {
+	TicketLink(b *core.Booking, startsAt time.Time) (string, error)
 }
 
 // SMS sends a text message (core/notify's SMS).
@@ -77,12 +82,15 @@ const DefaultLease = time.Minute
 
 // Worker runs outbox jobs.
 type Worker struct {
-	DB        Store
-	Provider  Provider
-	Mailer    Mailer // nil: ticket emails are skipped (logged)
-	SMS       SMS    // nil: ticket SMS are skipped (logged)
-	Tickets   Tickets
-	PublicURL string        // where fans find their tickets, for the SMS
+	DB       Store
+	Provider Provider
+	Mailer   Mailer // nil: ticket emails are skipped (logged)
+	SMS      SMS    // nil: ticket SMS are skipped (logged)
+	Tickets  Tickets
+	// PublicURL is the gateway's public address: ticket links point at
+	// its /tickets page, never at the core.
+	PublicURL string
+	Links     Links         // nil: links without a token (the page asks to sign in)
 	Lease     time.Duration // 0: DefaultLease
 	Log       *slog.Logger
 	Metrics   *metrics.Metrics
@@ -325,11 +333,15 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 			w.Log.Info("ticket email skipped", "booking", b.ID, "has_address", b.Email != "", "mailer", w.Mailer != nil)
 			return nil
 		}
-		tickets, event, err := w.render(ctx, b)
+		tickets, ev, err := w.render(ctx, b)
 		if err != nil {
 			return err
 		}
-		return w.Mailer.SendTickets(ctx, b, event, tickets)
+		link, err := w.link(b, ev)
+		if err != nil {
+			return err
+		}
+		return w.Mailer.SendTickets(ctx, b, ev.Name, link, tickets)
 	case core.JobSMS:
 		if b.Phone == "" || w.SMS == nil {
 			w.Log.Info("ticket SMS skipped", "booking", b.ID, "has_phone", b.Phone != "", "gateway", w.SMS != nil)
@@ -339,7 +351,11 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 		if err != nil {
 			return err
 		}
-		return w.SMS.Send(ctx, b.Phone, notify.TicketSMS(b, ev.Name, fmt.Sprintf("%s/v1/bookings/%d", w.PublicURL, b.ID)))
+		link, err := w.link(b, ev)
+		if err != nil {
+			return err
+		}
+		return w.SMS.Send(ctx, b.Phone, notify.TicketSMS(b, ev.Name, link))
 	}
 	return fmt.Errorf("unknown job kind %q", j.Kind)
 }
@@ -369,20 +385,34 @@ func (w *Worker) verifyRefunded(ctx context.Context, b *core.Booking) error {
 }
 
 // render signs a booking's tickets and draws their QR codes.
-func (w *Worker) render(ctx context.Context, b *core.Booking) ([]notify.Ticket, string, error) {
+func (w *Worker) render(ctx context.Context, b *core.Booking) ([]notify.Ticket, *core.Event, error) {
 	ev, err := w.DB.Event(ctx, b.EventID)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	var out []notify.Ticket
 	for _, t := range w.Tickets.SignTickets(b) {
 		png, err := w.Tickets.QR(t.Payload, 320)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		out = append(out, notify.Ticket{Ticket: t, PNG: png})
 	}
-	return out, ev.Name, nil
+	return out, ev, nil
+}
+
+// link is the booking's ticket link on the gateway's public address: the
+// capability token rides in the fragment, so it never reaches a server log
+// or a Referer; the page sends it as a Bearer token.
+func (w *Worker) link(b *core.Booking, ev *core.Event) (string, error) {
+	tok := ""
+	if w.Links != nil {
+		var err error
+		if tok, err = w.Links.TicketLink(b, ev.StartsAt); err != nil {
+			return "", err
+		}
+	}
+	return notify.TicketLink(w.PublicURL, b.ID, tok), nil
 }
 
 // ReconcileStore is what a Reconciler needs of the database

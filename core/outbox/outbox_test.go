@@ -149,7 +149,7 @@ func (p *fakeProvider) callsFor(key string) []call {
 // failingSender is a mailer and an SMS gateway that are always down.
 type failingSender struct{}
 
-func (failingSender) SendTickets(context.Context, *core.Booking, string, []notify.Ticket) error {
+func (failingSender) SendTickets(context.Context, *core.Booking, string, string, []notify.Ticket) error {
 	return errors.New("smtp down")
 }
 func (failingSender) Send(context.Context, string, string) error {

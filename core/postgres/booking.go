@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -59,10 +60,17 @@ ON CONFLICT (hold_id) WHERE ` + sqlLive + ` DO NOTHING
 RETURNING id`
 
 // bookingColumns is what scanBooking reads. The attempt is the booking's
-// rank among its hold's bookings: a new one follows a FAILED payment.
+// rank among its hold's bookings: a new one follows a FAILED payment. The
+// show (event and venue) comes along, as ev: what a ticket page shows.
 const bookingColumns = `SELECT id, hold_id::text, event_id, account, seat_ids, quantity, amount_paise, currency, flow, status,
        coalesce(payment_id, ''), coalesce(email, ''), coalesce(phone, ''), created_at, captured_at IS NOT NULL,
-       (SELECT count(*) FROM bookings x WHERE x.hold_id = bookings.hold_id AND x.id <= bookings.id)::int FROM bookings`
+       (SELECT count(*) FROM bookings x WHERE x.hold_id = bookings.hold_id AND x.id <= bookings.id)::int,
+       coalesce(ev.ev_name, ''), coalesce(ev.ev_kind, ''), ev.ev_starts_at, coalesce(ev.venue_id, 0), coalesce(ev.venue_name, ''),
+       coalesce(ev.venue_city, ''), coalesce(ev.venue_tz, '')
+  FROM bookings LEFT JOIN LATERAL (
+       SELECT e.name AS ev_name, e.kind AS ev_kind, e.starts_at AS ev_starts_at, v.id AS venue_id, v.name AS venue_name,
+              v.city AS venue_city, v.timezone AS venue_tz
+         FROM events e JOIN venues v ON v.id = e.venue_id WHERE e.id = bookings.event_id) ev ON true`
 
 // bookingByIDSQL reads one booking (scanBooking).
 const bookingByIDSQL = bookingColumns + ` WHERE id = $1`
@@ -77,13 +85,20 @@ const liveBookingSQL = bookingColumns + ` WHERE hold_id = $1 AND status <> ` + s
 
 func scanBooking(row pgx.Row) (*core.Booking, error) {
 	var b core.Booking
+	var ev core.BookingEvent
+	var starts *time.Time
 	err := row.Scan(&b.ID, &b.HoldID, &b.EventID, &b.Account, &b.Seats, &b.Quantity, &b.AmountPaise, &b.Currency, &b.Flow,
-		&b.Status, &b.PaymentID, &b.Email, &b.Phone, &b.CreatedAt, &b.Captured, &b.Attempt)
+		&b.Status, &b.PaymentID, &b.Email, &b.Phone, &b.CreatedAt, &b.Captured, &b.Attempt,
+		&ev.Name, &ev.Kind, &starts, &ev.Venue.ID, &ev.Venue.Name, &ev.Venue.City, &ev.Venue.Timezone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, core.Errorf(core.ENotFound, "no such booking")
 	}
 	if err != nil {
 		return nil, translate(err)
+	}
+	if starts != nil {
+		ev.ID, ev.StartsAt = b.EventID, *starts
+		b.Event = &ev
 	}
 	return &b, nil
 }

@@ -171,12 +171,13 @@ type eventInfo struct {
 	seated        bool
 	maxPerAccount int
 	holdSeconds   int
+	startsAt      time.Time
 	fetched       time.Time
 }
 
 const eventTTL = 5 * time.Second
 
-const eventInfoSQL = `SELECT seated, max_per_account, hold_seconds FROM events WHERE id = $1`
+const eventInfoSQL = `SELECT seated, max_per_account, hold_seconds, starts_at FROM events WHERE id = $1`
 
 func (db *DB) eventInfo(ctx context.Context, id int64) (eventInfo, error) {
 	now := time.Now()
@@ -187,7 +188,7 @@ func (db *DB) eventInfo(ctx context.Context, id int64) (eventInfo, error) {
 		return ei, nil
 	}
 	err := db.pool.QueryRow(ctx, eventInfoSQL, id).
-		Scan(&ei.seated, &ei.maxPerAccount, &ei.holdSeconds)
+		Scan(&ei.seated, &ei.maxPerAccount, &ei.holdSeconds, &ei.startsAt)
 	if err == pgx.ErrNoRows {
 		return ei, core.Errorf(core.ENotFound, "no event %d", id)
 	}

@@ -48,7 +48,13 @@ INSERT INTO holds (id, event_id, account, seat_ids, quantity, claimed, expires_a
 SELECT $3, $1, $2, coalesce(array_agg(seat_id ORDER BY seat_id), '{}'), $4, count(*),
        now() + make_interval(secs => $6)
   FROM held
-RETURNING version, expires_at, created_at`
+RETURNING version, expires_at, created_at, (` + seatsAmountSQL + `)`
+
+// seatsAmountSQL is the price of seats $7 of event $1 at the event's bands
+// (a subquery of holdSeatsSQL's RETURNING: the bands never change).
+const seatsAmountSQL = `SELECT coalesce(sum(b.price_paise), 0)::bigint FROM seats s
+  JOIN price_bands b ON b.event_id = s.event_id AND b.code = s.band
+ WHERE s.event_id = $1 AND s.seat_id = ANY ($7::text[])`
 
 // accountCTE adds the hold's tickets to the account's counter; the
 // counter's CHECK refuses passing the limit. $1 event, $2 account, $4
@@ -71,7 +77,9 @@ const holdGASQL = accountCTE + `, ga AS (
 INSERT INTO holds (id, event_id, account, quantity, claimed, expires_at)
 SELECT $3, $1, $2, $4, $4 * count(*), now() + make_interval(secs => $6)
   FROM ga
-RETURNING version, expires_at, created_at`
+RETURNING version, expires_at, created_at,
+          (SELECT b.price_paise * $4 FROM ga_inventory g JOIN price_bands b ON b.event_id = g.event_id AND b.code = g.band
+            WHERE g.event_id = $1)::bigint`
 
 // takenSeatsSQL names, after a failed hold, the seats that are not free:
 // held, booked, or not in the event at all.
@@ -153,7 +161,7 @@ func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, li
 	// for an extra round trip on the hottest path.
 	err := db.retry(ctx, holdRetry, "hold", func() error {
 		return db.pool.QueryRow(ctx, holdSeatsSQL, p.EventID, p.Account, h.ID, len(seats), limit, ev.holdSeconds, seats).
-			Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt)
+			Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt, &h.AmountPaise)
 	}, "event", p.EventID)
 	switch constraint(err) {
 	case "":
@@ -170,6 +178,7 @@ func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, li
 		}
 	}
 	db.seatsChanged(p.EventID, seats, false)
+	h.EventStartsAt = ev.startsAt
 	return h, nil
 }
 
@@ -177,7 +186,7 @@ func (db *DB) holdGA(ctx context.Context, p core.HoldParams, ev eventInfo, limit
 	n := p.Request.Quantity
 	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: []string{}, Quantity: n, Status: core.HoldActive}
 	err := db.pool.QueryRow(ctx, holdGASQL, p.EventID, p.Account, h.ID, n, limit, ev.holdSeconds).
-		Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt)
+		Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt, &h.AmountPaise)
 	switch constraint(err) {
 	case "":
 	case "holds_all_claimed":
@@ -192,6 +201,7 @@ func (db *DB) holdGA(ctx context.Context, p core.HoldParams, ev eventInfo, limit
 	if err != nil {
 		return nil, translate(err)
 	}
+	h.EventStartsAt = ev.startsAt
 	return h, nil
 }
 
@@ -254,14 +264,31 @@ func newHoldID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// holdSQL reads one hold by id; scanHold scans it.
+// holdSQL reads one hold by id, with its total at the event's band prices
+// and the event's start; scanHold scans it.
 const holdSQL = `
-SELECT id::text, event_id, account, seat_ids, quantity, status, version, expires_at, extended, created_at
-  FROM holds WHERE id = $1`
+SELECT h.id::text, h.event_id, h.account, h.seat_ids, h.quantity, h.status, h.version, h.expires_at, h.extended, h.created_at,
+       CASE WHEN cardinality(h.seat_ids) > 0
+            THEN (SELECT coalesce(sum(b.price_paise), 0) FROM seats s JOIN price_bands b ON b.event_id = s.event_id AND b.code = s.band
+                   WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids))
+            ELSE (SELECT b.price_paise * h.quantity FROM ga_inventory g JOIN price_bands b ON b.event_id = g.event_id AND b.code = g.band
+                   WHERE g.event_id = h.event_id)
+       END::bigint,
+       (SELECT e.starts_at FROM events e WHERE e.id = h.event_id)
+  FROM holds h WHERE h.id = $1`
 
 func scanHold(row pgx.Row) (*core.Hold, error) {
 	var h core.Hold
-	err := row.Scan(&h.ID, &h.EventID, &h.Account, &h.Seats, &h.Quantity, &h.Status, &h.Version, &h.ExpiresAt, &h.Extended, &h.CreatedAt)
+	var amount *int64
+	var starts *time.Time
+	err := row.Scan(&h.ID, &h.EventID, &h.Account, &h.Seats, &h.Quantity, &h.Status, &h.Version, &h.ExpiresAt, &h.Extended, &h.CreatedAt,
+		&amount, &starts)
+	if amount != nil {
+		h.AmountPaise = *amount
+	}
+	if starts != nil {
+		h.EventStartsAt = *starts
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, core.Errorf(core.ENotFound, "no such hold")
 	}

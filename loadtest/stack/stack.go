@@ -224,10 +224,16 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, errors.New("stack: the core needs Options.DatabaseURL")
 		}
 		s.CoreURL = coreURL
+		// Ticket links point at the gateway's pages, never at the core:
+		// its address is picked above, before any app starts.
+		publicURL := coreURL
+		if has(Gateway) {
+			publicURL = "http://" + o.GatewayAddr
+		}
 		env := []string{"DATABASE_URL=" + o.DatabaseURL, "ONSALE_CORE_ADDR=" + o.CoreAddr, "ONSALE_REDIS=" + o.RedisURL,
 			"ONSALE_ADMIT_PUBLIC_KEY=" + s.AdmitPub, "ONSALE_ADMIT_JWKS_URL=", "ONSALE_TICKET_KEY=" + s.TicketKey,
 			"ONSALE_SIGNING_KEY=" + s.SigningKey,
-			"ONSALE_PUBLIC_URL=" + coreURL}
+			"ONSALE_PUBLIC_URL=" + publicURL}
 		if s.PaysimURL != "" {
 			env = append(env, "ONSALE_PROVIDER_URL="+s.PaysimURL, "ONSALE_PROVIDER_KEY="+ProviderKey,
 				"ONSALE_WEBHOOK_SECRET="+WebhookSecret, "ONSALE_SMS_URL="+s.PaysimURL+"/sms")

@@ -28,6 +28,7 @@ import (
 	"github.com/onsale/onsale/core/seatmap"
 	"github.com/onsale/onsale/core/sweeper"
 	"github.com/onsale/onsale/core/ticket"
+	"github.com/onsale/onsale/core/token"
 	"github.com/onsale/onsale/shared/admission"
 	"github.com/onsale/onsale/shared/config"
 )
@@ -79,8 +80,15 @@ type Config struct {
 	SMTPFrom       string        `env:"ONSALE_SMTP_FROM" flag:"smtp-from" default:"tickets@onsale.local" help:"From address of ticket emails"`
 	SMTPUser       string        `env:"ONSALE_SMTP_USER" flag:"smtp-user" help:"SMTP user name; no authentication when empty"`
 	SMTPPassword   string        `env:"ONSALE_SMTP_PASSWORD" flag:"smtp-password" secret:"true" help:"SMTP password"`
-	SMSURL         string        `env:"ONSALE_SMS_URL" flag:"sms-url" secret:"url" help:"HTTP SMS gateway for ticket SMS (POST {\"to\",\"body\"}); off when empty"`
-	PublicURL      string        `env:"ONSALE_PUBLIC_URL" flag:"public-url" default:"http://127.0.0.1:8081" help:"where fans find their tickets: the link in ticket SMS"`
+	SMSURL         string        `env:"ONSALE_SMS_URL" flag:"sms-url" secret:"url" help:"HTTP SMS gateway for sign-in codes and ticket SMS (POST {\"to\",\"body\"}); off when empty"`
+	PublicURL      string        `env:"ONSALE_PUBLIC_URL" flag:"public-url" default:"http://127.0.0.1:8080" help:"the gateway's public address (scheme://host[:port]), never the core's: ticket SMS and emails link to <url>/tickets/<booking>"`
+
+	// Accounts: sign-in by phone and one-time code.
+	SendsPerPhone   int           `env:"ONSALE_SIGNIN_SENDS_PER_PHONE" flag:"signin-sends-per-phone" default:"5" min:"1" max:"1000" help:"sign-in codes sent to one phone number per hour (codes)"`
+	SendsPerAddr    int           `env:"ONSALE_SIGNIN_SENDS_PER_ADDR" flag:"signin-sends-per-addr" default:"20" min:"1" max:"10000000" help:"sign-in codes asked for from one client address per hour (codes; a local crowd on one loopback address needs more)"`
+	VerifiesPerAddr int           `env:"ONSALE_SIGNIN_VERIFIES_PER_ADDR" flag:"signin-verifies-per-addr" default:"60" min:"1" max:"10000000" help:"sign-in code checks from one client address per hour, right or wrong (checks)"`
+	AccountTTL      time.Duration `env:"ONSALE_ACCOUNT_TOKEN_TTL" flag:"account-token-ttl" default:"720h" min:"1m" max:"8760h" help:"life of an account token (duration)"`
+	DevLogCodes     bool          `env:"ONSALE_DEV_LOG_CODES" flag:"dev-log-codes" default:"false" help:"development only: without ONSALE_SMS_URL, log sign-in codes at warn level instead of refusing sign-in (503)"`
 }
 
 // Validate checks the rules across settings.
@@ -168,8 +176,25 @@ func (m *Main) Run(ctx context.Context) error {
 		keeper.DB = db
 	}
 
+	keys, err := m.signingKeys(log)
+	if err != nil {
+		return err
+	}
+	var sms *notify.SMS
+	if c.SMSURL != "" {
+		sms = &notify.SMS{URL: c.SMSURL}
+	}
 	met := metrics.New()
-	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db}
+	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db,
+		Tokens: keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
+			Limits: core.SignInLimits{SendsPerPhone: c.SendsPerPhone, SendsPerAddr: c.SendsPerAddr, VerifiesPerAddr: c.VerifiesPerAddr}}}
+	if sms != nil {
+		srv.Accounts.SMS = sms
+	} else if c.DevLogCodes {
+		log.Warn("no SMS gateway: sign-in codes are logged (ONSALE_DEV_LOG_CODES; development only)")
+	} else {
+		log.Warn("no SMS gateway (ONSALE_SMS_URL): sign-in answers 503")
+	}
 	var worker *outbox.Worker
 	var reconciler *outbox.Reconciler
 	if c.ProviderURL != "" {
@@ -179,14 +204,14 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		prov := provider.New(c.ProviderURL, c.ProviderKey)
 		worker = &outbox.Worker{DB: db, Provider: prov, Tickets: ticket.NewSigner(tkey), PublicURL: c.PublicURL,
-			Lease: c.OutboxLease, Log: log, Metrics: met}
+			Links: keys, Lease: c.OutboxLease, Log: log, Metrics: met}
 		if c.SMTPAddr != "" {
 			host, port, _ := net.SplitHostPort(c.SMTPAddr) // checked by Validate
 			p, _ := strconv.Atoi(port)
 			worker.Mailer = &notify.Mailer{Host: host, Port: p, From: c.SMTPFrom, Username: c.SMTPUser, Password: c.SMTPPassword}
 		}
-		if c.SMSURL != "" {
-			worker.SMS = &notify.SMS{URL: c.SMSURL}
+		if sms != nil {
+			worker.SMS = sms
 		}
 		reconciler = &outbox.Reconciler{DB: db, Provider: prov, Worker: worker, After: c.ReconcileAfter, Log: log, Metrics: met}
 		srv.Payments = &http.Payments{Bookings: db, Keys: db, Provider: prov, Outbox: worker,
@@ -220,8 +245,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if worker != nil {
 		workers.Go(func() { worker.Run(bg, c.OutboxPoll) })
 		workers.Go(func() { reconciler.Run(bg, max(c.ReconcileAfter/4, time.Second)) })
-		workers.Go(func() { purgeKeys(bg, db, log) })
+		workers.Go(func() { purge(bg, log, "idempotency keys", db.PurgeKeys) })
 	}
+	workers.Go(func() { purge(bg, log, "sign-in codes and limits", db.PurgeSignIn) })
 	if c.AdmitJWKSURL != "" {
 		workers.Go(func() {
 			admission.RefreshJWKS(bg, verifier, nethttp.DefaultClient, c.AdmitJWKSURL, c.JWKSRefresh,
@@ -260,15 +286,16 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// purgeKeys deletes idempotency keys past their 24-hour retention, hourly.
-func purgeKeys(ctx context.Context, db *postgres.DB, log *slog.Logger) {
+// purge deletes rows past their retention (idempotency keys after 24
+// hours, sign-in codes and limit records after two hours), hourly.
+func purge(ctx context.Context, log *slog.Logger, what string, del func(context.Context) (int64, error)) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		if n, err := db.PurgeKeys(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("purging idempotency keys failed", "err", err)
+		if n, err := del(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("purging "+what+" failed", "err", err)
 		} else if n > 0 {
-			log.Info("purged idempotency keys", "keys", n)
+			log.Info("purged "+what, "rows", n)
 		}
 		select {
 		case <-ctx.Done():
@@ -276,6 +303,25 @@ func purgeKeys(ctx context.Context, db *postgres.DB, log *slog.Logger) {
 		case <-t.C:
 		}
 	}
+}
+
+// signingKeys loads the core's own key (ONSALE_SIGNING_KEY), or makes one
+// for this process with a warning: its tokens then die with the process,
+// and several cores would not accept each other's.
+func (m *Main) signingKeys(log *slog.Logger) (*token.Keys, error) {
+	if m.Config.SigningKey == "" {
+		priv, err := admission.GenerateKey()
+		if err != nil {
+			return nil, err
+		}
+		log.Warn("no ONSALE_SIGNING_KEY: signing with a key made at start-up; account tokens, hold grants and ticket links end with this process")
+		return token.New(priv), nil
+	}
+	priv, err := admission.ReadPrivateKeyFile(m.Config.SigningKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	return token.New(priv), nil
 }
 
 func (m *Main) verifier(ctx context.Context, log *slog.Logger) (*admission.Verifier, error) {

@@ -1,0 +1,191 @@
+package core
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+)
+
+// This file holds every rule of signing in: a fan proves a phone number
+// with a one-time code sent by SMS, and the core signs an account token for
+// the account of that number (created at the first verify). The store
+// (core/postgres) enforces the counting rules exactly, across cores; the
+// HTTP layer (core/http/auth.go) only reads requests and writes answers.
+
+// Account is a fan's account: one per verified phone number.
+type Account struct {
+	ID        int64     `json:"id"`
+	Phone     string    `json:"phone"`
+	Email     string    `json:"email"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// The code rules.
+const (
+	// CodeDigits is the length of a sign-in code: 6 decimal digits from
+	// crypto/rand, a one in a million guess.
+	CodeDigits = 6
+	// CodeTTL is how long a code may be used.
+	CodeTTL = 5 * time.Minute
+	// CodeAttempts is how many verifies one code allows, right or wrong:
+	// the sixth guess is refused even if right. With SendsPerPhone codes an
+	// hour, a guesser gets 25 tries an hour at a number: 1 in 40,000.
+	CodeAttempts = 5
+	// ResendAfter is how long a fan waits before another code is sent to
+	// the same number (a second send sooner is rate_limited).
+	ResendAfter = 30 * time.Second
+	// AccountTokenTTL is the default life of an account token.
+	AccountTokenTTL = 30 * 24 * time.Hour
+	// LimitWindow is the window every sign-in limit counts over.
+	LimitWindow = time.Hour
+	// SignInRetention is how long codes and the limit log are kept: past
+	// the window, nothing of them counts any more (the purge deletes them).
+	SignInRetention = 2 * LimitWindow
+)
+
+// SignInLimits are the per-hour limits of signing in (settings; zero
+// fields take the defaults). Per-address limits use the client address the
+// gateway reports.
+type SignInLimits struct {
+	SendsPerPhone   int // codes sent to one number
+	SendsPerAddr    int // codes requested from one address
+	VerifiesPerAddr int // verifies from one address, right or wrong
+}
+
+// DefaultSignInLimits are the limits when not configured.
+var DefaultSignInLimits = SignInLimits{SendsPerPhone: 5, SendsPerAddr: 20, VerifiesPerAddr: 60}
+
+// WithDefaults returns l with its zero fields set to the defaults.
+func (l SignInLimits) WithDefaults() SignInLimits {
+	d := DefaultSignInLimits
+	if l.SendsPerPhone > 0 {
+		d.SendsPerPhone = l.SendsPerPhone
+	}
+	if l.SendsPerAddr > 0 {
+		d.SendsPerAddr = l.SendsPerAddr
+	}
+	if l.VerifiesPerAddr > 0 {
+		d.VerifiesPerAddr = l.VerifiesPerAddr
+	}
+	return d
+}
+
+// Limit scopes, as the store counts them.
+const (
+	ScopeSendPhone  = "send_phone"
+	ScopeSendAddr   = "send_addr"
+	ScopeVerifyAddr = "verify_addr"
+)
+
+// NormalizePhone returns the E.164 form of a phone number: a bare 10-digit
+// Indian mobile (starting 6-9) gets +91; otherwise "+" and 8 to 15 digits.
+// Spaces, dashes and dots between digits are dropped. Anything else is
+// EInvalid.
+func NormalizePhone(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	var b strings.Builder
+	for i, c := range s {
+		switch {
+		case c == '+' && i == 0:
+			b.WriteRune(c)
+		case c >= '0' && c <= '9':
+			b.WriteRune(c)
+		case c == ' ' || c == '-' || c == '.':
+		default:
+			return "", Errorf(EInvalid, "phone must be a mobile number such as +919812345678")
+		}
+	}
+	p := b.String()
+	digits := strings.TrimPrefix(p, "+")
+	switch {
+	case !strings.HasPrefix(p, "+") && len(digits) == 10 && digits[0] >= '6':
+		return "+91" + digits, nil
+	case strings.HasPrefix(p, "+") && len(digits) >= 8 && len(digits) <= 15 && digits[0] != '0':
+		return p, nil
+	}
+	return "", Errorf(EInvalid, "phone must be a mobile number such as +919812345678")
+}
+
+// NewCode returns a fresh sign-in code: CodeDigits digits from crypto/rand.
+func NewCode() (string, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		return "", fmt.Errorf("sign-in code: %w", err)
+	}
+	return fmt.Sprintf("%0*d", CodeDigits, n.Int64()), nil
+}
+
+// ValidCodeShape reports whether code could be a code (CodeDigits digits):
+// anything else is refused before the store counts an attempt on it.
+func ValidCodeShape(code string) bool {
+	if len(code) != CodeDigits {
+		return false
+	}
+	for _, c := range code {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// CodeHash is what the store keeps of a code: HMAC-SHA256 under the core's
+// code key, over the phone and the code, so a leaked table yields neither
+// the codes nor a cheap way to brute-force them offline.
+func CodeHash(key []byte, phone, code string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(phone + "\x00" + code))
+	return m.Sum(nil)
+}
+
+// CodeSMS is the text of the sign-in SMS. The code is the only run of six
+// digits in it.
+func CodeSMS(code string) string {
+	return fmt.Sprintf("onsale: your sign-in code is %s. It expires in %d minutes. Never share it.", code, int(CodeTTL/time.Minute))
+}
+
+// CodeRequest is one code to store for a phone, asked from an address.
+type CodeRequest struct {
+	Phone string
+	Addr  string
+	Hash  []byte
+}
+
+// AccountPatch is what a fan may change of an account.
+type AccountPatch struct {
+	Email *string // nil: unchanged; "": removed
+}
+
+// ValidEmail checks an address the way tickets are sent to it.
+func ValidEmail(e string) error {
+	at := strings.LastIndexByte(e, '@')
+	if len(e) > 254 || at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\r\n<>,;\"") {
+		return Errorf(EInvalid, "email is not an address")
+	}
+	return nil
+}
+
+// Accounts is the account store. Every limit is counted in the store, in
+// the transaction that acts, so it holds exactly across several cores.
+type Accounts interface {
+	// StoreCode records a send from r.Addr to r.Phone and keeps r.Hash as
+	// the phone's one live code (replacing an earlier one), unless a limit
+	// refuses: ERateLimited with Detail "retry_after_seconds".
+	StoreCode(ctx context.Context, r CodeRequest, l SignInLimits) error
+	// VerifyCode counts a verify from addr and uses the phone's live code
+	// if hash matches it: at most once, within CodeTTL and CodeAttempts.
+	// It returns the phone's account (created on first use), or
+	// ECodeInvalid for a wrong, expired, used or exhausted code, or
+	// ERateLimited.
+	VerifyCode(ctx context.Context, phone, addr string, hash []byte, l SignInLimits) (*Account, error)
+	Account(ctx context.Context, id int64) (*Account, error)
+	UpdateAccount(ctx context.Context, id int64, p AccountPatch) (*Account, error)
+	// AccountBookings lists an identity's bookings but FAILED ones:
+	// upcoming shows first (soonest first), then past shows (latest first).
+	AccountBookings(ctx context.Context, identity string) ([]Booking, error)
+}

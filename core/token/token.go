@@ -1,0 +1,153 @@
+// Package token mints and checks the core's own bearer tokens, all signed
+// with the core's one Ed25519 key (ONSALE_SIGNING_KEY), each kind under its
+// own audience so one is never accepted as another: the account token
+// (shared/account, aud "onsale"), a hold's grant (aud "onsale-hold") and a
+// ticket link (aud "onsale-tickets"). Principal turns any of them into the
+// core.Principal the authorization rules (core/principal.go) judge.
+package token
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/shared/account"
+	"github.com/onsale/onsale/shared/admission"
+)
+
+// Audiences of the core's tokens besides the account token's.
+const (
+	HoldAudience   = "onsale-hold"
+	TicketAudience = "onsale-tickets"
+)
+
+// HoldClaims are a hold grant's claims: sub is the hold owner's identity.
+type HoldClaims struct {
+	jwt.RegisteredClaims
+	Hold  string `json:"hold"`
+	Event int64  `json:"evt"`
+}
+
+// TicketClaims are a ticket link's claims: sub is the booking owner's
+// identity.
+type TicketClaims struct {
+	jwt.RegisteredClaims
+	Booking int64 `json:"bkg"`
+}
+
+// Keys signs and verifies the core's tokens with one key.
+type Keys struct {
+	signer                   *account.Signer
+	accounts, holds, tickets *account.Verifier
+	codeKey                  []byte
+}
+
+// New returns Keys for the core's private key.
+func New(priv ed25519.PrivateKey) *Keys {
+	pub := priv.Public().(ed25519.PublicKey)
+	keys := map[string]ed25519.PublicKey{admission.KeyID(pub): pub}
+	// The sign-in codes' HMAC key is derived from the signing key: every
+	// core sharing the key verifies the others' codes, and no second
+	// secret is needed.
+	ck := sha256.Sum256(append([]byte("onsale sign-in codes\x00"), priv.Seed()...))
+	return &Keys{
+		signer:   account.NewSigner(priv),
+		accounts: account.NewVerifier(keys),
+		holds:    account.NewVerifierFor(HoldAudience, keys),
+		tickets:  account.NewVerifierFor(TicketAudience, keys),
+		codeKey:  ck[:],
+	}
+}
+
+// PublicKey is the key that verifies every token of the core (its JWKS).
+func (k *Keys) PublicKey() ed25519.PublicKey { return k.signer.PublicKey() }
+
+// JWKS is the core's public key set.
+func (k *Keys) JWKS() admission.JWKS { return admission.NewJWKS(k.PublicKey()) }
+
+// CodeKey is the HMAC key of sign-in codes (core.CodeHash).
+func (k *Keys) CodeKey() []byte { return k.codeKey }
+
+// Account mints an account token (phone verified) for account id.
+func (k *Keys) Account(id int64, ttl time.Duration) (string, time.Time, error) {
+	return k.signer.Account(strconv.FormatInt(id, 10), true, ttl)
+}
+
+func registered(aud, sub string, exp time.Time) jwt.RegisteredClaims {
+	return jwt.RegisteredClaims{Issuer: account.Issuer, Audience: jwt.ClaimStrings{aud}, Subject: sub,
+		IssuedAt: jwt.NewNumericDate(time.Now()), ExpiresAt: jwt.NewNumericDate(exp)}
+}
+
+// HoldGrant mints the grant of hold h: its owner may act on it until
+// core.HoldGrantAfterStart after the show starts.
+func (k *Keys) HoldGrant(h *core.Hold) (string, error) {
+	exp := h.EventStartsAt.Add(core.HoldGrantAfterStart)
+	return k.signer.Sign(HoldClaims{RegisteredClaims: registered(HoldAudience, h.Account, exp), Hold: h.ID, Event: h.EventID})
+}
+
+// TicketLink mints the link token of booking b: it reads the booking until
+// core.TicketLinkAfterStart after the show starts (startsAt).
+func (k *Keys) TicketLink(b *core.Booking, startsAt time.Time) (string, error) {
+	exp := startsAt.Add(core.TicketLinkAfterStart)
+	return k.signer.Sign(TicketClaims{RegisteredClaims: registered(TicketAudience, b.Account, exp), Booking: b.ID})
+}
+
+// Errors of Principal.
+var (
+	ErrInvalid = account.ErrInvalid
+	ErrExpired = account.ErrExpired
+	// ErrNotOurs: the token is not one of the core's (another audience,
+	// e.g. an admit token): the caller tries its other verifiers.
+	ErrNotOurs = errors.New("not a core token")
+)
+
+// Principal verifies one of the core's tokens. It returns ErrNotOurs for a
+// token whose audience is none of the core's, ErrExpired, or an error
+// wrapping ErrInvalid. The audience is read unverified only to pick the
+// verifier, which then checks everything, the audience included.
+func (k *Keys) Principal(tok string) (*core.Principal, error) {
+	switch audience(tok) {
+	case account.Audience:
+		c, err := k.accounts.Verify(tok)
+		if err != nil {
+			return nil, err
+		}
+		if !c.PhoneVerified {
+			return nil, ErrInvalid
+		}
+		return &core.Principal{Kind: core.PrincipalAccount, Identity: c.Identity(), AccountID: c.Subject}, nil
+	case HoldAudience:
+		var c HoldClaims
+		if err := k.holds.Parse(tok, &c); err != nil {
+			return nil, err
+		}
+		if c.Hold == "" || c.Event <= 0 {
+			return nil, ErrInvalid
+		}
+		return &core.Principal{Kind: core.PrincipalHoldGrant, Identity: c.Subject, HoldID: c.Hold, EventID: c.Event}, nil
+	case TicketAudience:
+		var c TicketClaims
+		if err := k.tickets.Parse(tok, &c); err != nil {
+			return nil, err
+		}
+		if c.Booking <= 0 {
+			return nil, ErrInvalid
+		}
+		return &core.Principal{Kind: core.PrincipalTicketLink, Identity: c.Subject, Booking: c.Booking}, nil
+	}
+	return nil, ErrNotOurs
+}
+
+// audience reads a token's one audience without verifying it.
+func audience(tok string) string {
+	var c jwt.RegisteredClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(tok, &c); err != nil || len(c.Audience) != 1 {
+		return ""
+	}
+	return c.Audience[0]
+}
