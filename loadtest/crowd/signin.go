@@ -39,20 +39,27 @@ func (c *Crowd) SignIn(sms string, conns int) {
 
 // signIn signs the fan in; false when it could not (every sign-in refused,
 // limited, or no code came), and the fan goes home. A wrong or expired code
-// (401) or a limit (429, waited out when its Retry-After is short) starts
-// over with a new code, at most maxSignInTry times.
+// (401) starts over with a new code, at most maxSignInTry codes; a limit
+// (429) is waited out when its Retry-After is short, at most maxSignInTry
+// times, and the fan asks again.
 func (f *fan) signIn(ctx context.Context) bool {
 	st := f.crowd.st
 	phone := Phone(f.n)
-	for range maxSignInTry {
+	limits := 0
+	limited := func(r Reply) bool {
+		st.SignInLimited.Add(1)
+		limits++
+		return limits <= maxSignInTry && f.sitOut(ctx, r)
+	}
+	for codes := 0; codes < maxSignInTry; {
 		seen := len(f.crowd.readSMS(ctx, phone)) // a retry's code is in a new message
 		r := f.cl.Do(ctx, "auth code", "POST", f.crowd.url("/v1/auth/code"), map[string]any{"phone": phone})
 		switch r.Status {
 		case 202:
 			st.CodesRequested.Add(1)
+			codes++
 		case 429:
-			st.SignInLimited.Add(1)
-			if !f.sitOut(ctx, r) {
+			if !limited(r) {
 				return false
 			}
 			continue
@@ -84,8 +91,7 @@ func (f *fan) signIn(ctx context.Context) bool {
 			f.trace.Account = idString(acct["id"])
 			return true
 		case 429:
-			st.SignInLimited.Add(1)
-			if !f.sitOut(ctx, v) {
+			if !limited(v) {
 				return false
 			}
 		default: // 401 code_invalid: ask for a new code
