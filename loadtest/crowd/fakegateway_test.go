@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,7 @@ type fakeGateway struct {
 	codes          map[string]string   // phone: its latest code
 	verifies       map[string]int      // phone: verifies answered
 	sms            map[string][]string // phone: messages, oldest first
+	addrs          map[string]bool     // the addresses joins came from
 }
 
 // the layout: one section of 10 rows of 10 seats.
@@ -58,7 +60,7 @@ func newFakeGateway(tb testing.TB) *fakeGateway {
 		tb.Fatal(err)
 	}
 	g := &fakeGateway{addr: "http://" + ln.Addr().String(), counts: map[string]int{}, held: map[string]bool{}, confirmKeys: map[string]int{},
-		codes: map[string]string{}, verifies: map[string]int{}, sms: map[string][]string{}}
+		codes: map[string]string{}, verifies: map[string]int{}, sms: map[string][]string{}, addrs: map[string]bool{}}
 	srv := &fasthttp.Server{Handler: g.serve}
 	go srv.Serve(ln)
 	tb.Cleanup(func() { srv.Shutdown() })
@@ -76,6 +78,13 @@ func (g *fakeGateway) Counts() map[string]int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return maps.Clone(g.counts)
+}
+
+// Addrs are the addresses joins came from.
+func (g *fakeGateway) Addrs() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Sorted(maps.Keys(g.addrs))
 }
 
 func reply(ctx *fasthttp.RequestCtx, status int, v any) {
@@ -250,6 +259,9 @@ func (g *fakeGateway) join(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	g.count("join")
+	g.mu.Lock()
+	g.addrs[ctx.RemoteIP().String()] = true
+	g.mu.Unlock()
 	n := g.joins.Add(1)
 	var ck fasthttp.Cookie
 	ck.SetKey("q")

@@ -31,7 +31,11 @@ type fan struct {
 // had) says so, and the room goes to the next in line; a fan who closes the
 // app mid-hold says nothing and keeps the room until the session runs out.
 func (f *fan) shop(ctx context.Context) {
-	if f.crowd.sms != "" && !f.signIn(ctx) {
+	switch {
+	case f.crowd.sms == "" || f.account != "": // a guest, or signed in ahead
+	case f.crowd.ahead != nil: // could not sign in ahead: goes home
+		return
+	case !f.signIn(ctx):
 		return
 	}
 	if !f.queue(ctx) {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -25,7 +26,44 @@ const (
 	codeLookMax  = time.Second
 	maxSignInTry = 3
 	maxRetryWait = 30 * time.Second
+	// A fan whose sign-in gets no answer or a 5xx taps again after a
+	// pause that doubles from busyPause, at most maxSignInTry times.
+	busyPause = time.Second
 )
+
+// SignInAhead signs fans 0 to fans-1 in before the sale, at most conc at a
+// time: fans urged to sign in before onsale do so over the hours before
+// it, not in the wall. It returns when every fan has signed in or given up,
+// or ctx ends; each fan then joins with its token (a fan who could not
+// sign in goes home at its arrival). SignIn must have been called.
+func (c *Crowd) SignInAhead(ctx context.Context, fans, conc int) {
+	c.ahead = make([]signedIn, fans)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(conc, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f := &fan{crowd: c, n: i, cl: NewClient(c.poolOf(i), 20*time.Second, c.st, false)}
+				if f.signIn(ctx) {
+					c.ahead[i] = signedIn{f.account, f.trace.Account}
+				}
+			}
+		}()
+	}
+	for i := range fans {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+}
 
 // SignIn makes every fan sign in before it joins, as fans do when an event
 // requires an account: ask for a code for its phone (through the gateway),
@@ -45,11 +83,25 @@ func (c *Crowd) SignIn(sms string, conns int) {
 func (f *fan) signIn(ctx context.Context) bool {
 	st := f.crowd.st
 	phone := Phone(f.n)
-	limits := 0
+	limits, busy := 0, 0
 	limited := func(r Reply) bool {
 		st.SignInLimited.Add(1)
 		limits++
 		return limits <= maxSignInTry && f.sitOut(ctx, r)
+	}
+	// again says whether a fan whose request got no answer or a 5xx taps
+	// again (after a pause), or gives up.
+	again := func(r Reply) bool {
+		if (r.Status != 0 && r.Status < 500) || busy >= maxSignInTry {
+			return false
+		}
+		busy++
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(busyPause << (busy - 1)):
+			return true
+		}
 	}
 	for codes := 0; codes < maxSignInTry; {
 		seen := len(f.crowd.readSMS(ctx, phone)) // a retry's code is in a new message
@@ -64,8 +116,10 @@ func (f *fan) signIn(ctx context.Context) bool {
 			}
 			continue
 		default:
+			if again(r) {
+				continue
+			}
 			st.SignInFailed.Add(1)
-			st.Fail(fmt.Sprintf("auth code %d", r.Status))
 			return false
 		}
 		code, ok := f.awaitCode(ctx, phone, seen)
@@ -94,8 +148,13 @@ func (f *fan) signIn(ctx context.Context) bool {
 			if !limited(v) {
 				return false
 			}
-		default: // 401 code_invalid: ask for a new code
+		case 401: // code_invalid: ask for a new code
 			st.SignInFailed.Add(1)
+		default: // no answer or a 5xx: ask for a new code after a pause
+			if !again(v) {
+				st.SignInFailed.Add(1)
+				return false
+			}
 		}
 	}
 	return false

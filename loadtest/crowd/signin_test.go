@@ -87,3 +87,38 @@ func TestBotsRefused(t *testing.T) {
 		t.Errorf("Stats.BotRefused %d < BotsNoIdentity %d", st.BotRefused.Load(), st.BotsNoIdentity.Load())
 	}
 }
+
+// TestSignInAhead signs the crowd in before the sale, from several
+// loopback addresses: every fan then joins with its own account token and
+// signs in no more at its arrival.
+func TestSignInAhead(t *testing.T) {
+	g := newFakeGateway(t)
+	g.requireAccount = true
+	const fans = 100
+	st := crowd.NewStats(time.Now(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := crowd.New(g.addr, 1, []string{"A"}, 32, st)
+	c.Spread(4, 32)
+	c.SignIn(g.addr, 8)
+	c.SignInAhead(ctx, fans, 8)
+	before := g.Counts()
+	if before["auth verify"] != fans || before["join"] != 0 {
+		t.Fatalf("ahead of the sale the gateway saw %v; want %d verified, no join", before, fans)
+	}
+	admissions := c.Fans(ctx, fans, crowd.Arrival{OnsaleIn: time.Second, Wall: 100 * time.Millisecond, Tail: 200 * time.Millisecond}, time.Now())
+	got := g.Counts()
+	if got["join"] != fans || got["auth verify"] != fans || got["join without an account"] != 0 {
+		t.Errorf("the gateway saw %v; want %d joins with an account, no sign-in at arrival", got, fans)
+	}
+	seen := map[string]bool{}
+	for _, a := range admissions {
+		if a.Account == "" || seen[a.Account] {
+			t.Fatalf("trace %+v: no account, or another fan's", a)
+		}
+		seen[a.Account] = true
+	}
+	if addrs := g.Addrs(); len(addrs) != 4 {
+		t.Errorf("the fans came from %v; want 4 loopback addresses", addrs)
+	}
+}

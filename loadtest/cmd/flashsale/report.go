@@ -20,6 +20,7 @@ type outcome struct {
 	cpu                     []procstat.Sample
 	targets                 []procstat.Target
 	onsale                  time.Time
+	signInTook              time.Duration // the fans' sign-in ahead of the sale (0: none)
 }
 
 // lines are the dials, the outcome and Little's law, for the summary and
@@ -27,8 +28,12 @@ type outcome struct {
 func (o outcome) lines(c Config, st *crowd.Stats) []string {
 	note := []string{"Accounts: none required (account_required off); the fans joined as guests."}
 	if c.Accounts {
-		note[0] = fmt.Sprintf("Accounts: required (account_required on); every fan signed in with a code by SMS before joining (%d signed in of %d who asked for a code), the bots never did.",
-			st.SignedIn.Load(), st.CodesRequested.Load())
+		note[0] = fmt.Sprintf("Accounts: required (account_required on); every fan signs in with a code by SMS before joining (%d of %d fans signed in; %d codes sent), the bots never did.",
+			st.SignedIn.Load(), c.Fans, st.CodesRequested.Load())
+		if o.signInTook > 0 {
+			note[0] += fmt.Sprintf(" The fans signed in ahead of the sale, %d at a time from %d loopback addresses: %.0f s, %.0f sign-ins a second.",
+				c.SignInConc, c.Addrs, o.signInTook.Seconds(), float64(st.SignedIn.Load())/o.signInTook.Seconds())
+		}
 	}
 	if c.Note != "" {
 		note = append(note, c.Note)
