@@ -68,52 +68,72 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
+// countSignIn counts a sign-in request's outcome.
+func (s *Server) countSignIn(step string, err error) {
+	outcome := map[string]string{"code": "sent", "verify": "verified"}[step]
+	if err != nil {
+		switch c := core.ErrorCode(err); c {
+		case core.ECodeInvalid, core.ERateLimited, core.EUnavailable:
+			outcome = c
+		case core.EInvalid, core.ETooLarge:
+			outcome = "invalid"
+		default:
+			outcome = "error"
+		}
+	}
+	s.Metrics.SignIns.WithLabelValues(step, outcome).Inc()
+}
+
 // sendCode sends a sign-in code. The answer is the same whether or not the
 // number has an account: nothing about accounts is looked up.
 func (s *Server) sendCode(w http.ResponseWriter, r *http.Request) {
+	err := s.sendCodeErr(w, r)
+	s.countSignIn("code", err)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusAccepted, map[string]any{"sent": true,
+		"expires_in_seconds": int(core.CodeTTL / time.Second), "resend_after_seconds": int(core.ResendAfter / time.Second)})
+}
+
+func (s *Server) sendCodeErr(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Phone string `json:"phone"`
 	}
 	if err := decode(w, r, &in); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	phone, err := core.NormalizePhone(in.Phone)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	a := s.Accounts
 	if a.SMS == nil && !a.LogCodes {
-		s.fail(w, r, core.Errorf(core.EUnavailable, "sign-in codes cannot be sent: no SMS gateway is configured"))
-		return
+		return core.Errorf(core.EUnavailable, "sign-in codes cannot be sent: no SMS gateway is configured")
 	}
 	code, err := core.NewCode()
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	err = a.Store.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: clientAddr(r), Hash: core.CodeHash(s.Tokens.CodeKey(), phone, code)}, a.Limits)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if a.SMS == nil {
 		s.Log.Warn("sign-in code (development: no SMS gateway, ONSALE_DEV_LOG_CODES)", "phone", phone, "code", code)
-	} else {
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), smsTimeout)
-		defer scancel()
-		if err := a.SMS.Send(sctx, phone, core.CodeSMS(code)); err != nil {
-			s.Log.Warn("sign-in code not sent", "err", err)
-			s.fail(w, r, core.Errorf(core.EUnavailable, "the code could not be sent: try again shortly"))
-			return
-		}
+		return nil
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusAccepted, map[string]any{"sent": true,
-		"expires_in_seconds": int(core.CodeTTL / time.Second), "resend_after_seconds": int(core.ResendAfter / time.Second)})
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), smsTimeout)
+	defer scancel()
+	if err := a.SMS.Send(sctx, phone, core.CodeSMS(code)); err != nil {
+		s.Log.Warn("sign-in code not sent", "err", err)
+		return core.Errorf(core.EUnavailable, "the code could not be sent: try again shortly")
+	}
+	return nil
 }
 
 // verifyCode signs a fan in: a right code gets an account token.
@@ -123,6 +143,7 @@ func (s *Server) verifyCode(w http.ResponseWriter, r *http.Request) {
 		Code  string `json:"code"`
 	}
 	if err := decode(w, r, &in); err != nil {
+		s.countSignIn("verify", err)
 		s.fail(w, r, err)
 		return
 	}
@@ -131,6 +152,7 @@ func (s *Server) verifyCode(w http.ResponseWriter, r *http.Request) {
 		err = core.Errorf(core.EInvalid, "code must be %d digits", core.CodeDigits)
 	}
 	if err != nil {
+		s.countSignIn("verify", err)
 		s.fail(w, r, err)
 		return
 	}
@@ -138,6 +160,7 @@ func (s *Server) verifyCode(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	acct, err := a.Store.VerifyCode(ctx, phone, clientAddr(r), core.CodeHash(s.Tokens.CodeKey(), phone, in.Code), a.Limits)
+	s.countSignIn("verify", err)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -23,6 +23,7 @@ import (
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/core/seed"
+	"github.com/onsale/onsale/core/token"
 	"github.com/onsale/onsale/shared/admission"
 )
 
@@ -35,9 +36,14 @@ type fixture struct {
 	event  int64 // the cinema show (seated, 250 seats)
 	ga     int64 // the GA show
 	other  int64 // another event, for wrong-event tokens
+
+	keys *token.Keys // the core's own tokens (withAccounts)
+	sms  *smsSink    // the code SMS (withAccounts)
 }
 
-func newFixture(t *testing.T, dbURL string) *fixture {
+// newFixture starts the server on a fresh database (or dbURL); opts adjust
+// the server before it starts.
+func newFixture(t *testing.T, dbURL string, opts ...func(*fixture, *corehttp.Server)) *fixture {
 	t.Helper()
 	if dbURL == "" {
 		dbURL = postgrestest.NewURL(t)
@@ -65,6 +71,9 @@ func newFixture(t *testing.T, dbURL string) *fixture {
 	f.other = mk("Monsoon Nights", "cinema", time.Date(2026, 12, 24, 21, 45, 0, 0, seed.IST))
 	s := &corehttp.Server{Catalog: db, Holds: db, Verifier: admission.NewVerifierFromPublicKeys(f.signer.PublicKey()),
 		Ready: db.Ping, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New()}
+	for _, o := range opts {
+		o(f, s)
+	}
 	f.srv = httptest.NewServer(s.Handler())
 	t.Cleanup(f.srv.Close)
 	return f

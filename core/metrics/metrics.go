@@ -33,6 +33,9 @@ type Metrics struct {
 	Webhooks *prometheus.CounterVec
 	// Reconciled counts bookings the reconciler settled, by outcome.
 	Reconciled *prometheus.CounterVec
+	// SignIns counts sign-in requests by step (code, verify) and outcome
+	// (sent, verified, code_invalid, rate_limited, invalid, unavailable, error).
+	SignIns *prometheus.CounterVec
 }
 
 // New registers the collectors, with Go runtime and process collectors.
@@ -68,9 +71,12 @@ func New() *Metrics {
 		Reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onsale_core_reconciled_bookings_total", Help: "Pending bookings settled by the reconciler, by outcome.",
 		}, []string{"outcome"}),
+		SignIns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onsale_core_signins_total", Help: "Sign-in requests by step (code, verify) and outcome.",
+		}, []string{"step", "outcome"}),
 	}
 	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweptSeats, m.SweepErrors,
-		m.OutboxJobs, m.Webhooks, m.Reconciled,
+		m.OutboxJobs, m.Webhooks, m.Reconciled, m.SignIns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ import (
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/core/seed"
 	"github.com/onsale/onsale/core/ticket"
+	"github.com/onsale/onsale/core/token"
+	"github.com/onsale/onsale/shared/admission"
 )
 
 var ctx = context.Background()
@@ -684,5 +687,53 @@ func TestKickIsOwnedByRun(t *testing.T) {
 	<-runDone
 	if st, _ := e.status(t, b2); st != core.BookingRefunded {
 		t.Fatalf("refund in flight at shutdown: booking %s; want REFUNDED (the job finished before Run returned)", st)
+	}
+}
+
+// recordingSender keeps the messages it was given.
+type recordingSender struct {
+	mu         sync.Mutex
+	sms, links []string
+}
+
+func (r *recordingSender) SendTickets(_ context.Context, _ *core.Booking, _, link string, _ []notify.Ticket) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.links = append(r.links, link)
+	return nil
+}
+
+func (r *recordingSender) Send(_ context.Context, _, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sms = append(r.sms, text)
+	return nil
+}
+
+// The ticket SMS and email link to the gateway's /tickets page with a
+// ticket-link token in the fragment, which reads that booking and only it,
+// until a day after the show.
+func TestTicketLink(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowAsync, false, "fan@onsale.test")
+	w := e.worker(e.db, time.Minute)
+	priv, _ := admission.GenerateKey()
+	keys := token.New(priv)
+	rec := &recordingSender{}
+	w.Mailer, w.SMS, w.Links = rec, rec, keys
+	if n := w.Poll(ctx); n != 2 {
+		t.Fatalf("poll ran %d jobs; want the email and the SMS", n)
+	}
+	if len(rec.sms) != 1 || len(rec.links) != 1 {
+		t.Fatalf("sent %d SMS, %d emails", len(rec.sms), len(rec.links))
+	}
+	link := rec.links[0]
+	prefix := fmt.Sprintf("http://onsale.test/tickets/%d#", b)
+	if !strings.HasPrefix(link, prefix) || !strings.Contains(rec.sms[0], link) {
+		t.Fatalf("link %q (SMS %q); want %s<token>", link, rec.sms[0], prefix)
+	}
+	p, err := keys.Principal(strings.TrimPrefix(link, prefix))
+	if err != nil || p.Kind != core.PrincipalTicketLink || p.Booking != b || p.Identity != "fan0" {
+		t.Fatalf("link token = %+v, %v", p, err)
 	}
 }

@@ -538,3 +538,23 @@ func TestStatusWhenTheRoomIsFull(t *testing.T) {
 		t.Fatalf("join after the session = %d %s; want 410 session_ended saying holds and tickets stay the fan's", again.status, again.raw)
 	}
 }
+
+// A page that sends its account token on every request still polls: the
+// bearer is not a queue token, so the queue cookie answers.
+func TestStatusWithAnAccountBearer(t *testing.T) {
+	f := newFake(t, openDials())
+	path := fmt.Sprintf("/v1/events/%d/queue", fakeEvent)
+	acct := []string{"Authorization", "Bearer " + accountJWT(t, "7", true)}
+	j := f.call("POST", path, "", acct...)
+	if j.status != 200 {
+		t.Fatalf("join = %d %s", j.status, j.raw)
+	}
+	cookie := fmt.Sprintf("onsale_q_%d=%s", fakeEvent, j.body["queue_token"])
+	if st := f.call("GET", path+"/status", "", append(acct, "Cookie", cookie)...); st.status != 200 || st.body["state"] != gateway.StateWaiting {
+		t.Fatalf("status with the account bearer and the queue cookie = %d %s; want 200 waiting", st.status, st.raw)
+	}
+	// Control: without the cookie the account token alone is no queue token.
+	if st := f.call("GET", path+"/status", "", acct...); st.status != 401 || st.body["error"] != gateway.EQueueToken {
+		t.Fatalf("status with the account bearer alone = %d %s; want 401 invalid_queue_token", st.status, st.raw)
+	}
+}

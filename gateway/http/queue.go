@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -228,19 +227,17 @@ func jitter(ms int64) int64 {
 
 func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
 
-func queueToken(ctx *fasthttp.RequestCtx, ev int64) string {
-	if auth := string(ctx.Request.Header.Peek("Authorization")); strings.HasPrefix(auth, "Bearer ") {
-		return strings.TrimPrefix(auth, "Bearer ")
-	}
-	return string(ctx.Request.Header.Cookie(cookieName(ev)))
-}
-
-// fanToken verifies the fan's queue token (bearer or cookie) and applies
-// the per-token limit; a bad token is limited per address and refused with
-// invalid_queue_token.
+// fanToken verifies the fan's queue token (bearer, else the cookie: a
+// bearer that is not a queue token, such as a page's account token, falls
+// back to the cookie) and applies the per-token limit; a bad token is
+// limited per address and refused with invalid_queue_token.
 func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, string, error) {
-	raw := queueToken(ctx, ev)
+	raw, _ := bearer(ctx)
 	q, err := s.cfg.Queue.Verify(raw, ev)
+	if cookie := string(ctx.Request.Header.Cookie(cookieName(ev))); err != nil && cookie != "" && cookie != raw {
+		raw = cookie
+		q, err = s.cfg.Queue.Verify(raw, ev)
+	}
 	if err != nil {
 		if err := limit(s.ipLimit, clientIP(ctx)); err != nil {
 			return nil, "", err

@@ -10,6 +10,7 @@ import (
 	"net"
 	nethttp "net/http"
 	_ "net/http/pprof" // on DefaultServeMux, served only on -debug-addr
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -100,6 +101,9 @@ func (c *Config) Validate() error {
 		return errors.New("give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
 	case c.ProviderURL != "" && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
 		return errors.New("payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
+	}
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
+		return fmt.Errorf("ONSALE_PUBLIC_URL %q: want the gateway's address, http(s)://host[:port][/path]", c.PublicURL)
 	}
 	if c.SMTPAddr != "" {
 		if _, port, err := net.SplitHostPort(c.SMTPAddr); err != nil {

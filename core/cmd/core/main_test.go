@@ -109,6 +109,11 @@ func TestParseFlags(t *testing.T) {
 		{"unknown log level", append(good, "-log-level", "loud"), nil, false},
 		{"payments without their secrets", append(good, "-provider-url", "http://p"), nil, false},
 		{"smtp without a port", append(good, "-smtp-addr", "mail"), nil, false},
+		{"public url not a url", append(good, "-public-url", "onsale.in"), nil, false},
+		{"public url with a fragment", append(good, "-public-url", "https://onsale.in/#x"), nil, false},
+		{"public url https", append(good, "-public-url", "https://tickets.onsale.in"), nil, true},
+		{"sends per address out of range", good, map[string]string{"ONSALE_SIGNIN_SENDS_PER_ADDR": "0"}, false},
+		{"account token ttl too short", append(good, "-account-token-ttl", "1s"), nil, false},
 		{"flag wins over the environment", append(good, "-sweep-interval", "1s"), map[string]string{"ONSALE_SWEEP_INTERVAL": "0s"}, true},
 	}
 	for _, tc := range tests {
@@ -227,4 +232,69 @@ func TestMainJWKS(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // poll interval: the loop waits on the refusal itself
 	}
+}
+
+// The core publishes its signing key (ONSALE_SIGNING_KEY) as JWKS, and its
+// sign-in works without an SMS gateway only with the development flag.
+func TestMainSigningKey(t *testing.T) {
+	dbURL := postgrestest.NewURL(t)
+	dir := t.TempDir()
+	admitKey, _ := admission.GenerateKey()
+	admitPub := filepath.Join(dir, "admit.pub")
+	signing, _ := admission.GenerateKey()
+	signingFile := filepath.Join(dir, "signing.key")
+	if err := admission.WritePublicKeyFile(admitPub, admitKey.Public().(ed25519.PublicKey)); err != nil {
+		t.Fatal(err)
+	}
+	if err := admission.WritePrivateKeyFile(signingFile, signing); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain()
+	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-database-url", dbURL, "-admit-public-key", admitPub,
+		"-signing-key", signingFile, "-dev-log-codes"}); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	m.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	base := "http://" + m.Addr().String()
+
+	resp, err := http.Get(base + "/.well-known/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	keys, err := admission.ParseJWKS(b)
+	if err != nil || len(keys) != 1 || keys[admission.KeyID(signing.Public().(ed25519.PublicKey))] == nil {
+		t.Fatalf("jwks = %s, %v; want the signing key", b, err)
+	}
+	resp, err = http.Post(base+"/v1/auth/code", "application/json", strings.NewReader(`{"phone":"9812345678"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(logs.String(), `"code":"`) {
+		t.Fatalf("sign-in code with -dev-log-codes = %d; logged: %v", resp.StatusCode, strings.Contains(logs.String(), `"code":"`))
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
