@@ -62,6 +62,19 @@ func (o *Operators) SetDials(ctx context.Context, d Dials) error {
 	return nil
 }
 
+// Postpone moves the event's pre-queue and onsale to at (the line opens a
+// minute before), so that nothing opens while the crowd gets ready (signs
+// in ahead); SetDials then sets the sale's times. An error when the gateway
+// refuses (the pre-queue was already drawn).
+func (o *Operators) Postpone(ctx context.Context, at time.Time) error {
+	o.cl.Do(ctx, "admin", "GET", o.admin(), nil, o.auth...) // the room learns the event
+	r := o.cl.Do(ctx, "admin", "PATCH", o.admin(), map[string]any{"prequeue_at": at.Add(-time.Minute), "onsale_at": at}, o.auth...)
+	if r.Status != 200 {
+		return fmt.Errorf("postponing the sale: %d %v", r.Status, r.Body)
+	}
+	return nil
+}
+
 // AccountRequired reads the event's account_required dial as the gateway
 // has it (false when it cannot).
 func (o *Operators) AccountRequired(ctx context.Context) bool {

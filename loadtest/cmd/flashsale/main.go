@@ -81,6 +81,10 @@ func run(ctx context.Context, c Config) error {
 		cr.SignIn(c.Paysim, c.Conns/4+1)
 	}
 	if c.Accounts && c.Ahead {
+		// Nothing opens while they do (the seeded onsale may come first).
+		if err := ops.Postpone(ctx, time.Now().Add(24*time.Hour)); err != nil {
+			return err
+		}
 		fmt.Printf("flashsale: %d fans sign in ahead of the sale (%d at a time, from %d loopback addresses)…\n", c.Fans, c.SignInConc, c.Addrs)
 		t0 := time.Now()
 		cr.SignInAhead(ctx, c.Fans, c.SignInConc)
