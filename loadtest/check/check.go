@@ -40,6 +40,7 @@ type Admission struct {
 	First      int64     // the first place it was given (a lapsed turn sends a fan back)
 	Position   int64     // its place in line when admitted
 	AdmittedAt time.Time // zero if never admitted
+	Account    string    // the account the fan signed in to ("" for a guest)
 }
 
 // Input names what the checker looks at.
@@ -51,6 +52,11 @@ type Input struct {
 	SweepInterval time.Duration
 	Samples       []Sample
 	Admissions    []Admission
+	// RedisURL is the gateway's Redis, for the line (no line check when
+	// empty); AccountsRequired says the event's dial account_required was
+	// on: every place, hold and booking must be an account's.
+	RedisURL         string
+	AccountsRequired bool
 }
 
 // totals mirrors the provider ledger's per-reference totals.
@@ -91,6 +97,10 @@ SELECT count(*) FROM bookings b, unnest(b.seat_ids) sid
   LEFT JOIN seats s ON s.event_id = $1 AND s.seat_id = sid
  WHERE b.event_id = $1 AND b.status = 'CONFIRMED' AND (s.status IS DISTINCT FROM 'BOOKED' OR s.booking_id IS DISTINCT FROM b.id)`, ev)
 	count("no account above its limit", `SELECT count(*) FROM account_tickets WHERE event_id = $1 AND (tickets > max_tickets OR tickets < 0)`, ev)
+	out = append(out, accountResults(ctx, conn, in)...)
+	if in.RedisURL != "" {
+		out = append(out, linePlaces(ctx, conn, in))
+	}
 	count("account counters equal their active and booked holds", `
 SELECT count(*) FROM (SELECT account, tickets FROM account_tickets WHERE event_id = $1) a
   FULL JOIN (SELECT account, sum(quantity) n FROM holds WHERE event_id = $1 AND status IN ('ACTIVE', 'BOOKED') GROUP BY 1) h USING (account)

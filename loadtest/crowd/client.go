@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"sync"
@@ -19,6 +20,16 @@ func NewPool(base string, conns int) *fasthttp.HostClient {
 	u, _ := url.Parse(base)
 	return &fasthttp.HostClient{Addr: u.Host, MaxConns: conns, MaxConnWaitTimeout: 20 * time.Second,
 		MaxIdleConnDuration: 30 * time.Second, ReadBufferSize: 16 << 10}
+}
+
+// NewPoolFrom is NewPool whose connections come from the local address
+// from (a loopback address such as 127.0.0.2: every 127/8 address is this
+// host's), so that the server sees the requests come from that address.
+func NewPoolFrom(base string, conns int, from net.IP) *fasthttp.HostClient {
+	p := NewPool(base, conns)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: from}, Timeout: 10 * time.Second}
+	p.Dial = func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) }
+	return p
 }
 
 // Client is one fan's (or the operators', or a bot's) side of a connection

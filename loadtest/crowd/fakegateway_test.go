@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +26,12 @@ import (
 // out. For the others the seat map shows every seat free; a best available
 // hold always succeeds, one for more than 6 seats gets 422, seats picked
 // succeed unless another hold has one; every tenth payment fails.
+//
+// With requireAccount, a join needs an account token ("acct-<phone>") and
+// so do release, pay, confirm and the booking: the account owns them. Codes
+// come by SMS from the fake's own sink (/sms?to=); every twentieth code
+// request is limited (429, Retry-After 1 s), and a phone ending in 3 has
+// its first code refused at verify (401 code_invalid).
 type fakeGateway struct {
 	addr   string
 	mu     sync.Mutex
@@ -33,6 +41,13 @@ type fakeGateway struct {
 	confirmKeys map[string]int
 	joins       atomic.Int64 // numbers the fans in the order they join
 	holds       atomic.Int64 // numbers the holds
+
+	requireAccount bool
+	codeAsks       atomic.Int64
+	codes          map[string]string   // phone: its latest code
+	verifies       map[string]int      // phone: verifies answered
+	sms            map[string][]string // phone: messages, oldest first
+	addrs          map[string]bool     // the addresses joins came from
 }
 
 // the layout: one section of 10 rows of 10 seats.
@@ -44,7 +59,8 @@ func newFakeGateway(tb testing.TB) *fakeGateway {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g := &fakeGateway{addr: "http://" + ln.Addr().String(), counts: map[string]int{}, held: map[string]bool{}, confirmKeys: map[string]int{}}
+	g := &fakeGateway{addr: "http://" + ln.Addr().String(), counts: map[string]int{}, held: map[string]bool{}, confirmKeys: map[string]int{},
+		codes: map[string]string{}, verifies: map[string]int{}, sms: map[string][]string{}, addrs: map[string]bool{}}
 	srv := &fasthttp.Server{Handler: g.serve}
 	go srv.Serve(ln)
 	tb.Cleanup(func() { srv.Shutdown() })
@@ -64,6 +80,13 @@ func (g *fakeGateway) Counts() map[string]int {
 	return maps.Clone(g.counts)
 }
 
+// Addrs are the addresses joins came from.
+func (g *fakeGateway) Addrs() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Sorted(maps.Keys(g.addrs))
+}
+
 func reply(ctx *fasthttp.RequestCtx, status int, v any) {
 	b, _ := json.Marshal(v)
 	ctx.SetStatusCode(status)
@@ -75,7 +98,26 @@ func (g *fakeGateway) serve(ctx *fasthttp.RequestCtx) {
 	path, method := string(ctx.Path()), string(ctx.Method())
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	auth := string(ctx.Request.Header.Peek("Authorization"))
+	owned := len(parts) >= 3 && parts[1] == "holds" || len(parts) >= 3 && parts[1] == "bookings"
+	if g.requireAccount && owned && !strings.HasPrefix(auth, "Bearer acct-") {
+		g.count("owner not the account " + method + " " + parts[len(parts)-1])
+		reply(ctx, 401, map[string]any{"error": "unauthorized"})
+		return
+	}
 	switch {
+	case path == "/v1/auth/code":
+		g.code(ctx)
+	case path == "/v1/auth/verify":
+		g.verify(ctx)
+	case path == "/sms":
+		g.count("sms read")
+		g.mu.Lock()
+		var msgs []map[string]any
+		for _, b := range g.sms[string(ctx.QueryArgs().Peek("to"))] {
+			msgs = append(msgs, map[string]any{"body": b})
+		}
+		g.mu.Unlock()
+		reply(ctx, 200, map[string]any{"messages": msgs})
 	case strings.HasPrefix(path, "/admin/"):
 		g.count("admin " + method)
 		if auth != "Bearer admin" {
@@ -171,8 +213,55 @@ func unlucky(ctx *fasthttp.RequestCtx) bool {
 	return err == nil && n%4 == 0
 }
 
+// code sends a code by SMS (202), or limits every twentieth ask.
+func (g *fakeGateway) code(ctx *fasthttp.RequestCtx) {
+	var in struct{ Phone string }
+	json.Unmarshal(ctx.PostBody(), &in)
+	if g.codeAsks.Add(1)%20 == 0 {
+		g.count("auth code limited")
+		ctx.Response.Header.Set("Retry-After", "1")
+		reply(ctx, 429, map[string]any{"error": "rate_limited"})
+		return
+	}
+	g.count("auth code")
+	code := fmt.Sprintf("%06d", rand.IntN(1_000_000))
+	g.mu.Lock()
+	g.codes[in.Phone] = code
+	g.sms[in.Phone] = append(g.sms[in.Phone], "onsale: your sign-in code is "+code+". It expires in 5 minutes. Never share it.")
+	g.mu.Unlock()
+	reply(ctx, 202, map[string]any{"sent": true})
+}
+
+// verify answers the account token for the phone's latest code, but
+// refuses the first code of a phone ending in 3.
+func (g *fakeGateway) verify(ctx *fasthttp.RequestCtx) {
+	var in struct{ Phone, Code string }
+	json.Unmarshal(ctx.PostBody(), &in)
+	g.mu.Lock()
+	g.verifies[in.Phone]++
+	ok := in.Code != "" && g.codes[in.Phone] == in.Code && (g.verifies[in.Phone] > 1 || !strings.HasSuffix(in.Phone, "3"))
+	delete(g.codes, in.Phone) // used, right or wrong
+	g.mu.Unlock()
+	if !ok {
+		g.count("auth verify refused")
+		reply(ctx, 401, map[string]any{"error": "code_invalid"})
+		return
+	}
+	g.count("auth verify")
+	reply(ctx, 200, map[string]any{"token": "acct-" + in.Phone, "expires_at": time.Now().Add(time.Hour),
+		"account": map[string]any{"id": strings.TrimPrefix(in.Phone, "+"), "phone": in.Phone}})
+}
+
 func (g *fakeGateway) join(ctx *fasthttp.RequestCtx) {
+	if g.requireAccount && !strings.HasPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer acct-") {
+		g.count("join without an account")
+		reply(ctx, 401, map[string]any{"error": "identity_required"})
+		return
+	}
 	g.count("join")
+	g.mu.Lock()
+	g.addrs[ctx.RemoteIP().String()] = true
+	g.mu.Unlock()
 	n := g.joins.Add(1)
 	var ck fasthttp.Cookie
 	ck.SetKey("q")

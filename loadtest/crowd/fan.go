@@ -16,10 +16,14 @@ type fan struct {
 	crowd *Crowd
 	n     int // the fan's number (its idempotency keys and phone)
 	cl    *Client
-	admit string    // the admit token, once admitted
-	until time.Time // the session ends
-	trace check.Admission
-	done  bool // says so when leaving
+	// account is the account token once signed in: it joins the line and
+	// owns what the fan holds and buys (pay, confirm, release, bookings).
+	account string
+	admit   string    // the admit token, once admitted: it only creates holds
+	grant   string    // the hold grant of a guest's hold (a guest's owner credential)
+	until   time.Time // the session ends
+	trace   check.Admission
+	done    bool // says so when leaving
 }
 
 // shop is the fan's whole visit: the line, then seats, then payment. A fan
@@ -27,6 +31,13 @@ type fan struct {
 // had) says so, and the room goes to the next in line; a fan who closes the
 // app mid-hold says nothing and keeps the room until the session runs out.
 func (f *fan) shop(ctx context.Context) {
+	switch {
+	case f.crowd.sms == "" || f.account != "": // a guest, or signed in ahead
+	case f.crowd.ahead != nil: // could not sign in ahead: goes home
+		return
+	case !f.signIn(ctx):
+		return
+	}
 	if !f.queue(ctx) {
 		return
 	}
@@ -56,7 +67,30 @@ func (f *fan) shop(ctx context.Context) {
 	}
 }
 
+// auth is the admit token, for creating holds.
 func (f *fan) auth() []string { return []string{"Authorization", "Bearer " + f.admit} }
+
+// owner is what owns the fan's hold and booking: the account token when
+// signed in, else the hold grant (the admit token, if the gateway issued
+// no grant). The session may end while the fan pays: neither depends on it.
+func (f *fan) owner() []string {
+	switch {
+	case f.account != "":
+		return []string{"Authorization", "Bearer " + f.account}
+	case f.grant != "":
+		return []string{"Authorization", "Bearer " + f.grant}
+	}
+	return f.auth()
+}
+
+// joinAs is the account token for joining the line (none for a guest: the
+// gateway's visitor cookie says who).
+func (f *fan) joinAs() []string {
+	if f.account == "" {
+		return nil
+	}
+	return []string{"Authorization", "Bearer " + f.account}
+}
 
 func (f *fan) band() string { return f.crowd.bands[rand.IntN(len(f.crowd.bands))] }
 
@@ -65,7 +99,7 @@ func (f *fan) band() string { return f.crowd.bands[rand.IntN(len(f.crowd.bands))
 // its one session over, a join refused, or the sale's end (false).
 func (f *fan) queue(ctx context.Context) bool {
 	st, ev := f.crowd.st, f.crowd.event
-	r := f.cl.Do(ctx, "join", "POST", f.crowd.url("/v1/events/%d/queue", ev), nil)
+	r := f.cl.Do(ctx, "join", "POST", f.crowd.url("/v1/events/%d/queue", ev), nil, f.joinAs()...)
 	f.trace.Prequeue = r.Status == 200 && r.Body["state"] == "prequeue"
 	f.trace.First = int64(number(r.Body["position"]))
 	if r.Status != 200 {
@@ -83,7 +117,7 @@ func (f *fan) queue(ctx context.Context) bool {
 		switch {
 		case r.Status == 409: // the room was reset: join again
 			st.Rejoin.Add(1)
-			r = f.cl.Do(ctx, "join", "POST", f.crowd.url("/v1/events/%d/queue", ev), nil)
+			r = f.cl.Do(ctx, "join", "POST", f.crowd.url("/v1/events/%d/queue", ev), nil, f.joinAs()...)
 			continue
 		case r.Status == 410:
 			return false
@@ -193,6 +227,7 @@ func (f *fan) hold(ctx context.Context, count int) (id string, expires time.Time
 		switch h.Status {
 		case 201:
 			expires, _ := time.Parse(time.RFC3339Nano, h.Body["expires_at"].(string))
+			f.grant, _ = h.Body["hold_token"].(string)
 			return h.Body["hold_id"].(string), expires, true
 		case 409:
 			f.crowd.st.Taken.Add(1)
@@ -241,7 +276,7 @@ func (f *fan) watchMap(ctx context.Context, count int) (seats []string, soldOut 
 
 // release lets the held seats go.
 func (f *fan) release(ctx context.Context, id string) {
-	f.cl.Do(ctx, "release", "DELETE", f.crowd.url("/v1/holds/%s", id), nil, f.auth()...)
+	f.cl.Do(ctx, "release", "DELETE", f.crowd.url("/v1/holds/%s", id), nil, f.owner()...)
 }
 
 // payCard pays by card and double-clicks Confirm: two confirms with one
@@ -249,7 +284,7 @@ func (f *fan) release(ctx context.Context, id string) {
 // leave them held.
 func (f *fan) payCard(ctx context.Context, id string) {
 	st := f.crowd.st
-	hdr := append(f.auth(), "Idempotency-Key", fmt.Sprintf("confirm-%d-%s", f.n, id))
+	hdr := append(f.owner(), "Idempotency-Key", fmt.Sprintf("confirm-%d-%s", f.n, id))
 	var wg sync.WaitGroup
 	var got atomic.Int32
 	for range 2 {
@@ -285,8 +320,8 @@ func (f *fan) payUPI(ctx context.Context, id string, expires time.Time) {
 			}
 		}
 	}
-	p := f.cl.Do(ctx, "pay", "POST", f.crowd.url("/v1/holds/%s/payment", id), map[string]any{"phone": fmt.Sprintf("+9198%08d", f.n)},
-		append(f.auth(), "Idempotency-Key", fmt.Sprintf("pay-%d-%s", f.n, id))...)
+	p := f.cl.Do(ctx, "pay", "POST", f.crowd.url("/v1/holds/%s/payment", id), map[string]any{"phone": Phone(f.n)},
+		append(f.owner(), "Idempotency-Key", fmt.Sprintf("pay-%d-%s", f.n, id))...)
 	if p.Status != 201 {
 		if p.Status == 410 {
 			f.crowd.st.Abandoned.Add(1)
@@ -305,7 +340,7 @@ func (f *fan) awaitBooking(ctx context.Context, hold string, booking int64) {
 	st := f.crowd.st
 	for ctx.Err() == nil {
 		time.Sleep(time.Second) // a fan looking at the page, as a browser polls
-		g := f.cl.Do(ctx, "booking", "GET", f.crowd.url("/v1/bookings/%d", booking), nil, f.auth()...)
+		g := f.cl.Do(ctx, "booking", "GET", f.crowd.url("/v1/bookings/%d", booking), nil, f.owner()...)
 		switch g.Body["status"] {
 		case "CONFIRMED":
 			st.Confirmed.Add(1)

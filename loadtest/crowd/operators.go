@@ -39,19 +39,49 @@ type Dials struct {
 	MaxActive int           // total_active_users
 	Session   time.Duration // session_seconds
 	Claim     time.Duration // claim_seconds
+	// AccountRequired sets account_required (joining needs a signed-in
+	// account with a verified phone) when not nil; nil leaves the event's
+	// default (on for seated events of 5,000 seats or more).
+	AccountRequired *bool
 }
 
 // SetDials opens the pre-queue now and sets the dials; an error when the
 // gateway refuses them.
 func (o *Operators) SetDials(ctx context.Context, d Dials) error {
 	o.cl.Do(ctx, "admin", "GET", o.admin(), nil, o.auth...) // the room learns the event
-	r := o.cl.Do(ctx, "admin", "PATCH", o.admin(), map[string]any{
+	dials := map[string]any{
 		"prequeue_at": time.Now().Add(-time.Second), "onsale_at": d.Onsale, "new_users_per_minute": d.PerMinute,
-		"total_active_users": d.MaxActive, "session_seconds": d.Session.Seconds(), "claim_seconds": d.Claim.Seconds()}, o.auth...)
+		"total_active_users": d.MaxActive, "session_seconds": d.Session.Seconds(), "claim_seconds": d.Claim.Seconds()}
+	if d.AccountRequired != nil {
+		dials["account_required"] = *d.AccountRequired
+	}
+	r := o.cl.Do(ctx, "admin", "PATCH", o.admin(), dials, o.auth...)
 	if r.Status != 200 {
 		return fmt.Errorf("setting the dials: %d %v", r.Status, r.Body)
 	}
 	return nil
+}
+
+// Postpone moves the event's pre-queue and onsale to at (the line opens a
+// minute before), so that nothing opens while the crowd gets ready (signs
+// in ahead); SetDials then sets the sale's times. An error when the gateway
+// refuses (the pre-queue was already drawn).
+func (o *Operators) Postpone(ctx context.Context, at time.Time) error {
+	o.cl.Do(ctx, "admin", "GET", o.admin(), nil, o.auth...) // the room learns the event
+	r := o.cl.Do(ctx, "admin", "PATCH", o.admin(), map[string]any{"prequeue_at": at.Add(-time.Minute), "onsale_at": at}, o.auth...)
+	if r.Status != 200 {
+		return fmt.Errorf("postponing the sale: %d %v", r.Status, r.Body)
+	}
+	return nil
+}
+
+// AccountRequired reads the event's account_required dial as the gateway
+// has it (false when it cannot).
+func (o *Operators) AccountRequired(ctx context.Context) bool {
+	r := o.cl.Do(ctx, "admin", "GET", o.admin(), nil, o.auth...)
+	d, _ := r.Body["dials"].(map[string]any)
+	on, _ := d["account_required"].(bool)
+	return on
 }
 
 // Event is what the sale needs to know of the event.

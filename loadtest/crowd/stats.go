@@ -17,8 +17,13 @@ type Stats struct {
 	Taken, Limit                            atomic.Int64 // holds refused: a seat race lost (409), over the limit (422)
 	Abandoned, FailedPay, Refunded, Rejoin  atomic.Int64
 	BotRefused, Errors                      atomic.Int64
-	Left                                    atomic.Int64 // admitted fans who said they were done
-	SessionNanos                            atomic.Int64 // admitted to done, summed over the fans in Left
+	// Sign-ins: codes asked for (202), fans signed in (verified), answers
+	// refused (a wrong or expired code, no code by SMS, an error), answers
+	// limited (429); bot requests refused identity_required (bots never
+	// sign in).
+	CodesRequested, SignedIn, SignInFailed, SignInLimited, BotsNoIdentity atomic.Int64
+	Left                                                                  atomic.Int64 // admitted fans who said they were done
+	SessionNanos                                                          atomic.Int64 // admitted to done, summed over the fans in Left
 
 	// Start is when the count began; polls are counted by second since.
 	Start   time.Time

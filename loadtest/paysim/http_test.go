@@ -1,6 +1,7 @@
 package paysim_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -213,5 +214,36 @@ func TestSMS(t *testing.T) {
 	}
 	if got := e.sim.SMS(); len(got) != 4 {
 		t.Errorf("SMS() = %d messages; want 4", len(got))
+	}
+	none := e.call(t, "GET", "/sms?to=%2B910000000000", nil).body
+	if !strings.Contains(string(none), `"messages":[]`) {
+		t.Errorf("GET /sms?to=<a number never texted> = %s; want an empty list", none)
+	}
+}
+
+// TestSMSByNumber sends to many numbers, interleaved, and reads each back:
+// every number gets exactly its own messages, oldest first (the index by
+// number agrees with the full list).
+func TestSMSByNumber(t *testing.T) {
+	e := newEnv(t, quiet, nil)
+	const numbers, each = 50, 3
+	for i := range each {
+		for n := range numbers {
+			e.call(t, "POST", "/sms", fmt.Sprintf(`{"to":"+9198%08d","body":"message %d to %d"}`, n, i, n))
+		}
+	}
+	if all := e.sim.SMS(); len(all) != numbers*each {
+		t.Fatalf("SMS() = %d messages; want %d", len(all), numbers*each)
+	}
+	for n := range numbers {
+		got := decodeAs[struct{ Messages []paysim.SMS }](t, e.call(t, "GET", fmt.Sprintf("/sms?to=%%2B9198%08d", n), nil).body).Messages
+		if len(got) != each {
+			t.Fatalf("GET /sms?to=+9198%08d = %d messages; want %d", n, len(got), each)
+		}
+		for i, m := range got {
+			if want := fmt.Sprintf("message %d to %d", i, n); m.Body != want || m.To != fmt.Sprintf("+9198%08d", n) {
+				t.Errorf("GET /sms?to=+9198%08d [%d] = %+v; want %q", n, i, m, want)
+			}
+		}
 	}
 }

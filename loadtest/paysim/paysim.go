@@ -118,6 +118,7 @@ type Sim struct {
 	deliveries []*delivery // every delivery ever queued, in order
 	queue      deliveryQueue
 	sms        []SMS
+	smsTo      map[string][]int // indexes into sms by number, oldest first
 }
 
 // webhookWorkers bounds concurrent webhook requests.

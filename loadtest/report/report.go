@@ -50,10 +50,21 @@ type Check struct {
 	Pass         bool
 }
 
+// Count is one named count, with what it means.
+type Count struct {
+	Name  string
+	Value int64
+	Note  string
+}
+
 // Report is everything the page shows.
 type Report struct {
-	Title     string
-	Summary   []string
+	Title   string
+	Summary []string
+	// SignIns counts the crowd's sign-ins (codes asked for, verified,
+	// refused, limited; bots refused for want of an account); none: the
+	// fans were guests and the section says so.
+	SignIns   []Count
 	Checks    []Check
 	Charts    []Chart
 	Latencies []Latency
@@ -153,6 +164,8 @@ table { border-collapse: collapse; width: 100%; } td, th { padding: .25rem .5rem
 </style></head>
 <body><header><h1>{{.Title}}</h1></header><main>
 <section><h2>Summary</h2>{{range .Summary}}<p>{{.}}</p>{{end}}</section>
+<section><h2>Sign-ins</h2>{{if .SignIns}}<table><tr><th>what</th><th>count</th><th></th></tr>
+{{range .SignIns}}<tr><td>{{.Name}}</td><td>{{.Value}}</td><td class="muted">{{.Note}}</td></tr>{{end}}</table>{{else}}<p>none: the fans joined as guests (the event required no account)</p>{{end}}</section>
 <section><h2>Invariants</h2><table>{{range .Checks}}<tr><td>{{if .Pass}}<span class="pass">PASS</span>{{else}}<span class="fail">FAIL</span>{{end}} {{.Name}}</td><td class="muted">{{.Detail}}</td></tr>{{end}}</table></section>
 <div class="grid2">{{range .Charts}}<section><h2>{{.Title}}{{if .Unit}} <span class="muted">({{.Unit}})</span>{{end}}</h2>{{svg .}}</section>{{end}}</div>
 <section><h2>Latency per endpoint (ms, as the crowd saw it)</h2><table><tr><th>endpoint</th><th>requests</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>

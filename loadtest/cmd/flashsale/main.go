@@ -43,6 +43,12 @@ type Config struct {
 	Sweep       time.Duration `flag:"sweep" default:"5s" min:"100ms" help:"the core's sweep interval (for the checker's margin)"`
 	Conns       int           `flag:"conns" default:"1024" min:"1" help:"connections the crowd opens to the gateway at most"`
 	Watch       string        `flag:"watch" help:"processes to sample for CPU and memory, name=pid,... (children count with their parent)"`
+	Accounts    bool          `flag:"accounts" default:"true" help:"the event requires an account (sets the account_required dial) and every fan signs in first: a code by SMS, read from the payment simulator's sink; false: fans join as guests"`
+	Ahead       bool          `flag:"sign-in-ahead" default:"true" help:"with -accounts: the fans sign in before the pre-queue opens (as fans urged to sign in before onsale do), -sign-in-conc at a time; false: each at its arrival, in the wall"`
+	SignInConc  int           `flag:"sign-in-conc" default:"64" min:"1" help:"fans signing in at once ahead of the sale"`
+	Addrs       int           `flag:"addrs" default:"1" min:"1" max:"65000" help:"the fans come from this many loopback addresses (127.0.0.1 up): the per-address limits of the gateway and the core see a crowd's many addresses"`
+	Note        string        `flag:"note" help:"a line the summary and the report show first (what the run changed, e.g. limits raised for the demo)"`
+	Redis       string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"the gateway's Redis, where the checker counts the places in line per account (no such check when empty)"`
 }
 
 func main() {
@@ -66,15 +72,43 @@ func run(ctx context.Context, c Config) error {
 	}
 	defer stopWatch()
 	ops := crowd.NewOperators(c.Gateway, c.AdminToken, c.Event, st)
+	cr := crowd.New(c.Gateway, c.Event, ops.Event(ctx).BandCodes(), c.Conns, st)
+	if c.Addrs > 1 {
+		cr.Spread(c.Addrs, c.Conns)
+	}
+	var signInTook time.Duration
+	if c.Accounts {
+		cr.SignIn(c.Paysim, c.Conns/4+1)
+	}
+	if c.Accounts && c.Ahead {
+		// Nothing opens while they do (the seeded onsale may come first).
+		if err := ops.Postpone(ctx, time.Now().Add(24*time.Hour)); err != nil {
+			return err
+		}
+		fmt.Printf("flashsale: %d fans sign in ahead of the sale (%d at a time, from %d loopback addresses)…\n", c.Fans, c.SignInConc, c.Addrs)
+		t0 := time.Now()
+		cr.SignInAhead(ctx, c.Fans, c.SignInConc)
+		signInTook = time.Since(t0)
+		fmt.Printf("  signed in %d of %d in %.0f s (%.0f a second); codes asked %d, refused %d, limited %d\n", st.SignedIn.Load(), c.Fans,
+			signInTook.Seconds(), float64(st.SignedIn.Load())/signInTook.Seconds(), st.CodesRequested.Load(), st.SignInFailed.Load(), st.SignInLimited.Load())
+	}
 	// The pre-queue opens now, onsale shortly.
 	onsale := time.Now().Add(c.OnsaleIn).Truncate(time.Second)
 	if err := ops.SetDials(ctx, crowd.Dials{Onsale: onsale, PerMinute: c.PerMinute, MaxActive: c.MaxActive,
-		Session: c.Session, Claim: c.Claim}); err != nil {
+		Session: c.Session, Claim: c.Claim, AccountRequired: &c.Accounts}); err != nil {
 		return err
+	}
+	if ops.AccountRequired(ctx) != c.Accounts {
+		return fmt.Errorf("the gateway did not take account_required=%v", c.Accounts)
 	}
 	ev := ops.Event(ctx)
 	fmt.Printf("flashsale: %d fans for %d seats on event %d; onsale at %s; dials %d/min, %d active at most\n",
 		c.Fans, ev.Capacity, c.Event, onsale.Format("15:04:05"), c.PerMinute, c.MaxActive)
+	if c.Accounts {
+		fmt.Println("  the event requires an account (account_required on): every fan signs in with a code by SMS first; the bots do not")
+	} else {
+		fmt.Println("  guests may join (account_required off): fans do not sign in")
+	}
 	fmt.Printf("  forecast if nobody left before the session ends (W = the session dial): %v\n",
 		crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, c.Session, ev.Hold(), c.Sweep))
 
@@ -87,7 +121,6 @@ func run(ctx context.Context, c Config) error {
 		ops.Watch(sale, onsale, &screens, func(r crowd.Reading) { progress(r, onsale, st, ev.Capacity) })
 	}()
 	start := time.Now()
-	cr := crowd.New(c.Gateway, c.Event, ev.BandCodes(), c.Conns, st)
 	botsDone := cr.Bots(sale, c.Bots, start, c.OnsaleIn+c.Tail)
 	admissions := cr.Fans(sale, c.Fans, crowd.Arrival{OnsaleIn: c.OnsaleIn, Wall: c.Wall, Tail: c.Tail}, start)
 	stop()
@@ -98,14 +131,19 @@ func run(ctx context.Context, c Config) error {
 	fmt.Println("  the crowd is done; waiting for payments and refunds to settle…")
 	settle(ctx, c)
 	res, err := check.Run(ctx, check.Input{DatabaseURL: c.DatabaseURL, Event: c.Event, LedgerURL: c.Paysim + "/v1/ledger",
-		ProviderKey: c.ProviderKey, SweepInterval: c.Sweep, Samples: screens.Samples(), Admissions: admissions})
+		ProviderKey: c.ProviderKey, SweepInterval: c.Sweep, Samples: screens.Samples(), Admissions: admissions,
+		RedisURL: c.Redis, AccountsRequired: c.Accounts})
 	if err != nil {
 		return err
+	}
+	if c.Accounts {
+		res = append(res, check.Result{Name: "every fan signed in before joining (the event requires an account)", Pass: st.SignedIn.Load() == int64(c.Fans),
+			Detail: fmt.Sprintf("%d of %d fans signed in", st.SignedIn.Load(), c.Fans)})
 	}
 	stopWatch()
 	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(),
 		forecast: crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, st.MeanSession(c.Session), ev.Hold(), c.Sweep),
-		procs:    procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale}
+		procs:    procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
 	summary(c, st, out)
 	failed := invariants(res)
 	if c.Report != "" {

@@ -15,12 +15,16 @@ func TestConfig(t *testing.T) {
 	// The flags deploy/local/demo.sh passes.
 	args := []string{"-gateway", "http://127.0.0.1:18080", "-paysim", "http://127.0.0.1:18090", "-admin-token", "a", "-event", "1",
 		"-fans", "24000", "-per-minute", "6000", "-max-active", "2000", "-session", "90s", "-onsale-in", "10s", "-wall", "10s",
-		"-claim", "30s", "-deadline", "4m", "-sweep", "5s", "-report", "/tmp/r/index.html", "-watch", "paysim=1,core=2"}
+		"-claim", "30s", "-deadline", "4m", "-sweep", "5s", "-report", "/tmp/r/index.html", "-watch", "paysim=1,core=2", "-redis", "redis://127.0.0.1:6379/3"}
 	if err := config.Load(&c, args, lookup); err != nil {
 		t.Fatal(err)
 	}
-	if c.DatabaseURL != "postgres://x/y" || c.Fans != 24000 || c.Session != 90*time.Second || c.Bots != 4 || c.Tail != 30*time.Second || c.Conns != 1024 {
+	if c.DatabaseURL != "postgres://x/y" || c.Fans != 24000 || c.Session != 90*time.Second || c.Bots != 4 || c.Tail != 30*time.Second || c.Conns != 1024 ||
+		!c.Accounts || c.Redis != "redis://127.0.0.1:6379/3" {
 		t.Errorf("config = %+v", c)
+	}
+	if err := config.Load(&c, []string{"-accounts=false"}, lookup); err != nil || c.Accounts {
+		t.Errorf("-accounts=false: %v, Accounts %v; want guests", err, c.Accounts)
 	}
 	for _, bad := range [][]string{{"-fans", "-1"}, {"-onsale-in", "0s"}, {"-session", "soon"}, {"-conns", "0"}, {"-event", "0"}} {
 		var c Config

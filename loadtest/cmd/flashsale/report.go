@@ -20,11 +20,24 @@ type outcome struct {
 	cpu                     []procstat.Sample
 	targets                 []procstat.Target
 	onsale                  time.Time
+	signInTook              time.Duration // the fans' sign-in ahead of the sale (0: none)
 }
 
 // lines are the dials, the outcome and Little's law, for the summary and
 // the report.
 func (o outcome) lines(c Config, st *crowd.Stats) []string {
+	note := []string{"Accounts: none required (account_required off); the fans joined as guests."}
+	if c.Accounts {
+		note[0] = fmt.Sprintf("Accounts: required (account_required on); every fan signs in with a code by SMS before joining (%d of %d fans signed in; %d codes sent), the bots never did.",
+			st.SignedIn.Load(), c.Fans, st.CodesRequested.Load())
+		if o.signInTook > 0 {
+			note[0] += fmt.Sprintf(" The fans signed in ahead of the sale, %d at a time from %d loopback addresses: %.0f s, %.0f sign-ins a second.",
+				c.SignInConc, c.Addrs, o.signInTook.Seconds(), float64(st.SignedIn.Load())/o.signInTook.Seconds())
+		}
+	}
+	if c.Note != "" {
+		note = append(note, c.Note)
+	}
 	end := fmt.Sprintf("not sold out when the %v deadline came (%.0f s after onsale)", c.Deadline, o.took.Seconds())
 	if o.soldOut > 0 {
 		end = fmt.Sprintf("sold out %.0f s after onsale (forecast about %.0f s)", o.soldOut.Seconds(), o.forecast.SoldOut.Seconds())
@@ -33,13 +46,12 @@ func (o outcome) lines(c Config, st *crowd.Stats) []string {
 	if o.allTaken > 0 {
 		taken = fmt.Sprintf("every seat held or sold %.0f s after onsale (forecast %.0f s)", o.allTaken.Seconds(), o.forecast.AllTaken.Seconds())
 	}
-	return []string{
+	return append(note,
 		fmt.Sprintf("Dials: %d let in a minute, %d sessions at most, sessions of %v; holds of %v; sweep every %v.",
 			c.PerMinute, c.MaxActive, c.Session, o.hold, c.Sweep),
 		fmt.Sprintf("Outcome: %s; %s.", taken, end),
 		fmt.Sprintf("Little's law with the sessions the crowd kept (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
-			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast),
-	}
+			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast))
 }
 
 // summary prints what the crowd saw, the outcome, the poll rate, latencies
@@ -50,6 +62,10 @@ func summary(c Config, st *crowd.Stats, o outcome) {
 		st.Joined.Load(), st.Admitted.Load(), st.Held.Load(), st.Taken.Load(), st.Limit.Load(), st.Paid.Load(), st.Confirmed.Load())
 	fmt.Printf("  payments failed %d, late payers refunded %d, closed the app or released %d, rejoined after a reset %d\n",
 		st.FailedPay.Load(), st.Refunded.Load(), st.Abandoned.Load(), st.Rejoin.Load())
+	if c.Accounts {
+		fmt.Printf("  sign-ins: codes requested %d, verified %d, refused %d (wrong or expired code, no SMS), limited %d (429); bot requests refused identity_required %d\n",
+			st.CodesRequested.Load(), st.SignedIn.Load(), st.SignInFailed.Load(), st.SignInLimited.Load(), st.BotsNoIdentity.Load())
+	}
 	fmt.Printf("  bot requests refused (401/429): %d; server errors: %d %v\n", st.BotRefused.Load(), st.Errors.Load(), st.ErrorsByKind())
 	for _, l := range o.lines(c, st) {
 		fmt.Println("  " + l)
@@ -121,6 +137,9 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 		},
 		Errors: st.ErrorsByKind(),
 	}
+	if c.Accounts {
+		r.SignIns = signIns(st)
+	}
 	for _, x := range res {
 		r.Checks = append(r.Checks, report.Check{Name: x.Name, Detail: x.Detail, Pass: x.Pass})
 	}
@@ -133,6 +152,17 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 			MemPeakMB: float64(u.MemPeak) / (1 << 20), Procs: u.Procs})
 	}
 	return report.Write(c.Report, r)
+}
+
+// signIns are the crowd's sign-ins for the report.
+func signIns(st *crowd.Stats) []report.Count {
+	return []report.Count{
+		{Name: "codes requested", Value: st.CodesRequested.Load(), Note: "POST /v1/auth/code answered 202: a code sent by SMS"},
+		{Name: "signed in", Value: st.SignedIn.Load(), Note: "POST /v1/auth/verify answered an account token"},
+		{Name: "failed", Value: st.SignInFailed.Load(), Note: "a code refused (wrong, expired, used), none arrived, or an error"},
+		{Name: "limited", Value: st.SignInLimited.Load(), Note: "429 rate_limited (per phone or per address)"},
+		{Name: "bots refused", Value: st.BotsNoIdentity.Load(), Note: "bot joins refused identity_required (bots never sign in)"},
+	}
 }
 
 // cpuChart is each watched process's CPU, in cores, by second after onsale.
