@@ -78,8 +78,8 @@ INSERT INTO holds (id, event_id, account, quantity, claimed, expires_at)
 SELECT $3, $1, $2, $4, $4 * count(*), now() + make_interval(secs => $6)
   FROM ga
 RETURNING version, expires_at, created_at,
-          (SELECT b.price_paise * $4 FROM ga_inventory g JOIN price_bands b ON b.event_id = g.event_id AND b.code = g.band
-            WHERE g.event_id = $1)::bigint`
+          coalesce((SELECT b.price_paise * $4 FROM ga_inventory g JOIN price_bands b ON b.event_id = g.event_id AND b.code = g.band
+            WHERE g.event_id = $1), 0)::bigint`
 
 // takenSeatsSQL names, after a failed hold, the seats that are not free:
 // held, booked, or not in the event at all.
