@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"math/big"
 	"strings"
 	"time"
@@ -43,8 +44,9 @@ const (
 	AccountTokenTTL = 30 * 24 * time.Hour
 	// LimitWindow is the window every sign-in limit counts over.
 	LimitWindow = time.Hour
-	// SignInRetention is how long codes and the limit log are kept: past
-	// the window, nothing of them counts any more (the purge deletes them).
+	// SignInRetention is how long codes and limit counters are kept: a
+	// counter bucket stops counting one window after it ends, a code's
+	// sends one window after it was sent (the purge deletes them).
 	SignInRetention = 2 * LimitWindow
 )
 
@@ -73,6 +75,51 @@ func (l SignInLimits) WithDefaults() SignInLimits {
 		d.VerifiesPerAddr = l.VerifiesPerAddr
 	}
 	return d
+}
+
+// How the limits count.
+//
+// Per phone (SendsPerPhone, and ResendAfter): exact, over a sliding
+// LimitWindow. A phone gets few codes, so the store keeps the times of its
+// sends in the window on the phone's code row and checks and appends in
+// the one statement that stores the code.
+//
+// Per address (SendsPerAddr, VerifiesPerAddr): a two-bucket sliding
+// estimate. Many fans may share one address (a carrier's NAT, a campus), so
+// an address is a hot key: the store keeps one counter per address and
+// clock hour and counts with one conditional upsert, which holds the
+// counter's row only for that statement and the commit; the row is the
+// arbiter, so concurrent requests from one address pass exactly up to the
+// limit, across cores. The estimate is
+//
+//	this hour's count + floor(last hour's count * the part of last hour still in the window)
+//
+// and a request passes while the estimate is below the limit. Why not fixed
+// hourly buckets: they let a full limit through at 10:59 and another at
+// 11:00 (2x within seconds). The estimate is never below this hour's count,
+// so it refuses whatever a fixed bucket would (no clock hour ever passes
+// more than the limit) and also damps the burst at the turn of the hour:
+// after a full hour the next one opens gradually. It is an estimate: it
+// assumes last hour's requests were spread evenly, so a window of 60
+// minutes that straddles the hour can still see up to nearly 2x the limit
+// if last hour's requests were all at its very end; it never lets more
+// than the limit through per clock hour. Exact sliding counting per
+// address (a log counted under a lock) is what made one busy address
+// serialise every sign-in behind it.
+
+// AddrLimitWait says how long until a request refused by the per-address
+// estimate would pass, given this hour's count cur, last hour's count prev,
+// and elapsed, the time since this hour's bucket began: at least a second.
+func AddrLimitWait(limit, cur, prev int, elapsed, window time.Duration) time.Duration {
+	w, e := window.Seconds(), elapsed.Seconds()
+	var at float64 // seconds from the start of this bucket
+	switch {
+	case cur >= limit: // wait for the next bucket, where cur is carried
+		at = w + w*(1-float64(limit)/float64(cur))
+	case prev > 0: // cur + floor(prev*(1-f)) < limit once f > 1-(limit-cur)/prev
+		at = w * (1 - float64(limit-cur)/float64(prev))
+	}
+	return time.Duration(max(math.Floor(at-e)+1, 1)) * time.Second
 }
 
 // Limit scopes, as the store counts them.
@@ -171,7 +218,8 @@ func ValidEmail(e string) error {
 }
 
 // Accounts is the account store. Every limit is counted in the store, in
-// the transaction that acts, so it holds exactly across several cores.
+// the transaction that acts (see "How the limits count"), so it holds
+// across several cores and a refused request records nothing.
 type Accounts interface {
 	// StoreCode records a send from r.Addr to r.Phone and keeps r.Hash as
 	// the phone's one live code (replacing an earlier one), unless a limit

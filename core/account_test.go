@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/onsale/onsale/core"
 )
@@ -70,6 +71,28 @@ func TestCode(t *testing.T) {
 func TestSignInLimitsDefaults(t *testing.T) {
 	if got := (core.SignInLimits{SendsPerAddr: 7}).WithDefaults(); got != (core.SignInLimits{SendsPerPhone: 5, SendsPerAddr: 7, VerifiesPerAddr: 60}) {
 		t.Errorf("WithDefaults = %+v", got)
+	}
+}
+
+// The wait after a per-address refusal is when the estimate first drops
+// below the limit again.
+func TestAddrLimitWait(t *testing.T) {
+	const h = time.Hour
+	for _, c := range []struct {
+		name             string
+		limit, cur, prev int
+		elapsed, want    time.Duration
+	}{
+		{"full hour, no history: the next bucket", 20, 20, 0, 15 * time.Minute, 45*time.Minute + time.Second},
+		{"full hour carried: the next bucket opens at once", 20, 20, 20, 59 * time.Minute, time.Minute + time.Second},
+		{"half full, 40 carried: until 10 of them are left (3/4 in)", 20, 10, 40, 0, 45*time.Minute + time.Second},
+		{"half full, 40 carried, a minute before that", 20, 10, 40, 44 * time.Minute, time.Minute + time.Second},
+		{"half full, 40 carried, past that: at least a second", 20, 10, 40, 46 * time.Minute, time.Second},
+		{"limit lowered below this hour's count", 10, 20, 0, 30 * time.Minute, h + time.Second},
+	} {
+		if got := core.AddrLimitWait(c.limit, c.cur, c.prev, c.elapsed, h); got != c.want {
+			t.Errorf("%s: AddrLimitWait(%d, %d, %d, %v) = %v; want %v", c.name, c.limit, c.cur, c.prev, c.elapsed, got, c.want)
+		}
 	}
 }
 

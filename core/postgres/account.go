@@ -3,43 +3,77 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onsale/onsale/core"
 )
 
-// The sign-in store. The rules are core's (core/account.go); here they are
-// counted exactly: every limit is a sliding window over signin_log taken
-// under an advisory lock per (scope, key), in the transaction that acts, so
-// several cores sharing the database count together.
-
-// limitLockSQL serializes the counted actions of one (scope, key) until the
-// transaction ends. $1 scope, $2 key.
-const limitLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1 || '|' || $2, 0))`
-
-// limitCountSQL counts a key's actions in the window and says when the
-// oldest leaves it (whole seconds, at least 1). $1 scope, $2 key, $3 window
-// seconds.
-const limitCountSQL = `SELECT count(*)::int,
-       greatest(1, ceil(extract(epoch FROM coalesce(min(at), now()) + make_interval(secs => $3) - clock_timestamp())))::int
-  FROM signin_log WHERE scope = $1 AND key = $2 AND at > clock_timestamp() - make_interval(secs => $3)`
-
-// limitLogSQL records one counted action. $1 scope, $2 key.
-const limitLogSQL = `INSERT INTO signin_log (scope, key, at) VALUES ($1, $2, clock_timestamp())`
-
-// resendSQL says how long until a phone may get another code (0: now).
-// $1 phone, $2 resend seconds.
-const resendSQL = `SELECT coalesce(max(greatest(0, ceil(extract(epoch FROM created_at + make_interval(secs => $2) - clock_timestamp())))), 0)::int
-  FROM signin_codes WHERE phone = $1`
+// The sign-in store. The rules are core's (core/account.go, "How the
+// limits count"); here they are counted so that several cores sharing the
+// database count together and a refused request records nothing (its
+// transaction is rolled back): the phone's limits on its code row, the
+// address limits on one counter row per (scope, address, hour), updated as
+// the last statement before the commit so the hot row is held briefly.
 
 // storeCodeSQL keeps a phone's one live code, replacing an earlier one
-// (its attempts start again; the sends per phone bound that). $1 phone,
-// $2 hash, $3 ttl seconds.
-const storeCodeSQL = `INSERT INTO signin_codes (phone, code_hash, expires_at, created_at)
-VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3), clock_timestamp())
+// (its attempts start again; the sends per phone bound that), unless the
+// last send was under $5 seconds ago or $6 sends are in the window of $4
+// seconds: then it changes nothing and returns no row. The conflicting row
+// is locked, so concurrent sends to one phone are checked one at a time.
+// $1 phone, $2 hash, $3 ttl seconds.
+const storeCodeSQL = `INSERT INTO signin_codes AS c (phone, code_hash, expires_at, created_at, sent_at)
+SELECT $1, $2, t + make_interval(secs => $3), t, ARRAY[t] FROM (SELECT clock_timestamp() AS t) now
 ON CONFLICT (phone) DO UPDATE
-   SET code_hash = EXCLUDED.code_hash, attempts = 0, expires_at = EXCLUDED.expires_at, used_at = NULL, created_at = EXCLUDED.created_at`
+   SET code_hash = EXCLUDED.code_hash, attempts = 0, expires_at = EXCLUDED.expires_at, used_at = NULL, created_at = EXCLUDED.created_at,
+       sent_at = ARRAY(SELECT s FROM unnest(c.sent_at) s WHERE s > EXCLUDED.created_at - make_interval(secs => $4) ORDER BY s) || EXCLUDED.created_at
+ WHERE c.created_at <= EXCLUDED.created_at - make_interval(secs => $5)
+   AND (SELECT count(*) FROM unnest(c.sent_at) s WHERE s > EXCLUDED.created_at - make_interval(secs => $4)) < $6
+RETURNING true`
+
+// phoneWaitSQL says why storeCodeSQL refused a phone: seconds until the
+// resend wait ends, sends in the window, seconds until the oldest leaves
+// it. $1 phone, $2 window seconds, $3 resend seconds.
+const phoneWaitSQL = `SELECT greatest(0, ceil(extract(epoch FROM created_at + make_interval(secs => $3) - clock_timestamp())))::int,
+       (SELECT count(*) FROM unnest(sent_at) s WHERE s > clock_timestamp() - make_interval(secs => $2))::int,
+       (SELECT greatest(1, ceil(extract(epoch FROM min(s) + make_interval(secs => $2) - clock_timestamp())))
+          FROM unnest(sent_at) s WHERE s > clock_timestamp() - make_interval(secs => $2))::int
+  FROM signin_codes WHERE phone = $1`
+
+// addrBucketSQL is the current bucket of an address counter: the clock
+// hour (window) now falls in, by the database's clock; a fragment of the
+// statements below, whose $3 is the window in seconds.
+const addrBucketSQL = `SELECT t, date_bin(make_interval(secs => $3), t, timestamptz 'epoch') AS bucket FROM (SELECT clock_timestamp() AS t) now`
+
+// addrCountSQL counts one request against an address's limit, unless the
+// estimate (core.AddrLimitWait's: this bucket's count plus last bucket's
+// weighted by the part of it still in the window) has reached the limit:
+// then it changes nothing and returns no row. One statement, no lock but
+// the counter row's; concurrent upserts of one row apply one at a time,
+// each re-checking the WHERE against the newest count. $1 scope, $2 key,
+// $3 window seconds, $4 limit.
+const addrCountSQL = `WITH w AS (
+  SELECT b.bucket, floor(coalesce((SELECT p.n FROM signin_counts p
+                                    WHERE p.scope = $1 AND p.key = $2 AND p.bucket = b.bucket - make_interval(secs => $3)), 0)
+                         * (1 - extract(epoch FROM b.t - b.bucket) / $3))::int AS carried
+    FROM (` + addrBucketSQL + `) b
+)
+INSERT INTO signin_counts AS c (scope, key, bucket, n)
+SELECT $1, $2, w.bucket, 1 FROM w WHERE w.carried < $4
+ON CONFLICT (scope, key, bucket) DO UPDATE SET n = c.n + 1
+ WHERE c.n + (SELECT carried FROM w) < $4
+RETURNING c.n`
+
+// addrWaitSQL reads an address counter after a refusal: this bucket's
+// count, last bucket's, seconds since this bucket began. $1 scope, $2 key,
+// $3 window seconds.
+const addrWaitSQL = `SELECT coalesce(max(c.n) FILTER (WHERE c.bucket = b.bucket), 0),
+       coalesce(max(c.n) FILTER (WHERE c.bucket = b.bucket - make_interval(secs => $3)), 0),
+       extract(epoch FROM b.t - b.bucket)::float8
+  FROM (` + addrBucketSQL + `) b
+  LEFT JOIN signin_counts c ON c.scope = $1 AND c.key = $2 AND c.bucket IN (b.bucket, b.bucket - make_interval(secs => $3))
+ GROUP BY b.t, b.bucket`
 
 // useCodeSQL is the one rule of a code's use: it counts an attempt on a
 // live code (unused, unexpired, attempts left) and, when the hash matches,
@@ -65,21 +99,23 @@ const accountSQL = `SELECT id, phone, coalesce(email, ''), created_at FROM accou
 const setEmailSQL = `UPDATE accounts SET email = nullif($2, '') WHERE id = $1
 RETURNING id, phone, coalesce(email, ''), created_at`
 
-// count checks one limit and records the action, under the key's lock: a
-// refused action is not recorded (the transaction is rolled back).
-func count(ctx context.Context, tx pgx.Tx, scope, key string, limit int) error {
-	if _, err := tx.Exec(ctx, limitLockSQL, scope, key); err != nil {
+// countAddr counts one request against an address's limit, or returns
+// ERateLimited. Call it last in the transaction: its row stays locked
+// until the commit.
+func countAddr(ctx context.Context, tx pgx.Tx, scope, addr string, limit int) error {
+	window := core.LimitWindow.Seconds()
+	var n int
+	err := tx.QueryRow(ctx, addrCountSQL, scope, addr, window, limit).Scan(&n)
+	if !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	var n, retry int
-	if err := tx.QueryRow(ctx, limitCountSQL, scope, key, core.LimitWindow.Seconds()).Scan(&n, &retry); err != nil {
+	var cur, prev int
+	var elapsed float64
+	if err := tx.QueryRow(ctx, addrWaitSQL, scope, addr, window).Scan(&cur, &prev, &elapsed); err != nil {
 		return err
 	}
-	if n >= limit {
-		return rateLimited(scope, retry)
-	}
-	_, err := tx.Exec(ctx, limitLogSQL, scope, key)
-	return err
+	wait := core.AddrLimitWait(limit, cur, prev, time.Duration(elapsed*float64(time.Second)), core.LimitWindow)
+	return rateLimited(scope, int(wait/time.Second))
 }
 
 func rateLimited(scope string, retry int) error {
@@ -92,52 +128,70 @@ func rateLimited(scope string, retry int) error {
 	return core.Errorf(core.ERateLimited, "%s: try again in %d seconds", what, retry).With("retry_after_seconds", retry)
 }
 
-// StoreCode counts a send against the address and the phone and keeps the
+// StoreCode counts a send against the phone and the address and keeps the
 // code's hash as the phone's live code. See core.Accounts.
 func (db *DB) StoreCode(ctx context.Context, r core.CodeRequest, l core.SignInLimits) error {
 	l = l.WithDefaults()
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		// Always address, then phone: concurrent sends lock in one order.
-		if err := count(ctx, tx, core.ScopeSendAddr, r.Addr, l.SendsPerAddr); err != nil {
+		// The phone first (its row), the address last (the hot row): every
+		// send locks in that order, and the address row is held only for
+		// its statement and the commit.
+		var ok bool
+		err := tx.QueryRow(ctx, storeCodeSQL, r.Phone, r.Hash, core.CodeTTL.Seconds(),
+			core.LimitWindow.Seconds(), core.ResendAfter.Seconds(), l.SendsPerPhone).Scan(&ok)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return phoneLimited(ctx, tx, r.Phone, l.SendsPerPhone)
+		}
+		if err != nil {
 			return err
 		}
-		if err := count(ctx, tx, core.ScopeSendPhone, r.Phone, l.SendsPerPhone); err != nil {
-			return err
-		}
-		var wait int
-		if err := tx.QueryRow(ctx, resendSQL, r.Phone, core.ResendAfter.Seconds()).Scan(&wait); err != nil {
-			return err
-		}
-		if wait > 0 {
-			return rateLimited("resend", wait)
-		}
-		_, err := tx.Exec(ctx, storeCodeSQL, r.Phone, r.Hash, core.CodeTTL.Seconds())
-		return err
+		return countAddr(ctx, tx, core.ScopeSendAddr, r.Addr, l.SendsPerAddr)
 	})
 	return translate(err)
 }
 
-// VerifyCode counts a verify against the address and uses the phone's live
-// code when hash matches. See core.Accounts. A wrong code's attempt is
-// committed before ECodeInvalid is returned.
+// phoneLimited says which per-phone rule refused a send.
+func phoneLimited(ctx context.Context, tx pgx.Tx, phone string, limit int) error {
+	var resend, sent, retry int
+	if err := tx.QueryRow(ctx, phoneWaitSQL, phone, core.LimitWindow.Seconds(), core.ResendAfter.Seconds()).Scan(&resend, &sent, &retry); err != nil {
+		return err
+	}
+	switch {
+	case resend > 0:
+		return rateLimited("resend", resend)
+	case sent >= limit:
+		return rateLimited(core.ScopeSendPhone, retry)
+	}
+	return rateLimited("resend", 1) // the wait ended between the two statements
+}
+
+// VerifyCode uses the phone's live code when hash matches and counts a
+// verify against the address. See core.Accounts. A wrong code's attempt is
+// committed before ECodeInvalid is returned; a verify the address limit
+// refuses changes nothing.
 func (db *DB) VerifyCode(ctx context.Context, phone, addr string, hash []byte, l core.SignInLimits) (*core.Account, error) {
 	l = l.WithDefaults()
 	var a *core.Account
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		a = nil // inTx may run fn again
-		if err := count(ctx, tx, core.ScopeVerifyAddr, addr, l.VerifiesPerAddr); err != nil {
-			return err
-		}
 		var used bool
 		err := tx.QueryRow(ctx, useCodeSQL, phone, hash, core.CodeAttempts).Scan(&used)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !used) {
-			return nil // no live code, or a wrong one: the attempt is counted
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) || (err == nil && !used):
+			// no live code, or a wrong one: the attempt is counted
+		case err != nil:
+			return err
+		default:
+			if a, err = scanAccount(tx.QueryRow(ctx, signInSQL, phone)); err != nil {
+				return err
+			}
 		}
-		if err != nil {
+		// Last, like StoreCode's: a refusal rolls back the code's use.
+		if err := countAddr(ctx, tx, core.ScopeVerifyAddr, addr, l.VerifiesPerAddr); err != nil {
+			a = nil
 			return err
 		}
-		a, err = scanAccount(tx.QueryRow(ctx, signInSQL, phone))
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, translate(err)
@@ -237,17 +291,19 @@ func (db *DB) AccountBookings(ctx context.Context, identity string) ([]core.Book
 	return out, translate(rows.Err())
 }
 
-// Sign-in rows are kept for core.SignInRetention, then purged.
+// Sign-in rows are kept for core.SignInRetention, then purged: a code's
+// sends are all older than the window by then, and a counter bucket that
+// began two windows ago no longer counts, not even as the last bucket.
 const (
-	purgeCodesSQL = `DELETE FROM signin_codes WHERE expires_at < now() - make_interval(secs => $1)`
-	purgeLogSQL   = `DELETE FROM signin_log WHERE at < now() - make_interval(secs => $1)`
+	purgeCodesSQL  = `DELETE FROM signin_codes WHERE expires_at < now() - make_interval(secs => $1)`
+	purgeCountsSQL = `DELETE FROM signin_counts WHERE bucket < now() - make_interval(secs => $1)`
 )
 
-// PurgeSignIn deletes codes and limit records past core.SignInRetention;
+// PurgeSignIn deletes codes and limit counters past core.SignInRetention;
 // it returns how many rows.
 func (db *DB) PurgeSignIn(ctx context.Context) (int64, error) {
 	var n int64
-	for _, q := range []string{purgeCodesSQL, purgeLogSQL} {
+	for _, q := range []string{purgeCodesSQL, purgeCountsSQL} {
 		tag, err := db.pool.Exec(ctx, q, core.SignInRetention.Seconds())
 		if err != nil {
 			return n, translate(err)

@@ -31,9 +31,8 @@ func naiveVerify(db *postgres.DB, phone string, hash []byte) (bool, error) {
 	return err == nil, err
 }
 
-// N concurrent verifies of one right code, from N addresses (an address's
-// verifies queue behind its limit's lock, so one address could never race
-// itself): exactly one signs in, every time.
+// N concurrent verifies of one right code, from N addresses: exactly one
+// signs in, every time.
 func TestRaceVerifyCode(t *testing.T) {
 	const trials, fans = 30, 8
 	newCode := func(t *testing.T, db *postgres.DB, trial int) (string, []byte) {
@@ -101,51 +100,168 @@ func TestRaceVerifyCode(t *testing.T) {
 	})
 }
 
-// The limits are exact under concurrency: N sends from one address at once
-// with room for K get exactly K through.
+// naiveAddrCount is the obvious per-address counter: read this hour's
+// count, compare, then add one. The gap between read and write is a round
+// trip in real life; a short sleep stands in for it.
+func naiveAddrCount(db *postgres.DB, addr string, limit int) (bool, error) {
+	var n int
+	err := db.Pool().QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM signin_counts
+ WHERE scope = 'send_addr' AND key = $1 AND bucket = date_trunc('hour', now())`, addr).Scan(&n)
+	if err != nil || n >= limit {
+		return false, err
+	}
+	time.Sleep(time.Millisecond)
+	_, err = db.Pool().Exec(ctx, `INSERT INTO signin_counts (scope, key, bucket, n) VALUES ('send_addr', $1, date_trunc('hour', now()), 1)
+ON CONFLICT (scope, key, bucket) DO UPDATE SET n = signin_counts.n + 1`, addr)
+	return err == nil, err
+}
+
+// warm opens n pooled connections, so that a race starts together rather
+// than staggered by connection set-up.
+func warm(t *testing.T, db *postgres.DB, n int) {
+	together(n, func(int) {
+		if _, err := db.Pool().Exec(ctx, `SELECT pg_sleep(0.05)`); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// The per-address limit is exact under concurrency: M sends from one
+// address at once, each to its own phone, with room for N get exactly N
+// through, and the refused ones leave no code behind.
 func TestRaceSendLimit(t *testing.T) {
-	db := postgrestest.NewDB(t, postgres.Options{})
 	const fans, room = 16, 5
-	var sent, limited atomic.Int32
+
+	t.Run("control: read-then-count passes the limit", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		warm(t, db, fans)
+		var sent atomic.Int32
+		together(fans, func(i int) {
+			ok, err := naiveAddrCount(db, "10.9.9.9", room)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				sent.Add(1)
+			}
+		})
+		t.Logf("read-then-count: %d of %d sends from one address passed a limit of %d", sent.Load(), fans, room)
+		if sent.Load() <= room {
+			t.Fatal("the naive counter held: the harness cannot see the bug")
+		}
+	})
+
+	t.Run("product: one conditional upsert", func(t *testing.T) {
+		db := postgrestest.NewDB(t, postgres.Options{})
+		warm(t, db, fans)
+		var sent, limited atomic.Int32
+		together(fans, func(i int) {
+			phone := fmt.Sprintf("+9197%08d", i)
+			err := db.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: "10.9.9.9", Hash: core.CodeHash(codeKey, phone, "111111")},
+				core.SignInLimits{SendsPerAddr: room})
+			switch {
+			case err == nil:
+				sent.Add(1)
+			case core.ErrorCode(err) == core.ERateLimited:
+				limited.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+		var codes, counted int
+		if err := db.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM signin_codes), (SELECT coalesce(sum(n), 0) FROM signin_counts)`).Scan(&codes, &counted); err != nil {
+			t.Fatal(err)
+		}
+		if sent.Load() != room || limited.Load() != fans-room || codes != room || counted != room {
+			t.Fatalf("%d sent, %d limited, %d codes, counted %d; want %d, %d, %d, %d", sent.Load(), limited.Load(), codes, counted, room, fans-room, room, room)
+		}
+	})
+}
+
+// Verifies per address are exact too, and a refused verify uses no
+// attempt: M wrong codes from one address at once with room for N get N
+// code_invalid answers and N attempts, the rest rate_limited.
+func TestRaceVerifyAddrLimit(t *testing.T) {
+	const fans, room = 16, 5
+	db := postgrestest.NewDB(t, postgres.Options{})
+	for i := range fans {
+		phone := fmt.Sprintf("+9195%08d", i)
+		if err := db.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: "setup", Hash: core.CodeHash(codeKey, phone, "111111")}, core.SignInLimits{SendsPerAddr: 1000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wrong, limited atomic.Int32
 	together(fans, func(i int) {
-		phone := fmt.Sprintf("+9197%08d", i)
-		err := db.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: "10.9.9.9", Hash: core.CodeHash(codeKey, phone, "111111")},
-			core.SignInLimits{SendsPerAddr: room})
+		phone := fmt.Sprintf("+9195%08d", i)
+		_, err := db.VerifyCode(ctx, phone, "10.8.8.8", core.CodeHash(codeKey, phone, "222222"), core.SignInLimits{VerifiesPerAddr: room})
 		switch core.ErrorCode(err) {
+		case core.ECodeInvalid:
+			wrong.Add(1)
 		case core.ERateLimited:
 			limited.Add(1)
 		default:
-			if err != nil {
-				t.Error(err)
-			} else {
-				sent.Add(1)
-			}
+			t.Errorf("verify: %v", err)
 		}
 	})
-	if sent.Load() != room || limited.Load() != fans-room {
-		t.Fatalf("%d sent, %d limited; want %d and %d", sent.Load(), limited.Load(), room, fans-room)
+	var attempts int
+	if err := db.Pool().QueryRow(ctx, `SELECT sum(attempts) FROM signin_codes`).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if wrong.Load() != room || limited.Load() != fans-room || attempts != room {
+		t.Fatalf("%d code_invalid, %d limited, %d attempts; want %d, %d, %d", wrong.Load(), limited.Load(), attempts, room, fans-room, room)
 	}
 }
 
-// PurgeSignIn deletes codes and limit records past retention only.
+// Last hour's count carries into this hour's estimate: an address that
+// used its limit many times over last hour is refused now, with a wait of
+// at most the window, and the refusal records nothing.
+func TestSendLimitCarriesLastHour(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	if _, err := db.Pool().Exec(ctx, `INSERT INTO signin_counts (scope, key, bucket, n)
+VALUES ('send_addr', '10.7.7.7', date_trunc('hour', now()) - interval '1 hour', 1000000)`); err != nil {
+		t.Fatal(err)
+	}
+	err := db.StoreCode(ctx, core.CodeRequest{Phone: "+919600000001", Addr: "10.7.7.7", Hash: []byte("h")}, core.SignInLimits{SendsPerAddr: 5})
+	e, _ := err.(*core.Error)
+	if core.ErrorCode(err) != core.ERateLimited || e == nil {
+		t.Fatalf("StoreCode = %v; want rate_limited", err)
+	}
+	if wait, _ := e.Detail["retry_after_seconds"].(int); wait < 1 || wait > 3600 {
+		t.Errorf("retry after %v seconds; want 1 to 3600", e.Detail["retry_after_seconds"])
+	}
+	var codes, rows int
+	if err := db.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM signin_codes), (SELECT count(*) FROM signin_counts)`).Scan(&codes, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if codes != 0 || rows != 1 {
+		t.Fatalf("a refused send left %d codes and %d counters; want 0 and 1", codes, rows)
+	}
+	if err := db.StoreCode(ctx, core.CodeRequest{Phone: "+919600000001", Addr: "10.7.7.8", Hash: []byte("h")}, core.SignInLimits{SendsPerAddr: 5}); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+}
+
+// PurgeSignIn deletes codes and limit counters past retention only; last
+// hour's counter still counts and stays.
 func TestPurgeSignIn(t *testing.T) {
 	db := postgrestest.NewDB(t, postgres.Options{})
-	for _, p := range []string{"+919700000001", "+919700000002"} {
-		if err := db.StoreCode(ctx, core.CodeRequest{Phone: p, Addr: "a", Hash: []byte("h")}, core.SignInLimits{}); err != nil {
+	for i, p := range []string{"+919700000001", "+919700000002"} {
+		if err := db.StoreCode(ctx, core.CodeRequest{Phone: p, Addr: fmt.Sprint("a", i), Hash: []byte("h")}, core.SignInLimits{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := db.Pool().Exec(ctx, `UPDATE signin_codes SET expires_at = now() - interval '3 hours' WHERE phone = '+919700000001';
-UPDATE signin_log SET at = now() - interval '3 hours' WHERE key IN ('+919700000001')`); err != nil {
+UPDATE signin_counts SET bucket = bucket - interval '3 hours' WHERE key = 'a0';
+UPDATE signin_counts SET bucket = bucket - interval '1 hour' WHERE key = 'a1'`); err != nil {
 		t.Fatal(err)
 	}
 	n, err := db.PurgeSignIn(ctx)
 	if err != nil || n != 2 {
-		t.Fatalf("PurgeSignIn = %d, %v; want 2 rows (one code, one log row)", n, err)
+		t.Fatalf("PurgeSignIn = %d, %v; want 2 rows (one code, one counter)", n, err)
 	}
-	var codes int
-	db.Pool().QueryRow(ctx, `SELECT count(*) FROM signin_codes`).Scan(&codes)
-	if codes != 1 {
-		t.Fatalf("%d codes left; want 1", codes)
+	var codes, counters int
+	db.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM signin_codes), (SELECT count(*) FROM signin_counts WHERE key = 'a1')`).Scan(&codes, &counters)
+	if codes != 1 || counters != 1 {
+		t.Fatalf("%d codes, %d of last hour's counters left; want 1 and 1", codes, counters)
 	}
 }

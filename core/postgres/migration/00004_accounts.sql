@@ -14,34 +14,40 @@ CREATE TABLE accounts (
 -- The live sign-in code of a phone, one at a time (a new send replaces it).
 -- Only its HMAC is kept. The verify statement uses it at most once: it
 -- counts the attempt and sets used_at in one conditional UPDATE, so two
--- concurrent verifies of one code cannot both succeed.
+-- concurrent verifies of one code cannot both succeed. sent_at holds the
+-- phone's sends of the last hour (at most the per-phone limit): the send
+-- statement checks and appends to it on this row, an exact sliding window.
 CREATE TABLE signin_codes (
     phone      text PRIMARY KEY,
     code_hash  bytea NOT NULL,
     attempts   integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     expires_at timestamptz NOT NULL,
     used_at    timestamptz,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    sent_at    timestamptz[] NOT NULL DEFAULT '{}'
 );
 CREATE INDEX signin_codes_expiry ON signin_codes (expires_at);
 
--- Every counted sign-in action (a code sent to a phone, a code asked from
--- an address, a verify from an address), for the per-hour limits. A
--- sliding window over this log, taken under a per-(scope, key) advisory
--- lock, is exact across several cores. Rows past the window are purged.
-CREATE TABLE signin_log (
-    scope text NOT NULL CHECK (scope IN ('send_phone', 'send_addr', 'verify_addr')),
-    key   text NOT NULL,
-    at    timestamptz NOT NULL DEFAULT now()
+-- The per-address limits (codes asked for, verifies): one counter per
+-- (scope, address, hour). One conditional upsert counts and refuses, and
+-- the row is the arbiter across cores. The limit is a two-bucket sliding
+-- estimate (core/account.go): this hour's count plus last hour's weighted
+-- by the part of it still in the window. Buckets older than two hours are
+-- purged.
+CREATE TABLE signin_counts (
+    scope  text NOT NULL CHECK (scope IN ('send_addr', 'verify_addr')),
+    key    text NOT NULL,
+    bucket timestamptz NOT NULL,
+    n      integer NOT NULL CHECK (n > 0),
+    PRIMARY KEY (scope, key, bucket)
 );
-CREATE INDEX signin_log_key ON signin_log (scope, key, at);
-CREATE INDEX signin_log_at ON signin_log (at);
+CREATE INDEX signin_counts_bucket ON signin_counts (bucket);
 
 -- A fan's bookings ("My tickets").
 CREATE INDEX bookings_account ON bookings (account);
 
 -- +goose Down
 DROP INDEX bookings_account;
-DROP TABLE signin_log;
+DROP TABLE signin_counts;
 DROP TABLE signin_codes;
 DROP TABLE accounts;
