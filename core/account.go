@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -33,10 +34,13 @@ const (
 	CodeDigits = 6
 	// CodeTTL is how long a code may be used.
 	CodeTTL = 5 * time.Minute
-	// CodeAttempts is how many verifies one code allows, right or wrong:
-	// the sixth guess is refused even if right. With SendsPerPhone codes an
-	// hour, a guesser gets 25 tries an hour at a number: 1 in 40,000.
-	CodeAttempts = 5
+	// CodeWrongPerAddr is how many wrong codes one address may try on a
+	// code: after them the code is dead for that address (even the right
+	// code is refused from it) but still works for its owner elsewhere.
+	CodeWrongPerAddr = 5
+	// CodeAttempts is how many wrong codes kill a code outright, from
+	// whatever addresses. See "Why codes count per address".
+	CodeAttempts = 15
 	// ResendAfter is how long a fan waits before another code is sent to
 	// the same number (a second send sooner is rate_limited).
 	ResendAfter = 30 * time.Second
@@ -54,19 +58,23 @@ const (
 // fields take the defaults). Per-address limits use the client address the
 // gateway reports.
 type SignInLimits struct {
-	SendsPerPhone   int // codes sent to one number
-	SendsPerAddr    int // codes requested from one address
-	VerifiesPerAddr int // verifies from one address, right or wrong
+	SendsPerPhone     int // codes sent to one number, from any addresses
+	SendsPerPhoneAddr int // codes sent to one number asked for from one address
+	SendsPerAddr      int // codes requested from one address
+	VerifiesPerAddr   int // verifies from one address, right or wrong
 }
 
 // DefaultSignInLimits are the limits when not configured.
-var DefaultSignInLimits = SignInLimits{SendsPerPhone: 5, SendsPerAddr: 20, VerifiesPerAddr: 60}
+var DefaultSignInLimits = SignInLimits{SendsPerPhone: 10, SendsPerPhoneAddr: 3, SendsPerAddr: 20, VerifiesPerAddr: 60}
 
 // WithDefaults returns l with its zero fields set to the defaults.
 func (l SignInLimits) WithDefaults() SignInLimits {
 	d := DefaultSignInLimits
 	if l.SendsPerPhone > 0 {
 		d.SendsPerPhone = l.SendsPerPhone
+	}
+	if l.SendsPerPhoneAddr > 0 {
+		d.SendsPerPhoneAddr = l.SendsPerPhoneAddr
 	}
 	if l.SendsPerAddr > 0 {
 		d.SendsPerAddr = l.SendsPerAddr
@@ -79,10 +87,11 @@ func (l SignInLimits) WithDefaults() SignInLimits {
 
 // How the limits count.
 //
-// Per phone (SendsPerPhone, and ResendAfter): exact, over a sliding
-// LimitWindow. A phone gets few codes, so the store keeps the times of its
-// sends in the window on the phone's code row and checks and appends in
-// the one statement that stores the code.
+// Per phone (SendsPerPhone, SendsPerPhoneAddr, and ResendAfter): exact,
+// over a sliding LimitWindow. A phone gets few codes, so the store keeps
+// the times of its sends in the window, and the address key each was
+// asked from, on the phone's code row, and checks and appends in the one
+// statement that stores the code.
 //
 // Per address (SendsPerAddr, VerifiesPerAddr): a two-bucket sliding
 // estimate. Many fans may share one address (a carrier's NAT, a campus), so
@@ -107,6 +116,51 @@ func (l SignInLimits) WithDefaults() SignInLimits {
 // address (a log counted under a lock) is what made one busy address
 // serialise every sign-in behind it.
 
+// Why codes count per address: a targeted lockout. Anyone may ask for a
+// code for any number, so if every send and every wrong guess counted
+// only per phone, one client could send a victim's phone a code and burn
+// it with wrong guesses, over and over, until the phone's sends run out:
+// the victim would get only dead codes and rate_limited for the hour of
+// the sale. So:
+//
+//   - one address may have at most SendsPerPhoneAddr codes an hour sent to
+//     one number (3), under the number's total SendsPerPhone (10): one
+//     address cannot use up a number's sends;
+//   - a wrong guess counts against the code for the address it came from:
+//     after CodeWrongPerAddr (5) from one address the code is dead for
+//     that address only, and the owner, who has the SMS, still signs in
+//     with it from their own address; after CodeAttempts (15) wrong
+//     guesses in all, from any addresses, the code is dead outright, so
+//     guessing stays bounded: at most CodeAttempts guesses per code and
+//     SendsPerPhone codes an hour, 150 guesses an hour at one number (1 in
+//     6,700), and a single address gets CodeWrongPerAddr per code within
+//     VerifiesPerAddr an hour.
+//
+// What it cannot stop: an attacker with many addresses (a botnet; for
+// IPv6, many /64s, see AddrKey) can still use up a number's SendsPerPhone
+// sends (4 addresses), and 3 of them can kill each code outright with 15
+// wrong guesses, or replace the live code with a new one every
+// ResendAfter (the owner gets each new code by SMS, and the newest one
+// works). Stopping that needs a signal the core does not have (a proof of
+// work or a CAPTCHA at the gateway, or the carrier's help).
+
+// AddrKey is the key the per-address limits count a client address under:
+// an IPv4 address as itself, an IPv6 address by its /64 (one subscriber's
+// prefix: a client rotating addresses within it is still one client), an
+// IPv4-mapped IPv6 address as the IPv4 address. ok is false if s is not an
+// IP address.
+func AddrKey(s string) (key string, ok bool) {
+	a, err := netip.ParseAddr(strings.TrimSpace(s))
+	if err != nil {
+		return "", false
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String(), true
+	}
+	return netip.PrefixFrom(a, 64).Masked().String(), true
+}
+
 // AddrLimitWait says how long until a request refused by the per-address
 // estimate would pass, given this hour's count cur, last hour's count prev,
 // and elapsed, the time since this hour's bucket began: at least a second.
@@ -124,9 +178,10 @@ func AddrLimitWait(limit, cur, prev int, elapsed, window time.Duration) time.Dur
 
 // Limit scopes, as the store counts them.
 const (
-	ScopeSendPhone  = "send_phone"
-	ScopeSendAddr   = "send_addr"
-	ScopeVerifyAddr = "verify_addr"
+	ScopeSendPhone     = "send_phone"
+	ScopeSendPhoneAddr = "send_phone_addr"
+	ScopeSendAddr      = "send_addr"
+	ScopeVerifyAddr    = "verify_addr"
 )
 
 // NormalizePhone returns the E.164 form of a phone number: a bare 10-digit
@@ -208,6 +263,19 @@ type AccountPatch struct {
 	Email *string // nil: unchanged; "": removed
 }
 
+// Normalize trims the patch's email ("" or blanks remove it) and checks it.
+func (p *AccountPatch) Normalize() error {
+	if p.Email == nil {
+		return nil
+	}
+	e := strings.TrimSpace(*p.Email)
+	p.Email = &e
+	if e == "" {
+		return nil
+	}
+	return ValidEmail(e)
+}
+
 // ValidEmail checks an address the way tickets are sent to it.
 func ValidEmail(e string) error {
 	at := strings.LastIndexByte(e, '@')
@@ -225,8 +293,13 @@ type Accounts interface {
 	// the phone's one live code (replacing an earlier one), unless a limit
 	// refuses: ERateLimited with Detail "retry_after_seconds".
 	StoreCode(ctx context.Context, r CodeRequest, l SignInLimits) error
+	// DropCode undoes a send whose SMS failed: if the phone's live code is
+	// still hash (unused), it dies, and its send no longer counts against
+	// the phone's limits or the resend wait, so a resend works at once.
+	DropCode(ctx context.Context, phone string, hash []byte) error
 	// VerifyCode counts a verify from addr and uses the phone's live code
-	// if hash matches it: at most once, within CodeTTL and CodeAttempts.
+	// if hash matches it: at most once, within CodeTTL, CodeAttempts, and
+	// CodeWrongPerAddr from addr.
 	// It returns the phone's account (created on first use), or
 	// ECodeInvalid for a wrong, expired, used or exhausted code, or
 	// ERateLimited.

@@ -69,8 +69,62 @@ func TestCode(t *testing.T) {
 }
 
 func TestSignInLimitsDefaults(t *testing.T) {
-	if got := (core.SignInLimits{SendsPerAddr: 7}).WithDefaults(); got != (core.SignInLimits{SendsPerPhone: 5, SendsPerAddr: 7, VerifiesPerAddr: 60}) {
+	if got := (core.SignInLimits{SendsPerAddr: 7}).WithDefaults(); got != (core.SignInLimits{SendsPerPhone: 10, SendsPerPhoneAddr: 3, SendsPerAddr: 7, VerifiesPerAddr: 60}) {
 		t.Errorf("WithDefaults = %+v", got)
+	}
+}
+
+// Per-address limits key IPv4 by address and IPv6 by /64, so a client
+// rotating addresses within its prefix is one client.
+func TestAddrKey(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"203.0.113.7", "203.0.113.7", true},
+		{" 203.0.113.7 ", "203.0.113.7", true},
+		{"::ffff:203.0.113.7", "203.0.113.7", true},
+		{"2001:db8:1:2::1", "2001:db8:1:2::/64", true},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64", true},
+		{"2001:db8:1:3::1", "2001:db8:1:3::/64", true},
+		{"fe80::1%eth0", "fe80::/64", true},
+		{"::1", "::/64", true},
+		{"", "", false},
+		{"junk", "", false},
+		{"203.0.113.7:443", "", false},
+		{"[2001:db8::1]", "", false},
+		{"2001:db8::/64", "", false},
+	} {
+		got, ok := core.AddrKey(c.in)
+		if got != c.want || ok != c.ok {
+			t.Errorf("AddrKey(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// An email is trimmed whatever it is: blanks remove it, like "".
+func TestAccountPatchNormalize(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"a@b.in", "a@b.in", true},
+		{"  a@b.in\t", "a@b.in", true},
+		{"", "", true},
+		{"   ", "", true},
+		{"\t\n", "", true},
+		{"not an address", "", false},
+	} {
+		in := c.in
+		p := core.AccountPatch{Email: &in}
+		err := p.Normalize()
+		if (err == nil) != c.ok || (c.ok && *p.Email != c.want) {
+			t.Errorf("Normalize(%q) = %q, %v; want %q, ok %v", c.in, *p.Email, err, c.want, c.ok)
+		}
+	}
+	var none core.AccountPatch
+	if err := none.Normalize(); err != nil || none.Email != nil {
+		t.Errorf("an empty patch = %v, %v", none.Email, err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/onsale/onsale/core"
@@ -56,14 +55,19 @@ func (s *Server) accountRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/me/bookings", s.myBookings)
 }
 
-// clientAddr is the fan's address: the gateway's header, else the peer.
+// clientAddr is the key the per-address limits count the fan under
+// (core.AddrKey: IPv4 by address, IPv6 by /64): the gateway's header if it
+// is an IP address, else the TCP peer's.
 func clientAddr(r *http.Request) string {
-	if a := strings.TrimSpace(r.Header.Get(ClientAddrHeader)); a != "" && len(a) <= 64 {
-		return a
+	if k, ok := core.AddrKey(r.Header.Get(ClientAddrHeader)); ok {
+		return k
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	if k, ok := core.AddrKey(host); ok {
+		return k
 	}
 	return host
 }
@@ -119,7 +123,8 @@ func (s *Server) sendCodeErr(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	err = a.Store.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: clientAddr(r), Hash: core.CodeHash(s.Tokens.CodeKey(), phone, code)}, a.Limits)
+	hash := core.CodeHash(s.Tokens.CodeKey(), phone, code)
+	err = a.Store.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: clientAddr(r), Hash: hash}, a.Limits)
 	if err != nil {
 		return err
 	}
@@ -131,7 +136,14 @@ func (s *Server) sendCodeErr(w http.ResponseWriter, r *http.Request) error {
 	defer scancel()
 	if err := a.SMS.Send(sctx, phone, core.CodeSMS(code)); err != nil {
 		s.Log.Warn("sign-in code not sent", "err", err)
-		return core.Errorf(core.EUnavailable, "the code could not be sent: try again shortly")
+		// Nobody received this code: it must not stay the live one, use
+		// up the resend wait or count as a send to the phone.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(r.Context()), requestTimeout)
+		defer dcancel()
+		if derr := a.Store.DropCode(dctx, phone, hash); derr != nil {
+			s.Log.Warn("unsent sign-in code not dropped", "err", derr)
+		}
+		return core.Errorf(core.EUnavailable, "the code could not be sent: press resend to try again")
 	}
 	return nil
 }
@@ -228,16 +240,14 @@ func (s *Server) patchMe(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, core.Errorf(core.EInvalid, `give {"email": "..."} ("" removes it)`))
 		return
 	}
-	if e := strings.TrimSpace(*in.Email); e != "" {
-		if err := core.ValidEmail(e); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		in.Email = &e
+	patch := core.AccountPatch{Email: in.Email}
+	if err := patch.Normalize(); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	acct, err := s.Accounts.Store.UpdateAccount(ctx, id, core.AccountPatch{Email: in.Email})
+	acct, err := s.Accounts.Store.UpdateAccount(ctx, id, patch)
 	if err != nil {
 		s.fail(w, r, err)
 		return

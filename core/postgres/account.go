@@ -19,27 +19,51 @@ import (
 
 // storeCodeSQL keeps a phone's one live code, replacing an earlier one
 // (its attempts start again; the sends per phone bound that), unless the
-// last send was under $5 seconds ago or $6 sends are in the window of $4
-// seconds: then it changes nothing and returns no row. The conflicting row
+// last send was under $5 seconds ago, or $6 sends are in the window of $4
+// seconds, or $8 of them were asked for from address key $7: then it
+// changes nothing and returns no row. The sends in the window are kept in
+// order in the parallel arrays sent_at and sent_from. The conflicting row
 // is locked, so concurrent sends to one phone are checked one at a time.
 // $1 phone, $2 hash, $3 ttl seconds.
-const storeCodeSQL = `INSERT INTO signin_codes AS c (phone, code_hash, expires_at, created_at, sent_at)
-SELECT $1, $2, t + make_interval(secs => $3), t, ARRAY[t] FROM (SELECT clock_timestamp() AS t) now
+const storeCodeSQL = `INSERT INTO signin_codes AS c (phone, code_hash, expires_at, created_at, sent_at, sent_from)
+SELECT $1, $2, t + make_interval(secs => $3), t, ARRAY[t], ARRAY[$7::text] FROM (SELECT clock_timestamp() AS t) now
 ON CONFLICT (phone) DO UPDATE
-   SET code_hash = EXCLUDED.code_hash, attempts = 0, expires_at = EXCLUDED.expires_at, used_at = NULL, created_at = EXCLUDED.created_at,
-       sent_at = ARRAY(SELECT s FROM unnest(c.sent_at) s WHERE s > EXCLUDED.created_at - make_interval(secs => $4) ORDER BY s) || EXCLUDED.created_at
+   SET code_hash = EXCLUDED.code_hash, attempts = 0, wrong_from = '{}', expires_at = EXCLUDED.expires_at, used_at = NULL,
+       created_at = EXCLUDED.created_at,
+       sent_at = ARRAY(SELECT s.at FROM unnest(c.sent_at, c.sent_from) WITH ORDINALITY s(at, addr, i)
+                        WHERE s.at > EXCLUDED.created_at - make_interval(secs => $4) ORDER BY s.i) || EXCLUDED.created_at,
+       sent_from = ARRAY(SELECT s.addr FROM unnest(c.sent_at, c.sent_from) WITH ORDINALITY s(at, addr, i)
+                          WHERE s.at > EXCLUDED.created_at - make_interval(secs => $4) ORDER BY s.i) || $7::text
  WHERE c.created_at <= EXCLUDED.created_at - make_interval(secs => $5)
    AND (SELECT count(*) FROM unnest(c.sent_at) s WHERE s > EXCLUDED.created_at - make_interval(secs => $4)) < $6
+   AND (SELECT count(*) FROM unnest(c.sent_at, c.sent_from) s(at, addr)
+         WHERE s.at > EXCLUDED.created_at - make_interval(secs => $4) AND s.addr = $7::text) < $8
 RETURNING true`
 
 // phoneWaitSQL says why storeCodeSQL refused a phone: seconds until the
-// resend wait ends, sends in the window, seconds until the oldest leaves
-// it. $1 phone, $2 window seconds, $3 resend seconds.
+// resend wait ends; sends in the window, seconds until the oldest leaves
+// it; the same for address key $4's sends. $1 phone, $2 window seconds,
+// $3 resend seconds.
 const phoneWaitSQL = `SELECT greatest(0, ceil(extract(epoch FROM created_at + make_interval(secs => $3) - clock_timestamp())))::int,
        (SELECT count(*) FROM unnest(sent_at) s WHERE s > clock_timestamp() - make_interval(secs => $2))::int,
-       (SELECT greatest(1, ceil(extract(epoch FROM min(s) + make_interval(secs => $2) - clock_timestamp())))
-          FROM unnest(sent_at) s WHERE s > clock_timestamp() - make_interval(secs => $2))::int
+       coalesce((SELECT greatest(1, ceil(extract(epoch FROM min(s) + make_interval(secs => $2) - clock_timestamp())))
+          FROM unnest(sent_at) s WHERE s > clock_timestamp() - make_interval(secs => $2))::int, 1),
+       (SELECT count(*) FROM unnest(sent_at, sent_from) s(at, addr) WHERE s.at > clock_timestamp() - make_interval(secs => $2) AND s.addr = $4)::int,
+       coalesce((SELECT greatest(1, ceil(extract(epoch FROM min(s.at) + make_interval(secs => $2) - clock_timestamp())))
+          FROM unnest(sent_at, sent_from) s(at, addr) WHERE s.at > clock_timestamp() - make_interval(secs => $2) AND s.addr = $4)::int, 1)
   FROM signin_codes WHERE phone = $1`
+
+// dropCodeSQL undoes a send whose SMS failed, if the phone's live code is
+// still that one: the code dies (expires now; the row stays, so the
+// phone's other sends keep counting) and its send leaves sent_at and
+// sent_from; created_at, the resend wait's start, goes back to the send
+// before (or -infinity), so a resend works at once. $1 phone, $2 hash.
+const dropCodeSQL = `UPDATE signin_codes
+   SET expires_at = clock_timestamp(),
+       created_at = coalesce((SELECT max(s) FROM unnest(sent_at) s WHERE s <> created_at), '-infinity'),
+       sent_at = ARRAY(SELECT s.at FROM unnest(sent_at, sent_from) WITH ORDINALITY s(at, addr, i) WHERE s.at <> created_at ORDER BY s.i),
+       sent_from = ARRAY(SELECT s.addr FROM unnest(sent_at, sent_from) WITH ORDINALITY s(at, addr, i) WHERE s.at <> created_at ORDER BY s.i)
+ WHERE phone = $1 AND code_hash = $2 AND used_at IS NULL AND expires_at > clock_timestamp()`
 
 // addrBucketSQL is the current bucket of an address counter: the clock
 // hour (window) now falls in, by the database's clock; a fragment of the
@@ -76,14 +100,17 @@ const addrWaitSQL = `SELECT coalesce(max(c.n) FILTER (WHERE c.bucket = b.bucket)
  GROUP BY b.t, b.bucket`
 
 // useCodeSQL is the one rule of a code's use: it counts an attempt on a
-// live code (unused, unexpired, attempts left) and, when the hash matches,
-// marks it used, in one conditional UPDATE. Two concurrent verifies of one
-// code serialize on its row; the second re-evaluates the WHERE against the
-// first's used_at and matches nothing, so a code signs in at most once.
-// $1 phone, $2 hash, $3 attempts allowed.
+// code live for address key $4 (unused, unexpired, fewer than $3 wrong
+// attempts in all and fewer than $5 from $4) and, when the hash matches,
+// marks it used, else records the wrong attempt's address, in one
+// conditional UPDATE. Two concurrent verifies of one code serialize on its
+// row; the second re-evaluates the WHERE against the first's used_at and
+// matches nothing, so a code signs in at most once. $1 phone, $2 hash.
 const useCodeSQL = `UPDATE signin_codes
-   SET attempts = attempts + 1, used_at = CASE WHEN code_hash = $2 THEN clock_timestamp() END
+   SET attempts = attempts + 1, used_at = CASE WHEN code_hash = $2 THEN clock_timestamp() END,
+       wrong_from = CASE WHEN code_hash = $2 THEN wrong_from ELSE wrong_from || $4::text END
  WHERE phone = $1 AND used_at IS NULL AND expires_at > clock_timestamp() AND attempts < $3
+   AND cardinality(array_positions(wrong_from, $4::text)) < $5
 RETURNING used_at IS NOT NULL`
 
 // signInSQL returns the phone's account, creating it at the first sign-in.
@@ -120,10 +147,11 @@ func countAddr(ctx context.Context, tx pgx.Tx, scope, addr string, limit int) er
 
 func rateLimited(scope string, retry int) error {
 	what := map[string]string{
-		core.ScopeSendPhone:  "too many codes were sent to this number",
-		core.ScopeSendAddr:   "too many codes were asked for from this address",
-		core.ScopeVerifyAddr: "too many sign-in attempts from this address",
-		"resend":             "a code was sent to this number moments ago",
+		core.ScopeSendPhone:     "too many codes were sent to this number",
+		core.ScopeSendPhoneAddr: "too many codes for this number were asked for from this address",
+		core.ScopeSendAddr:      "too many codes were asked for from this address",
+		core.ScopeVerifyAddr:    "too many sign-in attempts from this address",
+		"resend":                "a code was sent to this number moments ago",
 	}[scope]
 	return core.Errorf(core.ERateLimited, "%s: try again in %d seconds", what, retry).With("retry_after_seconds", retry)
 }
@@ -138,9 +166,9 @@ func (db *DB) StoreCode(ctx context.Context, r core.CodeRequest, l core.SignInLi
 		// its statement and the commit.
 		var ok bool
 		err := tx.QueryRow(ctx, storeCodeSQL, r.Phone, r.Hash, core.CodeTTL.Seconds(),
-			core.LimitWindow.Seconds(), core.ResendAfter.Seconds(), l.SendsPerPhone).Scan(&ok)
+			core.LimitWindow.Seconds(), core.ResendAfter.Seconds(), l.SendsPerPhone, r.Addr, l.SendsPerPhoneAddr).Scan(&ok)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return phoneLimited(ctx, tx, r.Phone, l.SendsPerPhone)
+			return phoneLimited(ctx, tx, r.Phone, r.Addr, l)
 		}
 		if err != nil {
 			return err
@@ -150,16 +178,25 @@ func (db *DB) StoreCode(ctx context.Context, r core.CodeRequest, l core.SignInLi
 	return translate(err)
 }
 
+// DropCode undoes a send whose SMS failed. See core.Accounts.
+func (db *DB) DropCode(ctx context.Context, phone string, hash []byte) error {
+	_, err := db.pool.Exec(ctx, dropCodeSQL, phone, hash)
+	return translate(err)
+}
+
 // phoneLimited says which per-phone rule refused a send.
-func phoneLimited(ctx context.Context, tx pgx.Tx, phone string, limit int) error {
-	var resend, sent, retry int
-	if err := tx.QueryRow(ctx, phoneWaitSQL, phone, core.LimitWindow.Seconds(), core.ResendAfter.Seconds()).Scan(&resend, &sent, &retry); err != nil {
+func phoneLimited(ctx context.Context, tx pgx.Tx, phone, addr string, l core.SignInLimits) error {
+	var resend, sent, retry, sentAddr, retryAddr int
+	if err := tx.QueryRow(ctx, phoneWaitSQL, phone, core.LimitWindow.Seconds(), core.ResendAfter.Seconds(), addr).
+		Scan(&resend, &sent, &retry, &sentAddr, &retryAddr); err != nil {
 		return err
 	}
 	switch {
 	case resend > 0:
 		return rateLimited("resend", resend)
-	case sent >= limit:
+	case sentAddr >= l.SendsPerPhoneAddr:
+		return rateLimited(core.ScopeSendPhoneAddr, retryAddr)
+	case sent >= l.SendsPerPhone:
 		return rateLimited(core.ScopeSendPhone, retry)
 	}
 	return rateLimited("resend", 1) // the wait ended between the two statements
@@ -175,7 +212,7 @@ func (db *DB) VerifyCode(ctx context.Context, phone, addr string, hash []byte, l
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		a = nil // inTx may run fn again
 		var used bool
-		err := tx.QueryRow(ctx, useCodeSQL, phone, hash, core.CodeAttempts).Scan(&used)
+		err := tx.QueryRow(ctx, useCodeSQL, phone, hash, core.CodeAttempts, addr, core.CodeWrongPerAddr).Scan(&used)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || (err == nil && !used):
 			// no live code, or a wrong one: the attempt is counted
@@ -219,8 +256,12 @@ func (db *DB) Account(ctx context.Context, id int64) (*core.Account, error) {
 	return a, nil
 }
 
-// UpdateAccount applies a fan's change to an account, or ENotFound.
+// UpdateAccount applies a fan's change to an account (normalized: the
+// email trimmed), or EInvalid or ENotFound.
 func (db *DB) UpdateAccount(ctx context.Context, id int64, p core.AccountPatch) (*core.Account, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
 	if p.Email == nil {
 		return db.Account(ctx, id)
 	}

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -263,5 +264,183 @@ UPDATE signin_counts SET bucket = bucket - interval '1 hour' WHERE key = 'a1'`);
 	db.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM signin_codes), (SELECT count(*) FROM signin_counts WHERE key = 'a1')`).Scan(&codes, &counters)
 	if codes != 1 || counters != 1 {
 		t.Fatalf("%d codes, %d of last hour's counters left; want 1 and 1", codes, counters)
+	}
+}
+
+// A booking's attempt (its rank among its hold's bookings, FAILED ones
+// included) is counted on every booking read: it must use an index on
+// (hold_id, id), not scan the table (bookings_live_hold skips FAILED rows).
+func TestBookingAttemptUsesIndex(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// An empty table is cheapest to scan: forbid that, so the plan shows
+	// which index the count can use.
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	rows, err := tx.Query(ctx, `EXPLAIN SELECT (SELECT count(*) FROM bookings x WHERE x.hold_id = b.hold_id AND x.id <= b.id) FROM bookings b WHERE b.id = 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan.String(), "bookings_hold") {
+		t.Fatalf("the attempt count does not use bookings_hold:\n%s", plan.String())
+	}
+}
+
+// sendFrom stores a code for phone asked from addr, after moving the
+// phone's last send past the resend wait.
+func sendFrom(t *testing.T, db *postgres.DB, phone, addr, code string, l core.SignInLimits) error {
+	t.Helper()
+	if _, err := db.Pool().Exec(ctx, `UPDATE signin_codes SET created_at = created_at - interval '1 minute',
+  sent_at = ARRAY(SELECT s - interval '1 minute' FROM unnest(sent_at) s) WHERE phone = $1`, phone); err != nil {
+		t.Fatal(err)
+	}
+	return db.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: addr, Hash: core.CodeHash(codeKey, phone, code)}, l)
+}
+
+// One address cannot use up a number's sends: it gets SendsPerPhoneAddr
+// codes an hour to one number, other addresses get the rest of the
+// number's SendsPerPhone.
+func TestSendLimitPerPhoneAddr(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	l := core.SignInLimits{SendsPerPhone: 5, SendsPerPhoneAddr: 2}
+	phone := "+919400000001"
+	steps := []struct {
+		addr string
+		want string // "" or the error code
+	}{
+		{"10.6.0.1", ""}, {"10.6.0.1", ""},
+		{"10.6.0.1", core.ERateLimited}, // the attacker's share is used up
+		{"10.6.0.2", ""},                // the owner still gets a code
+		{"10.6.0.3", ""}, {"10.6.0.3", ""},
+		{"10.6.0.4", core.ERateLimited}, // the number's total is used up
+	}
+	for i, s := range steps {
+		err := sendFrom(t, db, phone, s.addr, "123456", l)
+		if core.ErrorCode(err) != s.want && !(s.want == "" && err == nil) {
+			t.Fatalf("send %d from %s = %v; want %q", i+1, s.addr, err, s.want)
+		}
+		if i == 2 && !strings.Contains(err.Error(), "from this address") {
+			t.Errorf("refusal %q does not name the address", err)
+		}
+		if i == 6 && !strings.Contains(err.Error(), "sent to this number") {
+			t.Errorf("refusal %q does not name the number", err)
+		}
+	}
+	var sent, from int
+	if err := db.Pool().QueryRow(ctx, `SELECT cardinality(sent_at), cardinality(sent_from) FROM signin_codes WHERE phone = $1`, phone).Scan(&sent, &from); err != nil {
+		t.Fatal(err)
+	}
+	if sent != 5 || from != 5 {
+		t.Fatalf("%d sends, %d addresses recorded; want 5 and 5", sent, from)
+	}
+}
+
+// A targeted lockout fails: wrong guesses from one address kill the code
+// for that address only; the owner signs in with it from another. Enough
+// wrong guesses in all kill it outright.
+func TestCodeWrongPerAddr(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	l := core.SignInLimits{}
+	verify := func(phone, addr, code string) error {
+		_, err := db.VerifyCode(ctx, phone, addr, core.CodeHash(codeKey, phone, code), l)
+		return err
+	}
+	wrong := func(t *testing.T, phone, addr string, n int) {
+		t.Helper()
+		for i := range n {
+			if err := verify(phone, addr, "000000"); core.ErrorCode(err) != core.ECodeInvalid {
+				t.Fatalf("wrong guess %d from %s = %v", i+1, addr, err)
+			}
+		}
+	}
+	t.Run("one address's guesses", func(t *testing.T) {
+		phone := "+919400000011"
+		if err := sendFrom(t, db, phone, "10.6.1.1", "424242", l); err != nil {
+			t.Fatal(err)
+		}
+		wrong(t, phone, "10.6.1.1", core.CodeWrongPerAddr)
+		if err := verify(phone, "10.6.1.1", "424242"); core.ErrorCode(err) != core.ECodeInvalid {
+			t.Fatalf("the right code from the guessing address = %v; want code_invalid", err)
+		}
+		if err := verify(phone, "10.6.1.2", "424242"); err != nil {
+			t.Fatalf("the owner's right code from another address = %v; want a sign-in", err)
+		}
+	})
+	t.Run("guesses in all", func(t *testing.T) {
+		phone := "+919400000012"
+		if err := sendFrom(t, db, phone, "10.6.2.9", "424242", l); err != nil {
+			t.Fatal(err)
+		}
+		for i := range core.CodeAttempts / core.CodeWrongPerAddr {
+			wrong(t, phone, fmt.Sprintf("10.6.2.%d", i), core.CodeWrongPerAddr)
+		}
+		if err := verify(phone, "10.6.2.99", "424242"); core.ErrorCode(err) != core.ECodeInvalid {
+			t.Fatalf("the right code after %d wrong ones = %v; want code_invalid", core.CodeAttempts, err)
+		}
+		// A new code starts afresh.
+		if err := sendFrom(t, db, phone, "10.6.2.99", "535353", l); err != nil {
+			t.Fatal(err)
+		}
+		if err := verify(phone, "10.6.2.0", "535353"); err != nil {
+			t.Fatalf("a new code = %v", err)
+		}
+	})
+}
+
+// A code whose SMS failed is dropped: dead, and its send no longer counts
+// (a resend works at once, within the phone's limits); a later code, or
+// the wrong hash, is left alone.
+func TestDropCode(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	l := core.SignInLimits{SendsPerPhone: 2}
+	phone := "+919400000021"
+	hash := func(code string) []byte { return core.CodeHash(codeKey, phone, code) }
+	if err := sendFrom(t, db, phone, "10.6.3.1", "111111", l); err != nil {
+		t.Fatal(err)
+	}
+	if err := sendFrom(t, db, phone, "10.6.3.1", "222222", l); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DropCode(ctx, phone, hash("999999")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DropCode(ctx, phone, hash("222222")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.VerifyCode(ctx, phone, "10.6.3.1", hash("222222"), l); core.ErrorCode(err) != core.ECodeInvalid {
+		t.Fatalf("a dropped code = %v; want code_invalid", err)
+	}
+	// At once (no resend wait), and the dropped send left the phone's count.
+	if err := db.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: "10.6.3.1", Hash: hash("333333")}, l); err != nil {
+		t.Fatalf("a resend after a drop = %v", err)
+	}
+	if err := db.DropCode(ctx, phone, hash("222222")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.VerifyCode(ctx, phone, "10.6.3.1", hash("333333"), l); err != nil {
+		t.Fatalf("a drop of an older code killed the live one: %v", err)
+	}
+	var sent int
+	if err := db.Pool().QueryRow(ctx, `SELECT cardinality(sent_at) FROM signin_codes WHERE phone = $1`, phone).Scan(&sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent != 2 {
+		t.Fatalf("%d sends recorded; want 2 (the dropped one undone)", sent)
 	}
 }
