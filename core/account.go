@@ -138,7 +138,7 @@ func (l SignInLimits) WithDefaults() SignInLimits {
 //
 // What it cannot stop: an attacker with many addresses (a botnet; for
 // IPv6, many /64s, see AddrKey) can still use up a number's SendsPerPhone
-// sends (4 addresses), and 3 of them can kill each code outright with 15
+// sends (SendsPerPhone/SendsPerPhoneAddr addresses), and 3 of them can kill each code outright with 15
 // wrong guesses, or replace the live code with a new one every
 // ResendAfter (the owner gets each new code by SMS, and the newest one
 // works). Stopping that needs a signal the core does not have (a proof of

@@ -159,6 +159,12 @@ func TestSignIn(t *testing.T) {
 	if r := f.do(t, "GET", "/v1/me", tok, nil); r.body["email"] != "fan@example.in" {
 		t.Fatalf("email not kept: %v", r.body)
 	}
+	for _, blank := range []string{"   ", "\t", ""} {
+		if r := f.do(t, "PATCH", "/v1/me", tok, map[string]string{"email": blank}); r.status != 200 || r.body["email"] != "" {
+			t.Fatalf("PATCH /v1/me email %q = %d %v; want 200 and no email", blank, r.status, r.body)
+		}
+		f.do(t, "PATCH", "/v1/me", tok, map[string]string{"email": "fan@example.in"})
+	}
 	if r := f.do(t, "GET", "/v1/me/bookings", tok, nil); r.status != 200 || len(r.body["bookings"].([]any)) != 0 {
 		t.Fatalf("GET /v1/me/bookings = %d %v", r.status, r.body)
 	}
@@ -248,32 +254,61 @@ func TestSignInBadInput(t *testing.T) {
 	}
 }
 
-// Five wrong codes use a code up: the right one is refused after them, with
-// the same answer as a wrong one.
+// Wrong codes kill a code for the address that guessed, not for its
+// owner: after CodeWrongPerAddr wrong ones from an address the right code
+// is refused from there (with a wrong one's answer) and still signs in
+// from another; after CodeAttempts wrong ones in all it is dead.
 func TestCodeAttempts(t *testing.T) {
 	f := newFixture(t, "", withAccounts(core.SignInLimits{}))
-	phone := "+919800000010"
-	f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": phone}, addr("10.0.0.1")...)
-	code := f.sms.code(t, phone)
-	wrong := "111111"
-	if code == wrong {
-		wrong = "222222"
+	send := func(t *testing.T, phone string) (code, wrong string) {
+		t.Helper()
+		f.ageCodes(t, phone, time.Minute)
+		if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": phone}, addr("10.0.0.1")...); r.status != 202 {
+			t.Fatalf("code = %d %v", r.status, r.body)
+		}
+		code, wrong = f.sms.code(t, phone), "111111"
+		if code == wrong {
+			wrong = "222222"
+		}
+		return code, wrong
 	}
-	for i := range core.CodeAttempts {
-		if r := f.do(t, "POST", "/v1/auth/verify", "", map[string]string{"phone": phone, "code": wrong}, addr("10.0.0.1")...); r.status != 401 || r.body["error"] != core.ECodeInvalid {
-			t.Fatalf("wrong code %d = %d %v", i+1, r.status, r.body)
+	verify := func(phone, code, from string) response {
+		return f.do(t, "POST", "/v1/auth/verify", "", map[string]string{"phone": phone, "code": code}, addr(from)...)
+	}
+	guess := func(t *testing.T, phone, wrong, from string) {
+		t.Helper()
+		for i := range core.CodeWrongPerAddr {
+			if r := verify(phone, wrong, from); r.status != 401 || r.body["error"] != core.ECodeInvalid {
+				t.Fatalf("wrong code %d from %s = %d %v", i+1, from, r.status, r.body)
+			}
 		}
 	}
-	r := f.do(t, "POST", "/v1/auth/verify", "", map[string]string{"phone": phone, "code": code}, addr("10.0.0.1")...)
-	if r.status != 401 || r.body["error"] != core.ECodeInvalid {
-		t.Fatalf("the right code after %d wrong ones = %d %v; want 401 code_invalid", core.CodeAttempts, r.status, r.body)
-	}
-	// A new code starts afresh.
-	f.ageCodes(t, phone, time.Minute)
-	f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": phone}, addr("10.0.0.1")...)
-	if r := f.do(t, "POST", "/v1/auth/verify", "", map[string]string{"phone": phone, "code": f.sms.code(t, phone)}, addr("10.0.0.1")...); r.status != 200 {
-		t.Fatalf("a new code = %d %v", r.status, r.body)
-	}
+	t.Run("per address", func(t *testing.T) {
+		phone := "+919800000010"
+		code, wrong := send(t, phone)
+		guess(t, phone, wrong, "198.51.100.7")
+		if r := verify(phone, code, "198.51.100.7"); r.status != 401 || r.body["error"] != core.ECodeInvalid {
+			t.Fatalf("the right code from the guessing address = %d %v; want 401 code_invalid", r.status, r.body)
+		}
+		if r := verify(phone, code, "10.0.0.1"); r.status != 200 {
+			t.Fatalf("the owner's right code = %d %v; want 200", r.status, r.body)
+		}
+	})
+	t.Run("in all", func(t *testing.T) {
+		phone := "+919800000011"
+		code, wrong := send(t, phone)
+		for i := range core.CodeAttempts / core.CodeWrongPerAddr {
+			guess(t, phone, wrong, "198.51.100."+strconv.Itoa(i))
+		}
+		if r := verify(phone, code, "10.0.0.1"); r.status != 401 || r.body["error"] != core.ECodeInvalid {
+			t.Fatalf("the right code after %d wrong ones = %d %v; want 401 code_invalid", core.CodeAttempts, r.status, r.body)
+		}
+		// A new code starts afresh.
+		code, _ = send(t, phone)
+		if r := verify(phone, code, "10.0.0.1"); r.status != 200 {
+			t.Fatalf("a new code = %d %v", r.status, r.body)
+		}
+	})
 }
 
 // The limits per phone and per address answer 429 rate_limited with
@@ -351,6 +386,35 @@ func TestSignInLimits(t *testing.T) {
 			t.Errorf("the code from another address = %d %v; want 200", r.status, r.body)
 		}
 	})
+	t.Run("sends per phone from one address", func(t *testing.T) {
+		f := newFixture(t, "", withAccounts(core.SignInLimits{SendsPerPhone: 3, SendsPerPhoneAddr: 2}))
+		phone := "+919800000022"
+		for i, from := range []string{"198.51.100.1", "198.51.100.1", "198.51.100.1", "10.2.0.1", "10.2.0.2"} {
+			r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": phone}, addr(from)...)
+			f.ageCodes(t, phone, time.Minute)
+			switch i {
+			case 2:
+				limited(t, r, "a third code to one number from one address")
+			case 4:
+				limited(t, r, "a send past the number's total")
+			default:
+				if r.status != 202 {
+					t.Fatalf("send %d from %s = %d %v", i+1, from, r.status, r.body)
+				}
+			}
+		}
+	})
+	t.Run("IPv6 by /64", func(t *testing.T) {
+		f := newFixture(t, "", withAccounts(core.SignInLimits{SendsPerAddr: 1}))
+		if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000060"}, addr("2001:db8:1:2::1")...); r.status != 202 {
+			t.Fatalf("first from a /64 = %d %v", r.status, r.body)
+		}
+		limited(t, f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000061"}, addr("2001:db8:1:2:aaaa::9")...),
+			"another address in the same /64")
+		if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000061"}, addr("2001:db8:1:3::1")...); r.status != 202 {
+			t.Fatalf("another /64 = %d %v", r.status, r.body)
+		}
+	})
 	t.Run("the gateway's address, else the peer", func(t *testing.T) {
 		f := newFixture(t, "", withAccounts(core.SignInLimits{SendsPerAddr: 1}))
 		if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000050"}); r.status != 202 {
@@ -360,6 +424,10 @@ func TestSignInLimits(t *testing.T) {
 		if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000051"}, addr("10.5.0.1")...); r.status != 202 {
 			t.Fatalf("from a gateway-reported address = %d", r.status)
 		}
+		// A header that is not an address counts as the peer, not as a
+		// fresh key per value.
+		limited(t, f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000052"}, addr("not-an-address-1")...), "an unparsable header")
+		limited(t, f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000052"}, addr("10.5.0.1:1234")...), "an address with a port")
 	})
 }
 
@@ -370,9 +438,25 @@ func TestSignInWithoutSMS(t *testing.T) {
 	if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000060"}); r.status != 503 || r.body["error"] != core.EUnavailable {
 		t.Fatalf("no SMS gateway = %d %v; want 503", r.status, r.body)
 	}
-	f = newFixture(t, "", withAccounts(core.SignInLimits{}), func(f *fixture, s *corehttp.Server) { f.sms.fail = true })
-	if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000060"}); r.status != 503 || r.body["error"] != core.EUnavailable {
-		t.Fatalf("SMS gateway down = %d %v; want 503", r.status, r.body)
+	// A failed send leaves no live code and uses up neither the resend
+	// wait nor the phone's sends: the fan presses resend and gets a code.
+	f = newFixture(t, "", withAccounts(core.SignInLimits{SendsPerPhone: 1}), func(f *fixture, s *corehttp.Server) { f.sms.fail = true })
+	r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000060"})
+	if msg, _ := r.body["message"].(string); r.status != 503 || r.body["error"] != core.EUnavailable || !strings.Contains(msg, "resend") {
+		t.Fatalf("SMS gateway down = %d %v; want 503 saying press resend", r.status, r.body)
+	}
+	var live int
+	if err := f.db.Pool().QueryRow(ctx, `SELECT count(*) FROM signin_codes WHERE expires_at > now()`).Scan(&live); err != nil || live != 0 {
+		t.Fatalf("%d live codes after a failed send (%v); want 0", live, err)
+	}
+	f.sms.mu.Lock()
+	f.sms.fail = false
+	f.sms.mu.Unlock()
+	if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000060"}); r.status != 202 {
+		t.Fatalf("resend after a failed send = %d %v; want 202", r.status, r.body)
+	}
+	if r := f.do(t, "POST", "/v1/auth/verify", "", map[string]string{"phone": "+919800000060", "code": f.sms.code(t, "+919800000060")}); r.status != 200 {
+		t.Fatalf("the resent code = %d %v", r.status, r.body)
 	}
 	f = newFixture(t, "", withAccounts(core.SignInLimits{}), func(f *fixture, s *corehttp.Server) { s.Accounts.SMS, s.Accounts.LogCodes = nil, true })
 	if r := f.do(t, "POST", "/v1/auth/code", "", map[string]string{"phone": "+919800000060"}); r.status != 202 {
