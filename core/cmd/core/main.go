@@ -85,7 +85,8 @@ type Config struct {
 	PublicURL      string        `env:"ONSALE_PUBLIC_URL" flag:"public-url" default:"http://127.0.0.1:8080" help:"the gateway's public address (scheme://host[:port]), never the core's: ticket SMS and emails link to <url>/tickets/<booking>"`
 
 	// Accounts: sign-in by phone and one-time code.
-	SendsPerPhone   int           `env:"ONSALE_SIGNIN_SENDS_PER_PHONE" flag:"signin-sends-per-phone" default:"5" min:"1" max:"1000" help:"sign-in codes sent to one phone number per hour (codes)"`
+	SendsPerPhone   int           `env:"ONSALE_SIGNIN_SENDS_PER_PHONE" flag:"signin-sends-per-phone" default:"10" min:"1" max:"1000" help:"sign-in codes sent to one phone number per hour, asked for from any addresses (codes)"`
+	SendsPhoneAddr  int           `env:"ONSALE_SIGNIN_SENDS_PER_PHONE_ADDR" flag:"signin-sends-per-phone-addr" default:"3" min:"1" max:"1000" help:"sign-in codes sent to one phone number per hour asked for from one address (codes; so one address cannot use up a fan's sends)"`
 	SendsPerAddr    int           `env:"ONSALE_SIGNIN_SENDS_PER_ADDR" flag:"signin-sends-per-addr" default:"20" min:"1" max:"10000000" help:"sign-in codes asked for from one client address per hour (codes; a local crowd on one loopback address needs more)"`
 	VerifiesPerAddr int           `env:"ONSALE_SIGNIN_VERIFIES_PER_ADDR" flag:"signin-verifies-per-addr" default:"60" min:"1" max:"10000000" help:"sign-in code checks from one client address per hour, right or wrong (checks)"`
 	AccountTTL      time.Duration `env:"ONSALE_ACCOUNT_TOKEN_TTL" flag:"account-token-ttl" default:"720h" min:"1m" max:"8760h" help:"life of an account token (duration)"`
@@ -191,7 +192,7 @@ func (m *Main) Run(ctx context.Context) error {
 	met := metrics.New()
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db,
 		Tokens: keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
-			Limits: core.SignInLimits{SendsPerPhone: c.SendsPerPhone, SendsPerAddr: c.SendsPerAddr, VerifiesPerAddr: c.VerifiesPerAddr}}}
+			Limits: core.SignInLimits{SendsPerPhone: c.SendsPerPhone, SendsPerPhoneAddr: c.SendsPhoneAddr, SendsPerAddr: c.SendsPerAddr, VerifiesPerAddr: c.VerifiesPerAddr}}}
 	if sms != nil {
 		srv.Accounts.SMS = sms
 	} else if c.DevLogCodes {
