@@ -128,7 +128,8 @@ type CheckIns interface {
 	// Redeem checks a scanned ticket in, once. It fails with ETicketRevoked
 	// when the ticket's booking is not CONFIRMED and captured (or the
 	// ticket was withdrawn), EWrongVenue when its event is at another venue
-	// than the staff's, and with CheckIn.AlreadyUsed when the ticket was
+	// than the staff's, EWrongEvent when it is not one of the venue's events
+	// of the day at the scan's time (the offline pack's window), and with CheckIn.AlreadyUsed when the ticket was
 	// checked in before; a ticket the database does not know is revoked.
 	Redeem(ctx context.Context, s Scan) (*CheckIn, error)
 	// Offline returns the venue's offline pack: its events starting from
@@ -141,7 +142,7 @@ const MaxSyncScans = 200
 
 // SyncResult is what a sync answers for one offline scan: admitted (this
 // scan was the first), duplicate (another scan was first: gate, at),
-// revoked, wrong_venue or invalid.
+// revoked, wrong_venue, wrong_event or invalid.
 type SyncResult struct {
 	Ticket  string `json:"ticket,omitempty"` // TicketRef, when the payload verified
 	Result  string `json:"result"`
@@ -156,6 +157,7 @@ const (
 	SyncDuplicate  = "duplicate"
 	SyncRevoked    = "revoked"
 	SyncWrongVenue = "wrong_venue"
+	SyncWrongEvent = "wrong_event"
 	SyncInvalid    = "invalid"
 )
 
@@ -178,6 +180,8 @@ func SyncOutcome(ref string, c *CheckIn, err error) SyncResult {
 		r.Result = SyncRevoked
 	case EWrongVenue:
 		r.Result = SyncWrongVenue
+	case EWrongEvent:
+		r.Result = SyncWrongEvent
 	default:
 		r.Result = SyncInvalid
 	}

@@ -50,10 +50,19 @@ func TestRedeem(t *testing.T) {
 	if _, err := db.Pool().Exec(ctx, `UPDATE bookings SET status = 'REFUNDED' WHERE id = $1`, refunded.ID); err != nil {
 		t.Fatal(err)
 	}
+	first := time.Date(2031, 3, 1, 13, 32, 10, 0, time.UTC) // 19:02 in Kolkata
+	// The show starts at 19:00 on the scans' day; another show at the same
+	// venue starts two days later.
+	later := newEvent(t, db, "cinema", 6)
+	laterB := confirmed(t, db, later, "dan", "AUD-J-4")
+	for e, at := range map[int64]time.Time{ev: first.Add(-2 * time.Minute), later: first.Add(48 * time.Hour)} {
+		if _, err := db.Pool().Exec(ctx, `UPDATE events SET starts_at = $2 WHERE id = $1`, e, at); err != nil {
+			t.Fatal(err)
+		}
+	}
 	gate1 := core.Staff{Name: "asha", Venue: venue, Gate: "1"}
 	gate3 := core.Staff{Name: "ravi", Venue: venue, Gate: "3"}
 	elsewhere := core.Staff{Name: "meera", Venue: venue + 100, Gate: "1"}
-	first := time.Date(2031, 3, 1, 13, 32, 10, 0, time.UTC) // 19:02 in Kolkata
 	scan := func(bk int64, n int, st core.Staff, at time.Time, offline bool) core.Scan {
 		return core.Scan{Event: ev, Booking: bk, N: n, Staff: st, At: at, Offline: offline}
 	}
@@ -71,6 +80,8 @@ func TestRedeem(t *testing.T) {
 		{"another venue", scan(b.ID, 1, elsewhere, first, false), core.EWrongVenue, "at another venue"},
 		{"refunded booking", scan(refunded.ID, 1, gate1, first, false), core.ETicketRevoked, "revoked"},
 		{"no such ticket", scan(b.ID, 9, gate1, first, false), core.ETicketRevoked, "withdrawn"},
+		{"same venue, other day", core.Scan{Event: later, Booking: laterB.ID, N: 1, Staff: gate1, At: first}, core.EWrongEvent, "not one of today's events"},
+		{"same venue, other day, offline", core.Scan{Event: later, Booking: laterB.ID, N: 1, Staff: gate1, At: first, Offline: true}, core.EWrongEvent, ""},
 		{"ticket of another event", core.Scan{Event: ev + 1, Booking: b.ID, N: 1, Staff: gate1, At: first}, core.ETicketRevoked, ""},
 		{"an offline scan of a used ticket", scan(b.ID, 1, gate1, first, true), core.EAlreadyUsed, "gate 3"},
 	} {

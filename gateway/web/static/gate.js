@@ -166,6 +166,8 @@ function answerOnline(status, d, ref) {
       return show("refused", "REVOKED", "Booking cancelled or refunded", d.ticket || ref);
     case "wrong_venue":
       return show("refused", "WRONG VENUE", "This ticket is for another venue", d.ticket || ref);
+    case "wrong_event":
+      return show("refused", "WRONG DAY", d.message || "This ticket is for another show at this venue", d.ticket || ref);
     case "ticket_invalid":
       return show("refused", "NOT VALID", "Not an onsale ticket", ref);
     default:
