@@ -114,10 +114,21 @@ type OfflinePack struct {
 	// Revoked are the refs of these events' tickets whose booking is no
 	// longer CONFIRMED and captured (refunded, cancelled).
 	Revoked []string `json:"revoked"`
-	// Used are the tickets of these events already checked in.
+	// Used are the tickets of these events already checked in: all of
+	// them, or with Since those recorded from Since on.
 	Used []CheckIn `json:"used"`
 	AsOf time.Time `json:"as_of"`
+	// Since is set on an incremental pack (GET /v1/gate/offline?since=):
+	// Used holds only the check-ins recorded since then (less
+	// GateSinceOverlap), to add to the scanner's list.
+	Since *time.Time `json:"since,omitempty"`
 }
+
+// GateSinceOverlap is how far before since an incremental pack reaches
+// back: a check-in whose transaction began before the previous pack's
+// as_of but committed after its read is not missed. A scanner merges
+// the lists by ticket.
+const GateSinceOverlap = time.Minute
 
 // GateDayBefore is how long after its start an event still counts as "of
 // the day" for the gate: late arrivals, a show past midnight.
@@ -133,8 +144,9 @@ type CheckIns interface {
 	// checked in before; a ticket the database does not know is revoked.
 	Redeem(ctx context.Context, s Scan) (*CheckIn, error)
 	// Offline returns the venue's offline pack: its events starting from
-	// GateDayBefore ago to the end of the venue's day.
-	Offline(ctx context.Context, venue int64, now time.Time) (*OfflinePack, error)
+	// GateDayBefore ago to the end of the venue's day. A non-zero since
+	// limits Used to the check-ins recorded from since-GateSinceOverlap on.
+	Offline(ctx context.Context, venue int64, now, since time.Time) (*OfflinePack, error)
 }
 
 // MaxSyncScans bounds the scans of one sync request.

@@ -128,9 +128,16 @@ func (s *Server) gateOffline(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			s.fail(w, r, core.Errorf(core.EInvalid, "since is an RFC 3339 time (the previous pack's as_of)"))
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	p, err := g.CheckIns.Offline(ctx, st.Venue, g.now())
+	p, err := g.CheckIns.Offline(ctx, st.Venue, g.now(), since)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -174,6 +174,13 @@ func TestGateScan(t *testing.T) {
 		fmt.Sprint(off["revoked"]) != fmt.Sprintf("[%d-1]", refunded.ID) || len(off["used"].([]any)) != 2 || off["note"] == "" {
 		t.Fatalf("offline = %d %v", status, off)
 	}
+	since := time.Now().Add(core.GateSinceOverlap + time.Minute).UTC().Format(time.RFC3339)
+	if status, inc := f.call(t, "GET", "/v1/gate/offline?since="+since, gate3, ""); status != 200 || len(inc["used"].([]any)) != 0 || inc["since"] == nil {
+		t.Errorf("offline since %s = %d %v; want no used tickets", since, status, inc)
+	}
+	if status, _ := f.call(t, "GET", "/v1/gate/offline?since=yesterday", gate3, ""); status != 400 {
+		t.Errorf("offline since=yesterday = %d; want 400", status)
+	}
 	if status, _ := f.call(t, "GET", "/v1/gate/offline", "", ""); status != 401 {
 		t.Errorf("offline without a token = %d; want 401", status)
 	}

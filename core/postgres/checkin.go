@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/onsale/onsale/core"
 )
@@ -107,14 +108,20 @@ const (
 SELECT t.booking_id, t.n FROM bookings b JOIN tickets t ON t.booking_id = b.id
  WHERE b.event_id = ANY($1) AND NOT (b.status = 'CONFIRMED' AND b.captured_at IS NOT NULL)
  ORDER BY 1, 2`
+	// $2 recorded since (-infinity: all).
 	gateUsedSQL = `
 SELECT booking_id, n, event_id, gate, staff, scanned_at, offline FROM checkins
- WHERE event_id = ANY($1) ORDER BY booking_id, n`
+ WHERE event_id = ANY($1) AND recorded_at >= $2 ORDER BY booking_id, n`
 )
 
 // Offline implements core.CheckIns.
-func (db *DB) Offline(ctx context.Context, venue int64, now time.Time) (*core.OfflinePack, error) {
+func (db *DB) Offline(ctx context.Context, venue int64, now, since time.Time) (*core.OfflinePack, error) {
 	p := &core.OfflinePack{AsOf: now, Events: []core.GateEvent{}, Revoked: []string{}, Used: []core.CheckIn{}}
+	from := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	if !since.IsZero() {
+		p.Since = &since
+		from = pgtype.Timestamptz{Time: since.Add(-core.GateSinceOverlap), Valid: true}
+	}
 	err := db.pool.QueryRow(ctx, gateVenueSQL, venue).Scan(&p.Venue.ID, &p.Venue.Name, &p.Venue.City, &p.Venue.Timezone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, core.Errorf(core.ENotFound, "no venue %d", venue)
@@ -143,7 +150,7 @@ func (db *DB) Offline(ctx context.Context, venue int64, now time.Time) (*core.Of
 	if err != nil {
 		return nil, translate(fmt.Errorf("gate revoked: %w", err))
 	}
-	rows, _ = db.pool.Query(ctx, gateUsedSQL, ids)
+	rows, _ = db.pool.Query(ctx, gateUsedSQL, ids, from)
 	p.Used, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (core.CheckIn, error) {
 		var c core.CheckIn
 		var n int

@@ -135,7 +135,7 @@ func TestOfflinePack(t *testing.T) {
 	if _, err := db.Redeem(ctx, core.Scan{Event: ev, Booking: b.ID, N: 2, Staff: core.Staff{Name: "asha", Venue: venue, Gate: "3"}, At: now}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := db.Offline(ctx, venue, now)
+	p, err := db.Offline(ctx, venue, now, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,17 @@ func TestOfflinePack(t *testing.T) {
 	if len(p.Used) != 1 || p.Used[0].Ticket != core.TicketRef(b.ID, 2) || p.Used[0].Gate != "3" {
 		t.Errorf("used = %+v; want %s at gate 3", p.Used, core.TicketRef(b.ID, 2))
 	}
-	if _, err := db.Offline(ctx, venue+100, now); core.ErrorCode(err) != core.ENotFound {
+	// Incremental: only the check-ins recorded since (less the overlap).
+	for _, tc := range []struct {
+		since time.Time
+		used  int
+	}{{now.Add(-2 * time.Minute), 1}, {now.Add(core.GateSinceOverlap + time.Minute), 0}} {
+		p, err := db.Offline(ctx, venue, now, tc.since)
+		if err != nil || len(p.Used) != tc.used || p.Since == nil || len(p.Revoked) != 1 {
+			t.Errorf("Offline(since %v) = %+v, %v; want %d used", tc.since, p, err, tc.used)
+		}
+	}
+	if _, err := db.Offline(ctx, venue+100, now, time.Time{}); core.ErrorCode(err) != core.ENotFound {
 		t.Errorf("Offline(unknown venue) = %v; want not_found", err)
 	}
 }
@@ -181,6 +191,9 @@ func TestRaceTwoGates(t *testing.T) {
 		db := postgrestest.NewDB(t, postgres.Options{})
 		ev := newEvent(t, db, "cinema", 6)
 		venue, _ := venueOf(t, db, ev)
+		if _, err := db.Pool().Exec(ctx, `UPDATE events SET starts_at = now() WHERE id = $1`, ev); err != nil { // a show of the day
+			t.Fatal(err)
+		}
 		b := confirmed(t, db, ev, "alice", "AUD-J-4")
 		// The booking's other 99 tickets (GA-like: no seat).
 		if _, err := db.Pool().Exec(ctx, `INSERT INTO tickets (booking_id, event_id, n) SELECT $1, $2, g FROM generate_series(2, $3) g`,

@@ -15,7 +15,9 @@ const GONE_MS = 1000;          // and at least this long
 const RESULT_MS = 4000;        // then the answer fades: ready for the next ticket
 const PACK_EVERY_MS = 60000;   // offline pack refresh while online
 const PROBE_EVERY_MS = 5000;   // offline: how often to try the network again
-const SYNC_BATCH = 100;
+const SYNC_BATCH = 50;         // scans per sync request
+const SCAN_ABORT_MS = 5000;    // a scan's answer must come quickly, or the scanner goes offline
+const SYNC_ABORT_MS = 20000;   // a sync batch redeems up to SYNC_BATCH tickets: give it longer
 const DOMAIN = new TextEncoder().encode("onsale ticket v2\0");
 
 const $ = (id) => document.getElementById(id);
@@ -24,7 +26,21 @@ window.gate = state; // for the browser tests and for support: what the scanner 
 
 // ---- storage ---------------------------------------------------------
 function load(k, d) { try { const v = JSON.parse(localStorage.getItem(k)); return v ?? d; } catch { return d; } }
-function save(k, v) { localStorage.setItem(k, JSON.stringify(v)); }
+// save persists v; a full or refused storage never loses the answer on
+// screen nor sticks the scanner: it is logged, said once, and false.
+function save(k, v) {
+  try {
+    localStorage.setItem(k, JSON.stringify(v));
+    return true;
+  } catch (e) {
+    console.warn("gate: cannot store " + k, e);
+    const note = $("storage");
+    if (note) note.textContent = "This phone's storage is full or blocked: offline scans may not survive a reload. Sync, then sign out and in again.";
+    return false;
+  }
+}
+function storedToken() { try { return localStorage.getItem(KEY.token) || ""; } catch { return ""; } }
+function drop(k) { try { localStorage.removeItem(k); } catch { /* nothing to keep */ } }
 
 // ---- the staff token ---------------------------------------------------
 function claimsOf(token) {
@@ -37,18 +53,19 @@ function claimsOf(token) {
 function useToken(raw) {
   let token = (raw || "").trim();
   if (token.includes("#")) token = token.slice(token.indexOf("#") + 1);
-  token = decodeURIComponent(token);
+  try { token = decodeURIComponent(token); } catch { return "That is not a staff token."; }
   const c = claimsOf(token);
   if (!c || !String(c.sub || "").startsWith("staff:") || !c.gate || !c.venue) return "That is not a staff token.";
   if (c.exp && c.exp * 1000 < Date.now()) return "That staff token has expired: ask for a new one.";
   state.token = token;
   state.staff = { name: c.sub.slice(6), gate: c.gate, venue: c.venue, exp: c.exp };
-  localStorage.setItem(KEY.token, token);
+  try { localStorage.setItem(KEY.token, token); } catch { /* signed in for this page's life */ }
   return "";
 }
 
 function signOut(message) {
-  localStorage.removeItem(KEY.token);
+  drop(KEY.token);
+  drop(KEY.seen);
   state.token = "";
   stopCamera();
   $("scanner").hidden = true;
@@ -60,19 +77,20 @@ function signOut(message) {
 // ---- talking to the core -------------------------------------------------
 class Offline extends Error {}
 
-async function api(method, path, body) {
+async function api(method, path, body, abortMs = SCAN_ABORT_MS) {
   let resp;
   try {
     resp = await fetch(path, {
       method, cache: "no-store",
       headers: { "Authorization": "Bearer " + state.token, ...(body ? { "Content-Type": "application/json" } : {}) },
       body: body ? JSON.stringify(body) : undefined,
-      signal: AbortSignal.timeout(5000),
+      signal: AbortSignal.timeout(abortMs),
     });
   } catch (e) {
     throw new Offline(String(e));
   }
   if (resp.status === 502 || resp.status === 503 || resp.status === 504) throw new Offline("HTTP " + resp.status);
+  setOnline(true); // the core answered: online from this answer on
   let data = {};
   try { data = await resp.json(); } catch { /* an empty or non-JSON answer */ }
   if (resp.status === 401) {
@@ -92,19 +110,41 @@ function setOnline(online) {
   if (online) { refreshPack(); sync(); }
 }
 
+// compactPack keeps what the offline checks need: the used tickets as
+// ref -> [gate, at, event], the revoked as refs.
+function compactPack(d, used) {
+  for (const u of d.used || []) used[u.ticket] = [u.gate, u.at, u.event_id];
+  const events = new Set(d.events.map((e) => e.id));
+  for (const ref of Object.keys(used)) if (!events.has(used[ref][2])) delete used[ref];
+  return { venue: d.venue, events: d.events, public_key: d.public_key, revoked: d.revoked, used, as_of: d.as_of };
+}
+
+const sameEvents = (a, b) => a.length === b.length && a.every((e, i) => e.id === b[i].id);
+
+// refreshPack fetches the offline pack: in full the first time and when
+// the day's events change, else only the check-ins since the last one
+// (?since=as_of): a stadium's used list is not fetched every minute.
 async function refreshPack() {
+  if (state.packing) return;
+  state.packing = true;
   try {
-    const { status, data } = await api("GET", "/v1/gate/offline");
+    const old = state.pack;
+    let { status, data } = await api("GET", "/v1/gate/offline" + (old ? "?since=" + encodeURIComponent(old.as_of) : ""));
+    if (status === 200 && old && !sameEvents(old.events, data.events)) ({ status, data } = await api("GET", "/v1/gate/offline"));
     if (status !== 200) return;
-    save(KEY.pack, data);
-    await usePack(data);
-    setOnline(true);
+    const p = compactPack(data, data.since && old ? { ...old.used } : {});
+    await usePack(p);
+    save(KEY.pack, p);
   } catch (e) {
     if (e instanceof Offline) setOnline(false);
+  } finally {
+    state.packing = false;
   }
 }
 
 async function usePack(p) {
+  if (!p || !p.venue || !Array.isArray(p.events) || !p.used || Array.isArray(p.used)) return; // an old or foreign shape: fetch anew
+  p.revokedSet = new Set(p.revoked);
   state.pack = p;
   state.key = null;
   try {
@@ -115,7 +155,7 @@ async function usePack(p) {
   }
   const when = fmtTime(p.as_of);
   $("pack").textContent = `Offline data: ${p.events.length} event${p.events.length === 1 ? "" : "s"} today at ${p.venue.name}, ` +
-    `${p.revoked.length} revoked and ${p.used.length} used tickets, as of ${when}.` + (state.key ? "" : " This browser cannot check signatures offline.");
+    `${p.revoked.length} revoked and ${Object.keys(p.used).length} used tickets, as of ${when}.` + (state.key ? "" : " This browser cannot check signatures offline.");
 }
 
 // fmtTime tells a time as the venue's clocks show it (HH:MM, or HH:MM:SS).
@@ -158,8 +198,8 @@ function show(kind, title, detail, ref) {
 function answerOnline(status, d, ref) {
   switch (status === 200 ? "admitted" : d.error) {
     case "admitted":
-      remember(d.ticket, { gate: d.gate, at: d.at });
-      return show("admitted", "ADMITTED", [d.seat ? "Seat " + d.seat : "", d.event_name].filter(Boolean).join(" · "), d.ticket);
+      show("admitted", "ADMITTED", [d.seat ? "Seat " + d.seat : "", d.event_name].filter(Boolean).join(" · "), d.ticket);
+      return remember(d.ticket, d.gate, d.at, d.event_id);
     case "already_used":
       return show("refused", "ALREADY USED", `at gate ${d.gate} at ${fmtTime(d.at)}`, d.ticket);
     case "ticket_revoked":
@@ -220,8 +260,18 @@ function parseTicket(text) {
   return { event: v[0], booking: v[1], n: v[2], ref: `${v[1]}-${v[2]}`, claims, sig };
 }
 
+// seen is this phone's own admits, ref -> [gate, at, event], for the
+// offline checks; kept to the pack's events, cleared at sign-out.
 function seen() { return load(KEY.seen, {}); }
-function remember(ref, what) { const s = seen(); s[ref] = what; save(KEY.seen, s); }
+function remember(ref, gate, at, event) {
+  const s = seen();
+  s[ref] = [gate, at, event];
+  if (state.pack) {
+    const events = new Set(state.pack.events.map((e) => e.id));
+    for (const r of Object.keys(s)) if (!events.has(s[r][2])) delete s[r];
+  }
+  save(KEY.seen, s);
+}
 
 async function checkOffline(text) {
   const tk = parseTicket(text);
@@ -234,18 +284,19 @@ async function checkOffline(text) {
   try { ok = await crypto.subtle.verify({ name: "Ed25519" }, state.key, tk.sig, msg); } catch { ok = false; }
   if (!ok) return show("refused", "NOT VALID", "Forged or damaged code (offline check)", tk.ref);
   if (!state.pack.events.some((e) => e.id === tk.event)) return show("refused", "NOT VALID", "Not for today's events at this venue", tk.ref);
-  if (state.pack.revoked.includes(tk.ref)) return show("refused", "REVOKED", "Booking cancelled or refunded (offline list)", tk.ref);
-  const used = state.pack.used.find((u) => u.ticket === tk.ref);
-  if (used) return show("refused", "ALREADY USED", `at gate ${used.gate} at ${fmtTime(used.at)}`, tk.ref);
+  if (state.pack.revokedSet.has(tk.ref)) return show("refused", "REVOKED", "Booking cancelled or refunded (offline list)", tk.ref);
+  const used = state.pack.used[tk.ref];
+  if (used) return show("refused", "ALREADY USED", `at gate ${used[0]} at ${fmtTime(used[1])}`, tk.ref);
   const mine = seen()[tk.ref];
-  if (mine) return show("refused", "ALREADY USED", `at gate ${mine.gate} at ${fmtTime(mine.at)} (this phone)`, tk.ref);
+  if (mine) return show("refused", "ALREADY USED", `at gate ${mine[0]} at ${fmtTime(mine[1])} (this phone)`, tk.ref);
   const at = new Date().toISOString();
+  // The answer first: storage can fail, the steward's answer cannot.
+  show("admitted", "ADMITTED", "Offline check: signature valid · will sync", tk.ref);
   const pending = load(KEY.pending, []);
   pending.push({ ticket: text.trim(), at });
   save(KEY.pending, pending);
-  remember(tk.ref, { gate: state.staff.gate, at, offline: true });
+  remember(tk.ref, state.staff.gate, at, tk.event);
   showPending();
-  return show("admitted", "ADMITTED", "Offline check: signature valid · will sync", tk.ref);
 }
 
 // ---- sync -----------------------------------------------------------------
@@ -261,7 +312,7 @@ async function sync() {
   try {
     for (let pending = load(KEY.pending, []); pending.length; pending = load(KEY.pending, [])) {
       const batch = pending.slice(0, SYNC_BATCH);
-      const { status, data } = await api("POST", "/v1/gate/sync", { scans: batch });
+      const { status, data } = await api("POST", "/v1/gate/sync", { scans: batch }, SYNC_ABORT_MS);
       if (status !== 200) break;
       save(KEY.pending, load(KEY.pending, []).slice(batch.length));
       for (const r of data.results) {
@@ -432,8 +483,8 @@ $("sync-dismiss").addEventListener("click", () => { $("sync").hidden = true; });
   if (location.hash.length > 1) {
     err = useToken(location.hash.slice(1));
     history.replaceState(null, "", location.pathname);
-  } else if (localStorage.getItem(KEY.token)) {
-    err = useToken(localStorage.getItem(KEY.token));
+  } else if (storedToken()) {
+    err = useToken(storedToken());
   } else {
     err = "-";
   }
