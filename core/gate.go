@@ -71,6 +71,35 @@ type Scan struct {
 	At time.Time
 	// Offline marks a scan made offline and redeemed at sync.
 	Offline bool
+	// ScanID is the scanner's id for this look at the ticket (a UUID, or
+	// ""): a scan sent again with the same id is its own check-in, not a
+	// duplicate (an online answer lost after the core committed, a sync
+	// resent).
+	ScanID string
+	// ClientAt is the scanner's clock as it sent it (zero: none); kept
+	// beside the time used and the time recorded.
+	ClientAt time.Time
+}
+
+// ValidScanID tells whether id is a scan id: empty (none) or a UUID.
+func ValidScanID(id string) bool {
+	if id == "" {
+		return true
+	}
+	if len(id) != 36 {
+		return false
+	}
+	for i, c := range id {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+			return false
+		}
+	}
+	return true
 }
 
 // CheckIn is a redeemed ticket: the one row that says it let someone in.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +32,8 @@ func gateDay(at string) string {
 // inserts and the other waits for that insert to commit and inserts
 // nothing. The row returned tells the caller what it found (no row: no
 // such ticket) and whether this statement inserted.
-// $1 booking, $2 n, $3 event, $4 venue, $5 gate, $6 staff, $7 scanned at, $8 offline.
+// $1 booking, $2 n, $3 event, $4 venue, $5 gate, $6 staff, $7 scanned at, $8 offline,
+// $9 scan id ('' none), $10 the client's time (NULL none).
 var redeemSQL = `
 WITH t AS (
   SELECT t.id, t.booking_id, t.n, t.event_id, coalesce(t.seat_id, '') AS seat, e.name AS event_name,
@@ -43,8 +45,8 @@ WITH t AS (
     JOIN venues v ON v.id = e.venue_id
    WHERE t.booking_id = $1 AND t.n = $2 AND t.event_id = $3
 ), ins AS (
-  INSERT INTO checkins (booking_id, n, ticket_id, event_id, gate, staff, scanned_at, offline)
-  SELECT booking_id, n, id, event_id, $5, $6, $7, $8 FROM t WHERE valid AND venue_id = $4 AND today
+  INSERT INTO checkins (booking_id, n, ticket_id, event_id, gate, staff, scanned_at, offline, scan_id, client_at)
+  SELECT booking_id, n, id, event_id, $5, $6, $7, $8, NULLIF($9, '')::uuid, $10 FROM t WHERE valid AND venue_id = $4 AND today
   ON CONFLICT DO NOTHING
   RETURNING scanned_at
 )
@@ -53,7 +55,7 @@ SELECT t.seat, t.event_name, t.valid, t.venue_id, t.timezone, t.starts_at, t.tod
 
 // checkinSQL reads a ticket's check-in. $1 booking, $2 n.
 const checkinSQL = `
-SELECT c.gate, c.staff, c.scanned_at, c.offline, v.timezone
+SELECT c.gate, c.staff, c.scanned_at, c.offline, v.timezone, coalesce(c.scan_id::text, '')
   FROM checkins c JOIN events e ON e.id = c.event_id JOIN venues v ON v.id = e.venue_id
  WHERE c.booking_id = $1 AND c.n = $2`
 
@@ -65,7 +67,11 @@ func (db *DB) Redeem(ctx context.Context, s core.Scan) (*core.CheckIn, error) {
 	var valid, today, inserted bool
 	var venue int64
 	var starts time.Time
-	err := db.pool.QueryRow(ctx, redeemSQL, s.Booking, s.N, s.Event, s.Staff.Venue, s.Staff.Gate, c.Staff, c.At, s.Offline).
+	var clientAt *time.Time
+	if !s.ClientAt.IsZero() {
+		clientAt = &s.ClientAt
+	}
+	err := db.pool.QueryRow(ctx, redeemSQL, s.Booking, s.N, s.Event, s.Staff.Venue, s.Staff.Gate, c.Staff, c.At, s.Offline, s.ScanID, clientAt).
 		Scan(&c.Seat, &c.EventName, &valid, &venue, &c.Timezone, &starts, &today, &inserted)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -85,14 +91,18 @@ func (db *DB) Redeem(ctx context.Context, s core.Scan) (*core.CheckIn, error) {
 		return nil, core.Errorf(core.EWrongEvent, "ticket %s is for %s on %s, not one of today's events here", c.Ticket, c.EventName,
 			starts.Format("2 Jan 15:04")).With("ticket", c.Ticket).With("starts_at", starts.Format(time.RFC3339))
 	}
-	first := &core.CheckIn{Ticket: c.Ticket, Event: c.Event, Booking: c.Booking, Seat: c.Seat}
-	if err := db.pool.QueryRow(ctx, checkinSQL, s.Booking, s.N).Scan(&first.Gate, &first.Staff, &first.At, &first.Offline, &first.Timezone); err != nil {
+	first := &core.CheckIn{Ticket: c.Ticket, Event: c.Event, Booking: c.Booking, Seat: c.Seat, EventName: c.EventName}
+	var scanID string
+	if err := db.pool.QueryRow(ctx, checkinSQL, s.Booking, s.N).Scan(&first.Gate, &first.Staff, &first.At, &first.Offline, &first.Timezone, &scanID); err != nil {
 		return nil, translate(fmt.Errorf("read check-in: %w", err))
 	}
-	// The same offline scan synced again (the first sync's answer was lost):
-	// it is this scan's own row, not a duplicate.
-	if s.Offline && first.Offline && first.Gate == c.Gate && first.Staff == c.Staff && first.At.Equal(c.At) {
-		return c, nil
+	// The same scan sent again (an online answer lost after the commit, a
+	// sync resent): it is this scan's own row, not a duplicate. Without a
+	// scan id (an older scanner), the same offline scan synced again is
+	// known by its gate, staff and time.
+	if s.ScanID != "" && strings.EqualFold(scanID, s.ScanID) ||
+		s.ScanID == "" && s.Offline && first.Offline && first.Gate == c.Gate && first.Staff == c.Staff && first.At.Equal(c.At) {
+		return first, nil
 	}
 	return nil, first.AlreadyUsed()
 }

@@ -112,10 +112,38 @@ func TestRedeem(t *testing.T) {
 			t.Errorf("offline sync %d = %v; want %q", i, err, want)
 		}
 	}
+
+	// A scan id makes a resent scan its own whatever the clocks say: an
+	// online scan whose answer was lost, sent again online and then
+	// synced offline with the scanner's wrong clock; another look (another
+	// id) at the same ticket is a duplicate.
+	erin := confirmed(t, db, ev, "erin", "AUD-L-2")
+	const id, other = "6f1c2a3e-8b9d-4c5e-a1f2-0123456789ab", "0b9a8c7d-6e5f-4a3b-9c2d-fedcba987654"
+	skewed := first.Add(-3 * time.Hour)
+	for i, tc := range []struct {
+		scan core.Scan
+		want string
+	}{
+		{core.Scan{Event: ev, Booking: erin.ID, N: 1, Staff: gate3, At: first, ScanID: id}, ""},
+		{core.Scan{Event: ev, Booking: erin.ID, N: 1, Staff: gate3, At: first.Add(5 * time.Second), ScanID: id}, ""},
+		{core.Scan{Event: ev, Booking: erin.ID, N: 1, Staff: gate3, At: first.Add(time.Minute), Offline: true, ScanID: strings.ToUpper(id), ClientAt: skewed}, ""},
+		{core.Scan{Event: ev, Booking: erin.ID, N: 1, Staff: gate3, At: first.Add(time.Minute), Offline: true, ScanID: other, ClientAt: skewed}, core.EAlreadyUsed},
+	} {
+		c, err := db.Redeem(ctx, tc.scan)
+		if core.ErrorCode(err) != tc.want && !(tc.want == "" && err == nil) || err == nil && (c.Gate != "3" || !c.At.Equal(first)) {
+			t.Errorf("scan id %d: Redeem = %+v, %v; want %q (first at gate 3, %v)", i, c, err, tc.want, first)
+		}
+	}
 	var n int
 	db.Pool().QueryRow(ctx, `SELECT count(*) FROM checkins`).Scan(&n)
-	if n != 3 {
-		t.Errorf("%d check-ins; want 3", n)
+	if n != 4 {
+		t.Errorf("%d check-ins; want 4", n)
+	}
+	var sid string
+	var clientAt *time.Time
+	db.Pool().QueryRow(ctx, `SELECT scan_id::text, client_at FROM checkins WHERE booking_id = $1`, erin.ID).Scan(&sid, &clientAt)
+	if sid != id || clientAt != nil {
+		t.Errorf("erin's check-in: scan id %s, client time %v; want %s and none (an online scan)", sid, clientAt, id)
 	}
 }
 

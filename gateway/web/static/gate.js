@@ -273,7 +273,17 @@ function remember(ref, gate, at, event) {
   save(KEY.seen, s);
 }
 
-async function checkOffline(text) {
+// scanID makes a UUID (v4) for one look at a ticket: getRandomValues also
+// works where randomUUID does not (a page not served over https).
+function scanID() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+async function checkOffline(text, id) {
   const tk = parseTicket(text);
   if (!tk) return show("refused", "NOT VALID", "Not an onsale ticket (offline check)");
   if (!state.pack || !state.key) return show("warn", "CANNOT CHECK", "Offline with no offline data: connect once to load it", tk.ref);
@@ -293,7 +303,7 @@ async function checkOffline(text) {
   // The answer first: storage can fail, the steward's answer cannot.
   show("admitted", "ADMITTED", "Offline check: signature valid · will sync", tk.ref);
   const pending = load(KEY.pending, []);
-  pending.push({ ticket: text.trim(), at });
+  pending.push({ ticket: text.trim(), at, scan_id: id });
   save(KEY.pending, pending);
   remember(tk.ref, state.staff.gate, at, tk.event);
   showPending();
@@ -356,17 +366,21 @@ async function handle(text) {
   state.busy = true;
   try {
     const ref = parseTicket(text)?.ref;
+    // One id for this look, online and offline: if the online answer is
+    // lost after the core committed, the sync of the offline scan is
+    // recognised as the same scan, not as a duplicate.
+    const id = scanID();
     if (state.online) {
       show("checking", "CHECKING…", "", ref);
       try {
-        const { status, data } = await api("POST", "/v1/gate/scan", { ticket: text.trim() });
+        const { status, data } = await api("POST", "/v1/gate/scan", { ticket: text.trim(), scan_id: id });
         return answerOnline(status, data, ref);
       } catch (e) {
         if (!(e instanceof Offline)) return;
         setOnline(false);
       }
     }
-    await checkOffline(text);
+    await checkOffline(text, id);
   } finally {
     state.busy = false;
   }
