@@ -8,7 +8,11 @@
 // each admit a copy of one ticket; the sync tells, after the fact.
 import decodeQR from "/static/qr-decode.js";
 
-const KEY = { token: "onsale.gate.token", pack: "onsale.gate.offline", pending: "onsale.gate.pending", seen: "onsale.gate.seen" };
+const KEY = { token: "onsale.gate.token" };
+// k names a signed-in steward's storage: pack, pending and seen are kept per
+// venue, gate and staff name, so that another steward's token never sends
+// (nor reads) them.
+const k = (what, st = state.staff) => `onsale.gate.${st.venue}.${st.gate}.${st.name}.${what}`;
 const SCAN_EVERY_MS = 150;     // camera frames tried per second: about 6
 const GONE_FRAMES = 3;         // a code counts as gone after this many frames without it
 const GONE_MS = 1000;          // and at least this long
@@ -23,6 +27,7 @@ const DOMAIN = new TextEncoder().encode("onsale ticket v2\0");
 const $ = (id) => document.getElementById(id);
 const state = { token: "", staff: null, online: true, pack: null, key: null, busy: false, last: "", lastAt: 0, missed: 0, fade: 0, syncing: false };
 window.gate = state; // for the browser tests and for support: what the scanner believes
+state.storageKey = (what) => k(what);
 
 // ---- storage ---------------------------------------------------------
 function load(k, d) { try { const v = JSON.parse(localStorage.getItem(k)); return v ?? d; } catch { return d; } }
@@ -63,10 +68,21 @@ function useToken(raw) {
   return "";
 }
 
+// signOut forgets the token, the camera and this steward's own-admits
+// list; pending scans stay under the steward's key (sent when that
+// steward signs in here again: never with another token).
 function signOut(message) {
   drop(KEY.token);
-  drop(KEY.seen);
+  if (state.staff) drop(k("seen"));
+  const left = state.staff ? load(k("pending"), []).length : 0;
+  if (left) message = (message ? message + " " : "") +
+    `${left} offline scan${left === 1 ? "" : "s"} of ${state.staff.name} at gate ${state.staff.gate} stay on this phone: sign in again as ${state.staff.name} to send them.`;
   state.token = "";
+  state.staff = null;
+  state.pack = null;
+  state.key = null;
+  clearInterval(state.packTimer);
+  clearInterval(state.probeTimer);
   stopCamera();
   $("scanner").hidden = true;
   $("signin").hidden = false;
@@ -77,12 +93,12 @@ function signOut(message) {
 // ---- talking to the core -------------------------------------------------
 class Offline extends Error {}
 
-async function api(method, path, body, abortMs = SCAN_ABORT_MS) {
+async function api(method, path, body, abortMs = SCAN_ABORT_MS, token = state.token) {
   let resp;
   try {
     resp = await fetch(path, {
       method, cache: "no-store",
-      headers: { "Authorization": "Bearer " + state.token, ...(body ? { "Content-Type": "application/json" } : {}) },
+      headers: { "Authorization": "Bearer " + token, ...(body ? { "Content-Type": "application/json" } : {}) },
       body: body ? JSON.stringify(body) : undefined,
       signal: AbortSignal.timeout(abortMs),
     });
@@ -125,7 +141,7 @@ const sameEvents = (a, b) => a.length === b.length && a.every((e, i) => e.id ===
 // the day's events change, else only the check-ins since the last one
 // (?since=as_of): a stadium's used list is not fetched every minute.
 async function refreshPack() {
-  if (state.packing) return;
+  if (state.packing || !state.token) return;
   state.packing = true;
   try {
     const old = state.pack;
@@ -134,7 +150,7 @@ async function refreshPack() {
     if (status !== 200) return;
     const p = compactPack(data, data.since && old ? { ...old.used } : {});
     await usePack(p);
-    save(KEY.pack, p);
+    if (state.staff) save(k("pack"), p);
   } catch (e) {
     if (e instanceof Offline) setOnline(false);
   } finally {
@@ -144,6 +160,7 @@ async function refreshPack() {
 
 async function usePack(p) {
   if (!p || !p.venue || !Array.isArray(p.events) || !p.used || Array.isArray(p.used)) return; // an old or foreign shape: fetch anew
+  if (!state.staff || p.venue.id !== state.staff.venue) return; // another venue's: never checked against
   p.revokedSet = new Set(p.revoked);
   state.pack = p;
   state.key = null;
@@ -262,7 +279,7 @@ function parseTicket(text) {
 
 // seen is this phone's own admits, ref -> [gate, at, event], for the
 // offline checks; kept to the pack's events, cleared at sign-out.
-function seen() { return load(KEY.seen, {}); }
+function seen() { return load(k("seen"), {}); }
 function remember(ref, gate, at, event) {
   const s = seen();
   s[ref] = [gate, at, event];
@@ -270,7 +287,7 @@ function remember(ref, gate, at, event) {
     const events = new Set(state.pack.events.map((e) => e.id));
     for (const r of Object.keys(s)) if (!events.has(s[r][2])) delete s[r];
   }
-  save(KEY.seen, s);
+  save(k("seen"), s);
 }
 
 // scanID makes a UUID (v4) for one look at a ticket: getRandomValues also
@@ -302,29 +319,32 @@ async function checkOffline(text, id) {
   const at = new Date().toISOString();
   // The answer first: storage can fail, the steward's answer cannot.
   show("admitted", "ADMITTED", "Offline check: signature valid · will sync", tk.ref);
-  const pending = load(KEY.pending, []);
+  const pending = load(k("pending"), []);
   pending.push({ ticket: text.trim(), at, scan_id: id });
-  save(KEY.pending, pending);
+  save(k("pending"), pending);
   remember(tk.ref, state.staff.gate, at, tk.event);
   showPending();
 }
 
 // ---- sync -----------------------------------------------------------------
 function showPending() {
-  const n = load(KEY.pending, []).length;
+  const n = state.staff ? load(k("pending"), []).length : 0;
   $("pending").textContent = n ? `${n} offline scan${n === 1 ? "" : "s"} waiting to be sent.` : "";
 }
 
 async function sync() {
-  if (state.syncing || !state.online) return;
+  if (state.syncing || !state.online || !state.staff) return;
   state.syncing = true;
+  // This steward's scans with this steward's token, even if another signs
+  // in while a batch is on its way.
+  const key = k("pending"), token = state.token;
   const report = { admitted: 0, duplicates: [], refused: [] };
   try {
-    for (let pending = load(KEY.pending, []); pending.length; pending = load(KEY.pending, [])) {
+    for (let pending = load(key, []); pending.length && state.token === token; pending = load(key, [])) {
       const batch = pending.slice(0, SYNC_BATCH);
-      const { status, data } = await api("POST", "/v1/gate/sync", { scans: batch }, SYNC_ABORT_MS);
+      const { status, data } = await api("POST", "/v1/gate/sync", { scans: batch }, SYNC_ABORT_MS, token);
       if (status !== 200) break;
-      save(KEY.pending, load(KEY.pending, []).slice(batch.length));
+      save(key, load(key, []).slice(batch.length));
       for (const r of data.results) {
         if (r.result === "admitted") report.admitted++;
         else if (r.result === "duplicate") report.duplicates.push(r);
@@ -462,16 +482,14 @@ async function start() {
   $("who").textContent = `Gate ${state.staff.gate} · ${state.staff.name}`;
   $("signin").hidden = true;
   $("scanner").hidden = false;
-  const cached = load(KEY.pack, null);
+  const cached = load(k("pack"), null);
   if (cached) await usePack(cached).catch(() => {});
   showPending();
   await refreshPack();
   if (state.pack?.venue) $("who").textContent = `Gate ${state.staff.gate} · ${state.pack.venue.name} · ${state.staff.name}`;
   startCamera();
-  setInterval(() => { if (state.online) refreshPack(); }, PACK_EVERY_MS);
-  setInterval(() => { if (!state.online) refreshPack(); else if (load(KEY.pending, []).length) sync(); }, PROBE_EVERY_MS);
-  window.addEventListener("online", () => refreshPack());
-  window.addEventListener("offline", () => setOnline(false));
+  state.packTimer = setInterval(() => { if (state.online) refreshPack(); }, PACK_EVERY_MS);
+  state.probeTimer = setInterval(() => { if (!state.online) refreshPack(); else if (load(k("pending"), []).length) sync(); }, PROBE_EVERY_MS);
   if (navigator.onLine === false) setOnline(false);
   else sync();
 }
@@ -487,7 +505,13 @@ $("manual").addEventListener("submit", (ev) => {
   const v = $("manual-code").value.trim();
   if (v) { state.last = v; state.lastAt = Date.now(); handle(v); $("manual-code").value = ""; }
 });
-$("signout").addEventListener("click", () => signOut(""));
+// Sign-out sends this steward's offline scans first when it can.
+$("signout").addEventListener("click", async () => {
+  if (state.staff && load(k("pending"), []).length && state.online) await sync();
+  signOut("");
+});
+window.addEventListener("online", () => { if (state.token) refreshPack(); });
+window.addEventListener("offline", () => { if (state.token) setOnline(false); });
 $("sync-dismiss").addEventListener("click", () => { $("sync").hidden = true; });
 
 {
