@@ -33,7 +33,7 @@ func gateDay(at string) string {
 // nothing. The row returned tells the caller what it found (no row: no
 // such ticket) and whether this statement inserted.
 // $1 booking, $2 n, $3 event, $4 venue, $5 gate, $6 staff, $7 scanned at, $8 offline,
-// $9 scan id (” none), $10 the client's time (NULL none).
+// $9 scan id (empty: none), $10 the client's time (NULL none).
 var redeemSQL = `
 WITH t AS (
   SELECT t.id, t.booking_id, t.n, t.event_id, coalesce(t.seat_id, '') AS seat, e.name AS event_name,
