@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base32"
 	"fmt"
 	"image"
 	"image/png"
@@ -108,6 +109,22 @@ func TestGateScanner(t *testing.T) {
 		answers, _ := chromedp.Run(scanner, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll('#log li[data-ticket="%s"]').length`, refC)))
 		if answers != 2 {
 			t.Errorf("%d answers for ticket C after it was shown twice; want 2", answers)
+		}
+		// Typed codes offline: an old "t1." ticket is sent to be checked
+		// online (amber); a T2 code of the right shape but with stray bits
+		// past its last byte is not read as a ticket at all.
+		enc := base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(append([]byte{1, 1, 1}, make([]byte, 64)...))
+		stray := "T2." + enc[:len(enc)-1] + "B" // the last character's 4 pad bits not zero
+		for _, tc := range []struct{ code, result, detail string }{
+			{"t1.eyJ2IjoxfQ.c2ln", "OLD TICKET", "check online"},
+			{stray, "NOT VALID", "Not an onsale ticket"},
+		} {
+			if _, err := chromedp.Run(scanner, chromedp.Evaluate[bool](fmt.Sprintf(
+				`document.getElementById("manual-code").value = %q; document.getElementById("manual").requestSubmit(); true`, tc.code))); err != nil {
+				t.Fatal(err)
+			}
+			until(t, scanner, tc.result+": "+tc.detail, fmt.Sprintf(`[...document.querySelectorAll('#log li[data-result="%s"]')].some((li) => li.textContent.includes(%q))`,
+				tc.result, tc.detail), 5*time.Second)
 		}
 		// Meanwhile gate 9, online, had let a copy of ticket C in.
 		if _, err := s.db.Exec(ctx, `INSERT INTO checkins (booking_id, n, ticket_id, event_id, gate, staff, scanned_at)

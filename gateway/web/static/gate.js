@@ -234,7 +234,11 @@ function answerOnline(status, d, ref) {
 
 // ---- offline checks -----------------------------------------------------
 const B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+// base32 decodes RFC 4648 base32 without padding, strictly: a length no
+// encoder makes (1, 3 or 6 characters past a multiple of 8) or non-zero
+// bits past the last byte is not a ticket.
 function base32(s) {
+  if ([1, 3, 6].includes(s.length % 8)) return null;
   const out = [];
   let bits = 0, val = 0;
   for (const ch of s) {
@@ -244,6 +248,7 @@ function base32(s) {
     bits += 5;
     if (bits >= 8) { out.push((val >>> (bits - 8)) & 0xff); bits -= 8; }
   }
+  if (val & ((1 << bits) - 1)) return null;
   return new Uint8Array(out);
 }
 
@@ -265,8 +270,10 @@ function uvarints(bytes, n) {
   return i === bytes.length ? vals : null;
 }
 
-// parseTicket reads a v2 payload: {event, booking, n, ref, claims, sig}, or null.
+// parseTicket reads a v2 payload: {event, booking, n, ref, claims, sig},
+// {old: true} for an old "t1." (JSON) ticket, or null.
 function parseTicket(text) {
+  if (text.trim().startsWith("t1.")) return { old: true };
   const t = text.trim().toUpperCase();
   if (!t.startsWith("T2.")) return null;
   const raw = base32(t.slice(3));
@@ -303,6 +310,8 @@ function scanID() {
 async function checkOffline(text, id) {
   const tk = parseTicket(text);
   if (!tk) return show("refused", "NOT VALID", "Not an onsale ticket (offline check)");
+  // An old-format ticket is checked by the core only: not refused here.
+  if (tk.old) return show("warn", "OLD TICKET", "Old ticket: check online (send the guest to the help desk while offline)");
   if (!state.pack || !state.key) return show("warn", "CANNOT CHECK", "Offline with no offline data: connect once to load it", tk.ref);
   const msg = new Uint8Array(DOMAIN.length + tk.claims.length);
   msg.set(DOMAIN);
