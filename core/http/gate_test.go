@@ -269,7 +269,8 @@ func TestGateSync(t *testing.T) {
 
 // Two gates, two HTTP clients, the same ticket at the same instant, 100
 // times: one admitted, one already used, every time. (The control, a
-// check-then-insert redemption admitting twice, is in core/postgres.)
+// redemption run without the table's keys admitting twice, is in
+// core/postgres.)
 func TestGateRaceTwoClients(t *testing.T) {
 	const rounds = 100
 	f := newGateFixture(t)
