@@ -173,6 +173,23 @@ SELECT booking_id, n, id, event_id, '9', 'staff:meera', now() - interval '1 minu
 		}
 		bothSizes(t, scanner, "signed-out-kept")
 	})
+
+	// Last: it stops the gateway.
+	t.Run("reload with the gateway down: the service worker keeps the scanner", func(t *testing.T) {
+		scanner := gateBrowser(t, writeY4M(t, []clip{{nil, 20}}))
+		if err := chromedp.Do(scanner, chromedp.Navigate(s.gateway+"/gate#"+staffToken(t, apps.SigningKey, venue, "6", "noor"))); err != nil {
+			t.Fatal(err)
+		}
+		until(t, scanner, "the offline pack and the service worker", `!!(window.gate && window.gate.pack && window.gate.key && navigator.serviceWorker.controller)`, 15*time.Second)
+		if err := apps.Gateway.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(scanner, chromedp.Reload()); err != nil {
+			t.Fatal(err)
+		}
+		until(t, scanner, "the scanner after the reload, offline, with its pack", `!!(window.gate && window.gate.pack && window.gate.key) && !document.getElementById("scanner").hidden && document.getElementById("net").textContent === "OFFLINE"`, 20*time.Second)
+		bothSizes(t, scanner, "reloaded-offline")
+	})
 }
 
 // gateSignIn signs the scanner in with a staff token through the form.

@@ -503,6 +503,12 @@ async function start() {
   else sync();
 }
 
+// The service worker keeps this page and its assets for a reload with the
+// network down (it never touches the API).
+if ("serviceWorker" in navigator) {
+  navigator.serviceWorker.register("/gate-sw.js", { scope: "/gate" }).catch((e) => console.warn("gate: no offline reload", e));
+}
+
 $("signin-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const err = useToken($("token").value);
