@@ -11,7 +11,7 @@ const (
 	ETooLarge          = "body_too_large"          // request body over the limit
 	EUnauthorized      = "unauthorized"            // no or bad admit token
 	ETokenExpired      = "token_expired"           // admit token past its exp
-	EWrongEvent        = "wrong_event"             // token admits to another event
+	EWrongEvent        = "wrong_event"             // token admits to another event; at the gate: a ticket of this venue not for the day's events
 	EForbidden         = "forbidden"               // not the hold's owner
 	ENotFound          = "not_found"               // no such event or hold
 	ESeatsTaken        = "seats_taken"             // some seat is held, booked or unknown

@@ -71,6 +71,35 @@ type Scan struct {
 	At time.Time
 	// Offline marks a scan made offline and redeemed at sync.
 	Offline bool
+	// ScanID is the scanner's id for this look at the ticket (a UUID, or
+	// ""): a scan sent again with the same id is its own check-in, not a
+	// duplicate (an online answer lost after the core committed, a sync
+	// resent).
+	ScanID string
+	// ClientAt is the scanner's clock as it sent it (zero: none); kept
+	// beside the time used and the time recorded.
+	ClientAt time.Time
+}
+
+// ValidScanID tells whether id is a scan id: empty (none) or a UUID.
+func ValidScanID(id string) bool {
+	if id == "" {
+		return true
+	}
+	if len(id) != 36 {
+		return false
+	}
+	for i, c := range id {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+			return false
+		}
+	}
+	return true
 }
 
 // CheckIn is a redeemed ticket: the one row that says it let someone in.
@@ -114,10 +143,21 @@ type OfflinePack struct {
 	// Revoked are the refs of these events' tickets whose booking is no
 	// longer CONFIRMED and captured (refunded, cancelled).
 	Revoked []string `json:"revoked"`
-	// Used are the tickets of these events already checked in.
+	// Used are the tickets of these events already checked in: all of
+	// them, or with Since those recorded from Since on.
 	Used []CheckIn `json:"used"`
 	AsOf time.Time `json:"as_of"`
+	// Since is set on an incremental pack (GET /v1/gate/offline?since=):
+	// Used holds only the check-ins recorded since then (less
+	// GateSinceOverlap), to add to the scanner's list.
+	Since *time.Time `json:"since,omitempty"`
 }
+
+// GateSinceOverlap is how far before since an incremental pack reaches
+// back: a check-in whose transaction began before the previous pack's
+// as_of but committed after its read is not missed. A scanner merges
+// the lists by ticket.
+const GateSinceOverlap = time.Minute
 
 // GateDayBefore is how long after its start an event still counts as "of
 // the day" for the gate: late arrivals, a show past midnight.
@@ -128,12 +168,14 @@ type CheckIns interface {
 	// Redeem checks a scanned ticket in, once. It fails with ETicketRevoked
 	// when the ticket's booking is not CONFIRMED and captured (or the
 	// ticket was withdrawn), EWrongVenue when its event is at another venue
-	// than the staff's, and with CheckIn.AlreadyUsed when the ticket was
+	// than the staff's, EWrongEvent when it is not one of the venue's events
+	// of the day at the scan's time (the offline pack's window), and with CheckIn.AlreadyUsed when the ticket was
 	// checked in before; a ticket the database does not know is revoked.
 	Redeem(ctx context.Context, s Scan) (*CheckIn, error)
 	// Offline returns the venue's offline pack: its events starting from
-	// GateDayBefore ago to the end of the venue's day.
-	Offline(ctx context.Context, venue int64, now time.Time) (*OfflinePack, error)
+	// GateDayBefore ago to the end of the venue's day. A non-zero since
+	// limits Used to the check-ins recorded from since-GateSinceOverlap on.
+	Offline(ctx context.Context, venue int64, now, since time.Time) (*OfflinePack, error)
 }
 
 // MaxSyncScans bounds the scans of one sync request.
@@ -141,7 +183,7 @@ const MaxSyncScans = 200
 
 // SyncResult is what a sync answers for one offline scan: admitted (this
 // scan was the first), duplicate (another scan was first: gate, at),
-// revoked, wrong_venue or invalid.
+// revoked, wrong_venue, wrong_event or invalid.
 type SyncResult struct {
 	Ticket  string `json:"ticket,omitempty"` // TicketRef, when the payload verified
 	Result  string `json:"result"`
@@ -156,6 +198,7 @@ const (
 	SyncDuplicate  = "duplicate"
 	SyncRevoked    = "revoked"
 	SyncWrongVenue = "wrong_venue"
+	SyncWrongEvent = "wrong_event"
 	SyncInvalid    = "invalid"
 )
 
@@ -178,6 +221,8 @@ func SyncOutcome(ref string, c *CheckIn, err error) SyncResult {
 		r.Result = SyncRevoked
 	case EWrongVenue:
 		r.Result = SyncWrongVenue
+	case EWrongEvent:
+		r.Result = SyncWrongEvent
 	default:
 		r.Result = SyncInvalid
 	}

@@ -70,7 +70,13 @@ func (g *Gate) verify(payload string) (*ticket.Claims, error) {
 // scanBody is POST /v1/gate/scan's body.
 type scanBody struct {
 	Ticket string `json:"ticket"`
+	// ScanID is the scanner's UUID for this look (optional): sent again,
+	// by a retry or a sync, it is recognised as the same scan.
+	ScanID string `json:"scan_id"`
 }
+
+// badScanID is the answer to a scan id that is not a UUID.
+var badScanID = core.Errorf(core.EInvalid, "scan_id is a UUID (or absent)")
 
 // ScanAnswer is a scan's 200 answer.
 type ScanAnswer struct {
@@ -90,6 +96,10 @@ func (s *Server) gateScan(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if !core.ValidScanID(body.ScanID) {
+		s.fail(w, r, badScanID)
+		return
+	}
 	c, err := g.verify(body.Ticket)
 	if err != nil {
 		s.fail(w, r, err)
@@ -97,7 +107,7 @@ func (s *Server) gateScan(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	in, err := g.CheckIns.Redeem(ctx, core.Scan{Event: c.Event, Booking: c.Booking, N: c.N, Staff: st, At: g.now()})
+	in, err := g.CheckIns.Redeem(ctx, core.Scan{Event: c.Event, Booking: c.Booking, N: c.N, Staff: st, At: g.now(), ScanID: body.ScanID})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -128,9 +138,16 @@ func (s *Server) gateOffline(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			s.fail(w, r, core.Errorf(core.EInvalid, "since is an RFC 3339 time (the previous pack's as_of)"))
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	p, err := g.CheckIns.Offline(ctx, st.Venue, g.now())
+	p, err := g.CheckIns.Offline(ctx, st.Venue, g.now(), since)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -145,6 +162,7 @@ type syncBody struct {
 	Scans []struct {
 		Ticket string    `json:"ticket"`
 		At     time.Time `json:"at"`
+		ScanID string    `json:"scan_id"`
 	} `json:"scans"`
 }
 
@@ -177,6 +195,12 @@ func (s *Server) gateSync(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, core.Errorf(core.EInvalid, "at most %d scans per sync", core.MaxSyncScans))
 		return
 	}
+	for _, sc := range body.Scans {
+		if !core.ValidScanID(sc.ScanID) {
+			s.fail(w, r, badScanID)
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	now := g.now()
@@ -192,7 +216,8 @@ func (s *Server) gateSync(w http.ResponseWriter, r *http.Request) {
 		if at.IsZero() || at.After(now.Add(time.Minute)) || at.Before(now.Add(-maxSyncAge)) {
 			at = now
 		}
-		in, err := g.CheckIns.Redeem(ctx, core.Scan{Event: c.Event, Booking: c.Booking, N: c.N, Staff: st, At: at, Offline: true})
+		in, err := g.CheckIns.Redeem(ctx, core.Scan{Event: c.Event, Booking: c.Booking, N: c.N, Staff: st, At: at, Offline: true,
+			ScanID: sc.ScanID, ClientAt: sc.At})
 		if code := core.ErrorCode(err); err != nil && (code == core.EUnavailable || code == core.EInternal) {
 			// The scanner keeps its scans and syncs again; scans
 			// redeemed so far are recognised as its own then.

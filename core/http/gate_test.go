@@ -174,6 +174,13 @@ func TestGateScan(t *testing.T) {
 		fmt.Sprint(off["revoked"]) != fmt.Sprintf("[%d-1]", refunded.ID) || len(off["used"].([]any)) != 2 || off["note"] == "" {
 		t.Fatalf("offline = %d %v", status, off)
 	}
+	since := time.Now().Add(core.GateSinceOverlap + time.Minute).UTC().Format(time.RFC3339)
+	if status, inc := f.call(t, "GET", "/v1/gate/offline?since="+since, gate3, ""); status != 200 || len(inc["used"].([]any)) != 0 || inc["since"] == nil {
+		t.Errorf("offline since %s = %d %v; want no used tickets", since, status, inc)
+	}
+	if status, _ := f.call(t, "GET", "/v1/gate/offline?since=yesterday", gate3, ""); status != 400 {
+		t.Errorf("offline since=yesterday = %d; want 400", status)
+	}
 	if status, _ := f.call(t, "GET", "/v1/gate/offline", "", ""); status != 401 {
 		t.Errorf("offline without a token = %d; want 401", status)
 	}
@@ -216,6 +223,44 @@ func TestGateSync(t *testing.T) {
 	if scanned.UTC().Format(time.RFC3339) != at {
 		t.Errorf("offline scan recorded at %v; want the scanner's %s", scanned, at)
 	}
+
+	// Scan ids: a scanner whose clock is a day ahead syncs the same scan
+	// twice (the time used is the sync's, different each time), and an
+	// online scan whose answer it never got is synced as an offline one:
+	// both are its own admits, not duplicates. Another look is a duplicate.
+	b2, p2 := f.booking(t, "carol", "AUD-L-1", "AUD-L-2")
+	const id1, id2, id3 = "11111111-2222-4333-8444-555555555555", "21111111-2222-4333-8444-555555555555", "31111111-2222-4333-8444-555555555555"
+	if status, body := f.call(t, "POST", "/v1/gate/scan", gate2, fmt.Sprintf(`{"ticket":%q,"scan_id":%q}`, p2[1], id2)); status != 200 {
+		t.Fatalf("scan with an id = %d %v", status, body)
+	}
+	ahead := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	for round, want := range [][]string{{"admitted", "admitted", "duplicate"}, {"admitted", "admitted", "duplicate"}} {
+		body := fmt.Sprintf(`{"scans":[{"ticket":%q,"at":%q,"scan_id":%q},{"ticket":%q,"at":%q,"scan_id":%q},{"ticket":%q,"at":%q,"scan_id":%q}]}`,
+			p2[0], ahead, id1, p2[1], ahead, id2, p2[1], ahead, id3)
+		time.Sleep(1100 * time.Millisecond) // the sync's time differs between rounds
+		status, ans := f.call(t, "POST", "/v1/gate/sync", gate2, body)
+		if status != 200 {
+			t.Fatalf("sync = %d %v", status, ans)
+		}
+		for i, w := range want {
+			if r := ans["results"].([]any)[i].(map[string]any); r["result"] != w {
+				t.Errorf("scan ids round %d scan %d = %v; want %s", round, i, r, w)
+			}
+		}
+	}
+	var clientAt time.Time
+	f.db.Pool().QueryRow(ctx, `SELECT client_at FROM checkins WHERE booking_id = $1 AND n = 1`, b2.ID).Scan(&clientAt)
+	if clientAt.UTC().Format(time.RFC3339) != ahead {
+		t.Errorf("client time stored %v; want the scanner's %s as given", clientAt, ahead)
+	}
+	for _, bad := range []string{`{"ticket":"x","scan_id":"nope"}`} {
+		if status, body := f.call(t, "POST", "/v1/gate/scan", gate2, bad); status != 400 {
+			t.Errorf("scan %s = %d %v; want 400", bad, status, body)
+		}
+	}
+	if status, body := f.call(t, "POST", "/v1/gate/sync", gate2, `{"scans":[{"ticket":"x","scan_id":"nope"}]}`); status != 400 {
+		t.Errorf("sync with a bad scan id = %d %v; want 400", status, body)
+	}
 	many := `{"scans":[` + strings.Repeat(`{"ticket":"x"},`, core.MaxSyncScans) + `{"ticket":"x"}]}`
 	if status, body := f.call(t, "POST", "/v1/gate/sync", gate2, many); status != 400 {
 		t.Errorf("sync of %d scans = %d %v; want 400", core.MaxSyncScans+1, status, body)
@@ -224,7 +269,8 @@ func TestGateSync(t *testing.T) {
 
 // Two gates, two HTTP clients, the same ticket at the same instant, 100
 // times: one admitted, one already used, every time. (The control, a
-// check-then-insert redemption admitting twice, is in core/postgres.)
+// redemption run without the table's keys admitting twice, is in
+// core/postgres.)
 func TestGateRaceTwoClients(t *testing.T) {
 	const rounds = 100
 	f := newGateFixture(t)

@@ -57,6 +57,8 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/tickets/{name}", name: "page", handle: page("tickets.html")},
 	{method: "GET", pattern: "/signin", name: "page", handle: page("signin.html")},
 	{method: "GET", pattern: "/gate", name: "page", handle: page("gate.html")},
+	// The scanner's service worker, at the root so that its scope can be /gate.
+	{method: "GET", pattern: "/gate-sw.js", name: "page", handle: page("gate-sw.js")},
 	{method: "GET", pattern: "/admin", name: "page", handle: page("admin.html")},
 	{method: "GET", pattern: "/admin/", name: "page", handle: page("admin.html")},
 	{method: "GET", pattern: "/static/{name}", name: "static", handle: (*Server).static},

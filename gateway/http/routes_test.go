@@ -57,6 +57,7 @@ func TestRouteTable(t *testing.T) {
 		{"GET", "/tickets/41", "page", "", "41"},
 		{"GET", "/signin", "page", "", ""},
 		{"GET", "/gate", "page", "", ""},
+		{"GET", "/gate-sw.js", "page", "", ""},
 		{"POST", "/gate", "unmatched", "", ""},
 		{"GET", "/tickets", "unmatched", "", ""},
 		{"POST", "/events/12", "unmatched", "", ""},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base32"
 	"fmt"
 	"image"
 	"image/png"
@@ -63,8 +64,8 @@ func TestGateScanner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, c := ticketQR(t, apps.CoreURL, admit, booking, 1), ticketQR(t, apps.CoreURL, admit, booking, 3)
-	refA, refC := fmt.Sprintf("%d-1", booking), fmt.Sprintf("%d-3", booking)
+	a, b, c := ticketQR(t, apps.CoreURL, admit, booking, 1), ticketQR(t, apps.CoreURL, admit, booking, 2), ticketQR(t, apps.CoreURL, admit, booking, 3)
+	refA, refB, refC := fmt.Sprintf("%d-1", booking), fmt.Sprintf("%d-2", booking), fmt.Sprintf("%d-3", booking)
 
 	t.Run("online: admitted once, refused the second time", func(t *testing.T) {
 		// Two seconds of ticket A, four seconds of nothing, again and again.
@@ -109,6 +110,22 @@ func TestGateScanner(t *testing.T) {
 		if answers != 2 {
 			t.Errorf("%d answers for ticket C after it was shown twice; want 2", answers)
 		}
+		// Typed codes offline: an old "t1." ticket is sent to be checked
+		// online (amber); a T2 code of the right shape but with stray bits
+		// past its last byte is not read as a ticket at all.
+		enc := base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(append([]byte{1, 1, 1}, make([]byte, 64)...))
+		stray := "T2." + enc[:len(enc)-1] + "B" // the last character's 4 pad bits not zero
+		for _, tc := range []struct{ code, result, detail string }{
+			{"t1.eyJ2IjoxfQ.c2ln", "OLD TICKET", "check online"},
+			{stray, "NOT VALID", "Not an onsale ticket"},
+		} {
+			if _, err := chromedp.Run(scanner, chromedp.Evaluate[bool](fmt.Sprintf(
+				`document.getElementById("manual-code").value = %q; document.getElementById("manual").requestSubmit(); true`, tc.code))); err != nil {
+				t.Fatal(err)
+			}
+			until(t, scanner, tc.result+": "+tc.detail, fmt.Sprintf(`[...document.querySelectorAll('#log li[data-result="%s"]')].some((li) => li.textContent.includes(%q))`,
+				tc.result, tc.detail), 5*time.Second)
+		}
 		// Meanwhile gate 9, online, had let a copy of ticket C in.
 		if _, err := s.db.Exec(ctx, `INSERT INTO checkins (booking_id, n, ticket_id, event_id, gate, staff, scanned_at)
 SELECT booking_id, n, id, event_id, '9', 'staff:meera', now() - interval '1 minute' FROM tickets WHERE booking_id = $1 AND n = 3`, booking); err != nil {
@@ -121,11 +138,67 @@ SELECT booking_id, n, id, event_id, '9', 'staff:meera', now() - interval '1 minu
 			t.Errorf("sync report = %q; want ticket %s reported as a duplicate first used at gate 9", report, refC)
 		}
 		bothSizes(t, scanner, "synced-duplicate")
-		pending, _ := chromedp.Run(scanner, chromedp.Evaluate[string](`localStorage.getItem("onsale.gate.pending")`))
+		pending, _ := chromedp.Run(scanner, chromedp.Evaluate[string](`localStorage.getItem(window.gate.storageKey("pending"))`))
 		if pending != "[]" {
 			t.Errorf("scans still pending after the sync: %s", pending)
 		}
 	})
+
+	t.Run("sign-out offline keeps the scans for their steward, never sent with another token", func(t *testing.T) {
+		// Four seconds of nothing, ticket B, then a minute of nothing.
+		video := writeY4M(t, []clip{{nil, 20}, {b, 10}, {nil, 300}})
+		scanner := gateBrowser(t, video)
+		if err := chromedp.Do(scanner, chromedp.Navigate(s.gateway+"/gate#"+staffToken(t, apps.SigningKey, venue, "4", "lata"))); err != nil {
+			t.Fatal(err)
+		}
+		until(t, scanner, "the offline pack", `!!(window.gate && window.gate.pack && window.gate.key)`, 10*time.Second)
+		setOffline(t, scanner, true)
+		until(t, scanner, "ticket B admitted offline", logHas("ADMITTED", refB), 20*time.Second)
+		lataKey, _ := chromedp.Run(scanner, chromedp.Evaluate[string](`window.gate.storageKey("pending")`))
+		if _, err := chromedp.Run(scanner, chromedp.Evaluate[bool](`document.getElementById("signout").click(); true`)); err != nil {
+			t.Fatal(err)
+		}
+		until(t, scanner, "the sign-out note", `document.getElementById("signin-error").textContent.includes("1 offline scan of lata at gate 4 stay")`, 5*time.Second)
+		setOffline(t, scanner, false)
+		gateSignIn(t, scanner, staffToken(t, apps.SigningKey, venue, "5", "kiran"))
+		until(t, scanner, "kiran online", `!!(window.gate.pack && window.gate.staff.name === "kiran") && document.getElementById("net").textContent === "ONLINE"`, 10*time.Second)
+		time.Sleep(6 * time.Second) // past a probe: kiran's scanner syncs only kiran's scans
+		// (The fake camera restarts its video for kiran, who may scan B
+		// online himself: what must not happen is lata's scan sent.)
+		var n int
+		s.db.QueryRow(ctx, `SELECT count(*) FROM checkins WHERE booking_id = $1 AND n = 2 AND (gate = '4' OR offline)`, booking).Scan(&n)
+		left, _ := chromedp.Run(scanner, chromedp.Evaluate[int](fmt.Sprintf(`JSON.parse(localStorage.getItem(%q)).length`, lataKey)))
+		if n != 0 || left != 1 {
+			t.Fatalf("after kiran signed in: %d check-ins of ticket B from lata's offline scan, %d of lata's scans kept; want 0 and 1", n, left)
+		}
+		bothSizes(t, scanner, "signed-out-kept")
+	})
+
+	// Last: it stops the gateway.
+	t.Run("reload with the gateway down: the service worker keeps the scanner", func(t *testing.T) {
+		scanner := gateBrowser(t, writeY4M(t, []clip{{nil, 20}}))
+		if err := chromedp.Do(scanner, chromedp.Navigate(s.gateway+"/gate#"+staffToken(t, apps.SigningKey, venue, "6", "noor"))); err != nil {
+			t.Fatal(err)
+		}
+		until(t, scanner, "the offline pack and the service worker", `!!(window.gate && window.gate.pack && window.gate.key && navigator.serviceWorker.controller)`, 15*time.Second)
+		if err := apps.Gateway.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(scanner, chromedp.Reload()); err != nil {
+			t.Fatal(err)
+		}
+		until(t, scanner, "the scanner after the reload, offline, with its pack", `!!(window.gate && window.gate.pack && window.gate.key) && !document.getElementById("scanner").hidden && document.getElementById("net").textContent === "OFFLINE"`, 20*time.Second)
+		bothSizes(t, scanner, "reloaded-offline")
+	})
+}
+
+// gateSignIn signs the scanner in with a staff token through the form.
+func gateSignIn(t *testing.T, scanner context.Context, token string) {
+	t.Helper()
+	if _, err := chromedp.Run(scanner, chromedp.Evaluate[bool](fmt.Sprintf(
+		`document.getElementById("token").value = %q; document.getElementById("signin-form").requestSubmit(); true`, token))); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // logHas is a condition: the scanner's log has an answer for a ticket.

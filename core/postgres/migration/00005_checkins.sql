@@ -18,6 +18,13 @@ CREATE TABLE checkins (
     scanned_at timestamptz NOT NULL,
     -- an offline scan, redeemed when its scanner synced
     offline    boolean NOT NULL DEFAULT false,
+    -- the scanner's id for the look that made this row (a UUID it makes
+    -- before trying online): the same scan sent again, after a lost answer
+    -- or by a sync, is recognised as this row's own, whatever the clocks say
+    scan_id    uuid,
+    -- the scanner's clock for an offline scan, as it sent it (scanned_at is
+    -- the time used: the scanner's when plausible, else the sync's)
+    client_at  timestamptz,
     recorded_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (booking_id, n)
 );
