@@ -10,18 +10,14 @@
 // (hold_token) or the account token, so it keeps working after the session
 // ends. Each payment attempt has its own Idempotency-Key, one per (hold,
 // attempt): a declined payment starts a new attempt; a new hold new keys.
-// State lives in localStorage per event, so a reload, a new tab or the
-// return from the checkout resumes.
+// State lives in localStorage per event and person (account or guest), so
+// a reload, a new tab or the return from the checkout resumes.
 "use strict";
 
 const eventId = location.pathname.split("/")[2];
 const $ = (id) => document.getElementById(id);
 const { api, el, rupees } = onsale;
-const store = {
-  get: (k) => { try { return JSON.parse(localStorage.getItem(`onsale.${k}.${eventId}`)); } catch (e) { return null; } },
-  set: (k, v) => localStorage.setItem(`onsale.${k}.${eventId}`, JSON.stringify(v)),
-  del: (k) => localStorage.removeItem(`onsale.${k}.${eventId}`),
-};
+const store = onsale.eventStore(eventId);
 let MAX = 6;
 let admit = null, ev = null, layout = null, bits = null, section = null;
 const picked = new Set();

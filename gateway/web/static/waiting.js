@@ -12,6 +12,7 @@
 const eventId = location.pathname.split("/")[2];
 const $ = (id) => document.getElementById(id);
 const { api, el } = onsale;
+const store = onsale.eventStore(eventId);
 let firstAhead = null, onsaleAt = null, current = null, eventName = "", required = false, joinedAs = null;
 
 const words = {
@@ -45,7 +46,7 @@ function setState(state) {
   if (state === "admitted") yourTurn();
   else document.title = (eventName || "onsale") + " · " + (words[state] || "waiting room");
   if (state === "ended") {
-    const b = localStorage.getItem("onsale.booking." + eventId) || localStorage.getItem("onsale.hold." + eventId);
+    const b = store.get("booking") || store.get("hold") || store.get("done");
     if (b) { $("ended-booking").href = `/events/${eventId}/book`; $("ended-booking").hidden = false; }
   }
 }
@@ -100,7 +101,7 @@ function render(r) {
     if (r.state === "paused") message("Admission is paused for a moment. You keep your place.");
   }
   if (r.state === "admitted") {
-    localStorage.setItem("onsale.admit." + eventId, JSON.stringify({ token: r.admit_token, expires_at: r.admit_expires_at }));
+    store.set("admit", { token: r.admit_token, expires_at: r.admit_expires_at });
     setText("session-end", new Date(r.admit_expires_at).toLocaleTimeString([], { hour: "numeric", minute: "2-digit" }));
     $("go-book").href = `/events/${eventId}/book`;
   }
