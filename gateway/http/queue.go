@@ -366,7 +366,7 @@ func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	q, _, err := s.fanToken(ctx, ev)
+	q, raw, err := s.fanToken(ctx, ev)
 	if err != nil {
 		return err
 	}
@@ -381,7 +381,12 @@ func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
 		}
 	}
 	s.metrics.leaves.WithLabelValues(string(outcome)).Inc()
-	clearCookie(ctx, ev)
+	// The cookie goes only with its own place: a page that signed in gives
+	// back the guest's place by its bearer token while the cookie already
+	// names the account's.
+	if cookie := string(ctx.Request.Header.Cookie(cookieName(ev))); cookie == "" || cookie == raw {
+		clearCookie(ctx, ev)
+	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"outcome": string(outcome)})
 	return nil
 }

@@ -86,6 +86,13 @@ const onsale = (() => {
     try { return new Intl.DateTimeFormat("en-IN", { ...opts, timeZone: tz || undefined }).format(new Date(iso)); }
     catch (e) { return new Intl.DateTimeFormat("en-IN", opts).format(new Date(iso)); }
   }
+  // timeOfDay says a time of day as the venue's clock reads it, with the
+  // zone's name (a fan abroad reads the venue's time, labelled).
+  function timeOfDay(iso, tz) {
+    const opts = { hour: "numeric", minute: "2-digit", timeZoneName: "short" };
+    try { return new Intl.DateTimeFormat("en-IN", { ...opts, timeZone: tz || undefined }).format(new Date(iso)); }
+    catch (e) { return new Intl.DateTimeFormat("en-IN", opts).format(new Date(iso)); }
+  }
   function clock(ms) {
     const s = Math.max(0, Math.round(ms / 1000));
     const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
@@ -213,5 +220,5 @@ const onsale = (() => {
       el("dt", { text: "Booking" }), el("dd", { text: "#" + b.booking_id }));
   }
 
-  return { el, account, saveAccount, signOut, identity, who, eventStore, api, rupees, when, clock, venueLine, showHeader, accountBar, signinForm, ticketCards, bookingSummary };
+  return { el, account, saveAccount, signOut, identity, who, eventStore, api, rupees, when, timeOfDay, clock, venueLine, showHeader, accountBar, signinForm, ticketCards, bookingSummary };
 })();
