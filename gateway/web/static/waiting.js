@@ -49,10 +49,18 @@ function setState(state) {
   else document.title = (eventName || "onsale") + " · " + (words[state] || "waiting room");
   if (state === "ended") {
     const b = store.get("booking") || store.get("hold") || store.get("done");
-    if (b) { $("ended-booking").href = `/events/${eventId}/book`; $("ended-booking").hidden = false; }
+    if (b) {
+      // This visit's booking first: a guest's is not under My tickets.
+      $("ended-booking").href = `/events/${eventId}/book`;
+      $("ended-booking").hidden = false;
+      $("ended-booking").className = "button";
+      $("ended-me").className = "button secondary";
+    }
   }
 }
-function message(text) { setText("message", text || ""); }
+// message shows a line under the state; once the turn is over the page
+// says it in its own words (the ended card), not the server's.
+function message(text) { setText("message", current === "ended" ? "" : text || ""); }
 
 function minutes(seconds) {
   const m = Math.max(1, Math.round(seconds / 60));
