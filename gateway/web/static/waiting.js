@@ -71,6 +71,7 @@ function minutes(seconds) {
 // in, or the number of fans allowed to shop at once (then the line moves
 // as others finish).
 function eta(r) {
+  if (r.state === "paused" && r.ahead === 0) return "You are at the front of the line. Nobody is being let in right now; you go in first when admission resumes.";
   if (r.state === "paused" || r.eta_seconds < 0) return "Nobody is being let in right now, so we cannot estimate your wait. You keep your place.";
   const s = r.eta_seconds || 0;
   const about = s < 90 ? "About a minute" : "About " + minutes(s);
