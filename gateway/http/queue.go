@@ -186,9 +186,12 @@ const (
 // while the room has space (the cap, total_active_users, less the live
 // sessions and open offers); once it is full, a place is offered only when
 // a session ends. Sessions end at least as fast as cap / session_seconds
-// (each ends by then; fans who finish early end theirs sooner): while the
-// room is full, the rate measured over the last minute (View.OfferRate)
-// is used when it is faster, never faster than the dial. So the ahead+1
+// (each ends by then; fans who finish early end theirs sooner): once the
+// room has been full for a whole measuring window (View.FullSince), the
+// rate measured over it (View.OfferRate) counts only sessions ending and
+// is used when it is faster, never faster than the dial. (Right after the
+// room fills, the measure still holds the burst that filled it, at the
+// dial's pace: trusting it would promise the dial.) So the ahead+1
 // offers this fan waits for are: first those the free room takes, at the
 // dial; the rest at the slower of the dial and the sessions' turnover.
 // -1 when nobody is being let in (paused, a rate of zero, a cap of zero).
@@ -209,7 +212,8 @@ func eta(v room.View, ahead int64) (int64, string) {
 		return int64(math.Ceil(n / rate * 60)), boundRate
 	}
 	turnover := float64(d.TotalActiveUsers) * 60 / float64(max(d.SessionSeconds, 1))
-	if free == 0 && v.OfferRate > turnover {
+	measured := free == 0 && !v.FullSince.IsZero() && v.Fetched.Sub(v.FullSince) >= room.RateWindow
+	if measured && v.OfferRate > turnover {
 		turnover = v.OfferRate
 	}
 	bound := boundActiveUsers
@@ -362,7 +366,7 @@ func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	q, _, err := s.fanToken(ctx, ev)
+	q, raw, err := s.fanToken(ctx, ev)
 	if err != nil {
 		return err
 	}
@@ -377,7 +381,12 @@ func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
 		}
 	}
 	s.metrics.leaves.WithLabelValues(string(outcome)).Inc()
-	clearCookie(ctx, ev)
+	// The cookie goes only with its own place: a page that signed in gives
+	// back the guest's place by its bearer token while the cookie already
+	// names the account's.
+	if cookie := string(ctx.Request.Header.Cookie(cookieName(ev))); cookie == "" || cookie == raw {
+		clearCookie(ctx, ev)
+	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"outcome": string(outcome)})
 	return nil
 }

@@ -23,7 +23,8 @@ func TestETA(t *testing.T) {
 		name           string
 		dials          gateway.Dials
 		active, offers int64
-		measured       float64 // View.OfferRate, per minute
+		measured       float64       // View.OfferRate, per minute
+		fullFor        time.Duration // how long the room has been full (View.FullSince)
 		ahead          int64
 		want           int64
 		bound          string
@@ -33,9 +34,12 @@ func TestETA(t *testing.T) {
 		// 100 sessions of ten minutes: one ends every six seconds.
 		{name: "room full: sessions' turnover", dials: dials(1000, 100, 600), active: 100, ahead: 9, want: 60, bound: boundActiveUsers},
 		{name: "room full of offers and sessions", dials: dials(1000, 100, 600), active: 90, offers: 10, ahead: 9, want: 60, bound: boundActiveUsers},
-		{name: "room full, fans leave early: measured", dials: dials(1000, 100, 600), active: 100, measured: 30, ahead: 9, want: 20, bound: boundActiveUsers},
-		{name: "room full, measured slower than sessions must end: the floor", dials: dials(1000, 100, 600), active: 100, measured: 2, ahead: 9, want: 60, bound: boundActiveUsers},
-		{name: "room full, turnover above the dial: the dial", dials: dials(60, 100, 60), active: 100, measured: 500, ahead: 59, want: 60, bound: boundRate},
+		{name: "room full, fans leave early: measured", dials: dials(1000, 100, 600), active: 100, measured: 30, fullFor: 2 * time.Minute, ahead: 9, want: 20, bound: boundActiveUsers},
+		{name: "room full, measured slower than sessions must end: the floor", dials: dials(1000, 100, 600), active: 100, measured: 2, fullFor: 2 * time.Minute, ahead: 9, want: 60, bound: boundActiveUsers},
+		{name: "room full, turnover above the dial: the dial", dials: dials(60, 100, 60), active: 100, measured: 500, fullFor: 2 * time.Minute, ahead: 59, want: 60, bound: boundRate},
+		// The room filled ten seconds ago at the dial's 1000 a minute: the
+		// measure still holds that burst, not sessions ending.
+		{name: "just filled: the burst is not turnover", dials: dials(1000, 100, 600), active: 100, measured: 1000, fullFor: 10 * time.Second, ahead: 9, want: 60, bound: boundActiveUsers},
 		// 50 free places at 600 a minute (5 s), then 100 more at 10 a minute (600 s).
 		{name: "room fills before the fan's turn", dials: dials(600, 100, 600), active: 50, ahead: 149, want: 605, bound: boundActiveUsers},
 		{name: "room fills, turnover keeps up: the dial", dials: dials(60, 100, 60), active: 90, ahead: 29, want: 30, bound: boundRate},
@@ -44,7 +48,11 @@ func TestETA(t *testing.T) {
 		{name: "cap zero", dials: dials(600, 0, 600), ahead: 5, want: -1, bound: boundActiveUsers},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := room.View{Dials: tc.dials, Tick: gateway.Tick{Active: tc.active, Offers: tc.offers}, OfferRate: tc.measured}
+			now := time.Now()
+			v := room.View{Dials: tc.dials, Tick: gateway.Tick{Active: tc.active, Offers: tc.offers}, OfferRate: tc.measured, Fetched: now}
+			if tc.fullFor > 0 {
+				v.FullSince = now.Add(-tc.fullFor)
+			}
 			got, bound := eta(v, tc.ahead)
 			if got != tc.want || bound != tc.bound {
 				t.Fatalf("eta(%d ahead) = %d s, %q; want %d s, %q", tc.ahead, got, bound, tc.want, tc.bound)

@@ -24,8 +24,17 @@ type View struct {
 	// OfferRate is how fast the serving counter moved over the last
 	// minute, per minute: the ETA's measure (claims lag behind offers).
 	OfferRate float64
+	// FullSince is when the room was first seen full (live sessions and
+	// open offers at the cap) in the current run of full ticks; zero
+	// while it has space. OfferRate says how fast sessions turn over only
+	// once the room has been full for a whole RateWindow: before that it
+	// still counts the burst that filled it.
+	FullSince time.Time
 	history   []servingAt
 }
+
+// RateWindow is how far back View.OfferRate measures.
+const RateWindow = time.Minute
 
 type servingAt struct {
 	at      time.Time
@@ -168,7 +177,12 @@ func (r *Room) Refresh(ctx context.Context, id int64) error {
 	}
 	cur.Tick, cur.Fetched = tk, now
 	cur.history = append(slices.Clip(cur.history), servingAt{now, tk.Serving})
-	for len(cur.history) > 1 && now.Sub(cur.history[0].at) > time.Minute {
+	if tk.Active+tk.Offers < int64(cur.Dials.TotalActiveUsers) {
+		cur.FullSince = time.Time{}
+	} else if cur.FullSince.IsZero() {
+		cur.FullSince = now
+	}
+	for len(cur.history) > 1 && now.Sub(cur.history[0].at) > RateWindow {
 		cur.history = cur.history[1:]
 	}
 	if h := cur.history[0]; now.Sub(h.at) > 5*time.Second {

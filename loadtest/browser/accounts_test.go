@@ -151,12 +151,15 @@ func TestSignedInFan(t *testing.T) {
 	look(t, signin, "signin")
 }
 
-// A guest gives seats back and holds others, and pays after the
-// waiting-room session ended: the hold's own grant authorizes it.
+// A guest pays for a first hold and is declined, gives those seats back
+// and holds others; the first press of Pay on the second hold is refused
+// at once (402), the next press is a new attempt; it pays after the
+// waiting-room session ended: the hold's own grant authorizes it. One
+// FAILED and one CONFIRMED booking, on two holds.
 func TestGuestReleaseAndLatePay(t *testing.T) {
 	s := newStack(t)
 	ev := s.event(t, -time.Minute)
-	s.dial(t, ev, `{"account_required":false,"session_seconds":45}`)
+	s.dial(t, ev, `{"account_required":false,"session_seconds":60}`)
 	b := browser(t)
 	fan := tab(t, b)
 	if err := chromedp.Do(fan, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.gateway, ev))); err != nil {
@@ -167,15 +170,45 @@ func TestGuestReleaseAndLatePay(t *testing.T) {
 	click(t, fan, "seat-AUD-E-5")
 	click(t, fan, "hold-picked")
 	until(t, fan, "the first hold", `!document.getElementById("held").hidden`, 10*time.Second)
+	click(t, fan, "pay")
+	checkout(t, fan, false)
+	until(t, fan, "the first hold again after the decline", `!document.getElementById("held").hidden && /did not go through/.test(document.getElementById("message").textContent)`, 20*time.Second)
 	click(t, fan, "release")
 	until(t, fan, "the map after giving the seat back", `document.body.dataset.screen === "choose" && !document.getElementById("seat-AUD-E-5").disabled`, 15*time.Second)
 	click(t, fan, "seat-AUD-F-5")
 	click(t, fan, "hold-picked")
 	until(t, fan, "the second hold", `!document.getElementById("held").hidden && /AUD-F-5/.test(document.getElementById("held-seats").textContent)`, 10*time.Second)
 
-	until(t, fan, "the session's end, said plainly", `document.body.dataset.sessionOver === "1" && /still pay/.test(document.getElementById("session-text").textContent)`, 70*time.Second)
+	// An immediate refusal: the provider declines at creation and the
+	// core answers 402 payment_declined, keeping that answer for the
+	// Idempotency-Key. (paysim declines UPI payments only later, by
+	// webhook, so the page's fetch answers it here, replaying it for the
+	// refused key as the core would.) The next press must use a new key.
+	if _, err := chromedp.Run(fan, chromedp.Evaluate[bool](`(() => {
+		const real = window.fetch;
+		window.payKeys = [];
+		window.fetch = (url, opts) => {
+			if (/\/payment$/.test(String(url)) && opts && opts.method === "POST") {
+				const key = opts.headers["Idempotency-Key"];
+				window.payKeys.push(key);
+				if (key === window.payKeys[0]) return Promise.resolve(new Response(JSON.stringify({ error: "payment_declined", message: "the payment was refused: upi_declined" }), { status: 402, headers: { "Content-Type": "application/json" } }));
+			}
+			return real(url, opts);
+		};
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	click(t, fan, "pay")
+	until(t, fan, "the hold again after the refusal", `window.payKeys.length === 1 && !document.getElementById("held").hidden && /did not go through/.test(document.getElementById("message").textContent) && !document.getElementById("pay").disabled`, 10*time.Second)
+	look(t, fan, "book-refused")
+
+	until(t, fan, "the session's end, said plainly", `document.body.dataset.sessionOver === "1" && /still pay/.test(document.getElementById("session-text").textContent) && /still pay/.test(document.getElementById("session-announce").textContent)`, 90*time.Second)
 	look(t, fan, "book-session-over")
 	click(t, fan, "pay")
+	if keys := text(t, fan, `window.payKeys.join(" ")`); len(strings.Fields(keys)) != 2 || strings.Fields(keys)[0] == strings.Fields(keys)[1] {
+		t.Fatalf("Idempotency-Keys after a 402 %q; want a new key for the next attempt", keys)
+	}
 	checkout(t, fan, true)
 	until(t, fan, "the tickets, paid after the session", `document.body.dataset.tickets === "1" && `+largeQR, 20*time.Second)
 	var booked []string
@@ -190,6 +223,10 @@ func TestGuestReleaseAndLatePay(t *testing.T) {
 	}
 	if strings.Join(booked, ",") != "AUD-F-5" {
 		t.Fatalf("BOOKED seats %v; want only AUD-F-5", booked)
+	}
+	var failed, confirmed, holds int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'FAILED'), count(*) FILTER (WHERE status = 'CONFIRMED'), count(DISTINCT hold_id) FROM bookings WHERE event_id = $1`, ev).Scan(&failed, &confirmed, &holds); err != nil || failed != 1 || confirmed != 1 || holds != 2 {
+		t.Fatalf("bookings: %d FAILED, %d CONFIRMED on %d holds (%v); want one of each, on two holds", failed, confirmed, holds, err)
 	}
 	// The waiting room, afterwards: the turn is over, and the way to the tickets is there.
 	if err := chromedp.Do(fan, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.gateway, ev))); err != nil {

@@ -34,9 +34,34 @@ const onsale = (() => {
     return a;
   }
   function saveAccount(a) { localStorage.setItem(KEY, JSON.stringify(a)); }
-  function signOut() { localStorage.removeItem(KEY); }
+  // signOut forgets the account and what this browser kept of its sales
+  // (holds, payment attempts, sessions, bookings: the per-event keys).
+  function signOut() {
+    const mine = "." + who();
+    localStorage.removeItem(KEY);
+    if (mine === ".guest") return;
+    for (let i = localStorage.length - 1; i >= 0; i--) {
+      const k = localStorage.key(i);
+      if (k && k.startsWith("onsale.") && k.endsWith(mine)) localStorage.removeItem(k);
+    }
+  }
   // identity is the account's identity as holds and bookings name it.
   function identity() { const a = account(); return a && a.account ? "acct:" + a.account.id : null; }
+  // who names the person this browser acts for in per-event keys: the
+  // account, or "guest".
+  function who() { const a = account(); return a && a.account ? "acct" + a.account.id : "guest"; }
+
+  // eventStore keeps one event's state (hold, payment attempt, admit,
+  // booking, done) in localStorage under the person's keys, so a second
+  // account in this browser never resumes the first one's hold.
+  function eventStore(ev) {
+    const key = (k) => `onsale.${k}.${ev}.${who()}`;
+    return {
+      get: (k) => { try { return JSON.parse(localStorage.getItem(key(k))); } catch (e) { return null; } },
+      set: (k, v) => localStorage.setItem(key(k), JSON.stringify(v)),
+      del: (k) => localStorage.removeItem(key(k)),
+    };
+  }
 
   // api calls the JSON API. It throws only when the network fails.
   async function api(method, path, { body, token, headers = {} } = {}) {
@@ -58,6 +83,13 @@ const onsale = (() => {
   function when(iso, tz) {
     if (!iso) return "";
     const opts = { weekday: "short", day: "numeric", month: "short", year: "numeric", hour: "numeric", minute: "2-digit", timeZoneName: "short" };
+    try { return new Intl.DateTimeFormat("en-IN", { ...opts, timeZone: tz || undefined }).format(new Date(iso)); }
+    catch (e) { return new Intl.DateTimeFormat("en-IN", opts).format(new Date(iso)); }
+  }
+  // timeOfDay says a time of day as the venue's clock reads it, with the
+  // zone's name (a fan abroad reads the venue's time, labelled).
+  function timeOfDay(iso, tz) {
+    const opts = { hour: "numeric", minute: "2-digit", timeZoneName: "short" };
     try { return new Intl.DateTimeFormat("en-IN", { ...opts, timeZone: tz || undefined }).format(new Date(iso)); }
     catch (e) { return new Intl.DateTimeFormat("en-IN", opts).format(new Date(iso)); }
   }
@@ -188,5 +220,5 @@ const onsale = (() => {
       el("dt", { text: "Booking" }), el("dd", { text: "#" + b.booking_id }));
   }
 
-  return { el, account, saveAccount, signOut, identity, api, rupees, when, clock, venueLine, showHeader, accountBar, signinForm, ticketCards, bookingSummary };
+  return { el, account, saveAccount, signOut, identity, who, eventStore, api, rupees, when, timeOfDay, clock, venueLine, showHeader, accountBar, signinForm, ticketCards, bookingSummary };
 })();

@@ -10,18 +10,14 @@
 // (hold_token) or the account token, so it keeps working after the session
 // ends. Each payment attempt has its own Idempotency-Key, one per (hold,
 // attempt): a declined payment starts a new attempt; a new hold new keys.
-// State lives in localStorage per event, so a reload, a new tab or the
-// return from the checkout resumes.
+// State lives in localStorage per event and person (account or guest), so
+// a reload, a new tab or the return from the checkout resumes.
 "use strict";
 
 const eventId = location.pathname.split("/")[2];
 const $ = (id) => document.getElementById(id);
 const { api, el, rupees } = onsale;
-const store = {
-  get: (k) => { try { return JSON.parse(localStorage.getItem(`onsale.${k}.${eventId}`)); } catch (e) { return null; } },
-  set: (k, v) => localStorage.setItem(`onsale.${k}.${eventId}`, JSON.stringify(v)),
-  del: (k) => localStorage.removeItem(`onsale.${k}.${eventId}`),
-};
+const store = onsale.eventStore(eventId);
 let MAX = 6;
 let admit = null, ev = null, layout = null, bits = null, section = null;
 const picked = new Set();
@@ -69,6 +65,9 @@ function showSession() {
     $("session-text").textContent = store.get("hold") || store.get("booking")
       ? "Your turn to take new seats has ended. You can still pay for the seats you hold."
       : "Your turn to take seats has ended: each fan gets one turn per sale.";
+    // The countdown is not a live region (it would be read every second):
+    // its end is announced once, here.
+    if ($("session-announce").textContent !== $("session-text").textContent) $("session-announce").textContent = $("session-text").textContent;
     document.body.dataset.sessionOver = "1";
     $("best").disabled = true;
     $("hold-picked").disabled = true;
@@ -82,6 +81,7 @@ function showSession() {
 function free(pos) { return bits && (bits[pos >> 3] & (0x80 >> (pos & 7))) !== 0; }
 
 async function loadMap() {
+  await loadLayout();
   try {
     const r = await api("GET", `/v1/events/${eventId}/seatmap`);
     if (r.status === 200) {
@@ -96,25 +96,42 @@ async function loadMap() {
 
 function bandText(code) { const b = price.get(code); return b ? `${b.name} ${rupees(b.price_paise)}` : code; }
 
+// drawSections draws the block buttons once and later updates their counts
+// and pressed state in place, so a refresh never takes the keyboard focus.
+const blockButtons = new Map(); // section code -> {button, count}
 function drawSections() {
   const box = $("sections");
+  if (blockButtons.size) {
+    for (const s of layout.sections) {
+      const b = blockButtons.get(s.code);
+      if (!b) continue;
+      b.button.setAttribute("aria-pressed", String(s.code === section));
+      const text = freeText(s);
+      if (b.count.textContent !== text) b.count.textContent = text;
+    }
+    return;
+  }
   box.textContent = "";
   for (const s of layout.sections) {
-    let n = 0, total = 0;
     const bands = [];
-    for (const row of s.rows) {
-      if (!bands.includes(row.band)) bands.push(row.band);
-      for (let i = 0; i < row.numbers.length; i++) { total++; if (free(row.pos + i)) n++; }
-    }
+    for (const row of s.rows) if (!bands.includes(row.band)) bands.push(row.band);
     const prices = bands.map((c) => (price.get(c) || { price_paise: 0 }).price_paise);
     const lo = Math.min(...prices), hi = Math.max(...prices);
     const names = bands.map((c) => (price.get(c) || { name: c }).name).join(", ");
+    const count = el("small", { text: freeText(s) });
     const b = el("button", { type: "button", "data-section": s.code, "aria-pressed": String(s.code === section) },
       el("strong", { text: s.code }), " ", el("small", { text: `${names} · ${lo === hi ? rupees(lo) : rupees(lo) + "–" + rupees(hi)}` }),
-      el("small", { text: `${n} of ${total} free` }));
+      count);
     b.addEventListener("click", () => { section = s.code; drawSections(); drawSeats(true); });
+    blockButtons.set(s.code, { button: b, count });
     box.appendChild(b);
   }
+}
+
+function freeText(s) {
+  let n = 0, total = 0;
+  for (const row of s.rows) for (let i = 0; i < row.numbers.length; i++) { total++; if (free(row.pos + i)) n++; }
+  return `${n} of ${total} free`;
 }
 
 // The seat map of the chosen block: one Tab stop (the roving seat), arrow
@@ -353,15 +370,16 @@ async function pay() {
   try {
     const a = attempt(h, false);
     const r = await api("POST", `/v1/holds/${h.hold_id}/payment`, { body, token: holdAuth(h), headers: { "Idempotency-Key": a.key } });
-    if (r.status === 201 || r.status === 200) {
+    if (r.status === 201 || r.status === 200 || r.status === 202) {
       const b = r.body.booking || r.body;
+      if (b.status === "FAILED") { await declined(h); return; }
       store.set("booking", b.booking_id);
-      if (b.status === "FAILED") { attempt(h, true); store.del("booking"); message("The payment did not go through. Your seats are still held: pay again."); return; }
       if (b.status === "CONFIRMED" && b.captured) { showTickets(b); return; }
       if (r.body.payment && r.body.payment.id) await checkoutLink(r.body.payment.id);
       showPaying(b);
       return;
     }
+    if (r.status === 402) { await declined(h); return; } // refused at once: the core keeps this answer for this key
     if (r.status === 410) { message("Your hold ran out before the payment. Nothing was charged." + (sessionOpen() ? " Choose again." : " Your turn to take new seats has ended.")); store.del("hold"); store.del("pay"); toChoose(); return; }
     if (r.status === 422 && /idempotency/i.test(r.body.message || "")) attempt(h, true); // a key the core has seen for another body: the next press uses a new one
     message(r.body.message || "The payment could not start; please try again.");
@@ -413,28 +431,43 @@ async function waitForBooking() {
       store.del("booking"); store.del("hold"); store.del("pay");
       return finish("Your payment came after the hold ran out", "The seats went to someone else. Your money is being refunded in full.");
     }
-    if (b.status === "FAILED") {
-      store.del("booking");
-      store.del("checkout");
-      const held = await refreshHold(store.get("hold"));
-      if (held) {
-        attempt(held, true);
-        message("The payment did not go through. Your seats are still held: pay again (you can use another UPI app).");
-        showHold(held);
-      } else {
-        message("The payment did not go through.");
-        toChoose();
-      }
-      return;
-    }
+    if (b.status === "FAILED") return declined(store.get("hold"));
     if (b.amount_paise) $("paying-total").textContent = paidFor(b);
     polling = setTimeout(waitForBooking, 1500);
+    return;
+  }
+  if (r.status === 401 || r.status === 403 || r.status === 404) {
+    // Spinning would not help: this page may no longer read the booking.
+    backoff = 1500;
+    document.body.dataset.lost = String(r.status);
+    status(r.status === 404
+      ? "We cannot find this booking any more. If the payment went through, the tickets come by SMS or email, and signed-in fans find them in My tickets."
+      : "This page may no longer read your booking (you signed out, or signed in as someone else). If the payment went through, the tickets come by SMS or email, and signed-in fans find them in My tickets.");
     return;
   }
   backoff = Math.min(backoff * 2, 15000);
   status(r.status === 0 ? `Connection lost. Still waiting for your payment; trying again in ${Math.round(backoff / 1000)} s.`
     : `We could not check your payment just now; trying again in ${Math.round(backoff / 1000)} s.`);
   polling = setTimeout(waitForBooking, backoff);
+}
+
+// declined: the payment was refused (at once, 402, or later, a FAILED
+// booking). Pay extended the hold, so it is read again for its new expiry;
+// the next press is a new attempt with a new Idempotency-Key (the core
+// replays the refusal for the old one).
+async function declined(h) {
+  store.del("booking");
+  store.del("checkout");
+  clearTimeout(polling);
+  const held = await refreshHold(h);
+  if (held) {
+    attempt(held, true);
+    showHold(held);
+    message("The payment did not go through. Your seats are still held: pay again (you can use another UPI app).");
+  } else {
+    message("The payment did not go through, and your hold has ended." + (sessionOpen() ? " Choose again." : " Your turn to take new seats has ended."));
+    toChoose();
+  }
 }
 
 function paidFor(b) {
@@ -552,6 +585,9 @@ async function start() {
   if (!admit && !h && !booking && !done) { location.href = `/events/${eventId}`; return; }
   await loadEvent().catch(() => null);
   showSession();
+  // The map stays fresh whichever screen the page starts on (a hold given
+  // back or run out returns to it).
+  setInterval(() => { if (!$("choose").hidden) loadMap(); }, 5000);
   if (booking) return showPaying();
   if (h) {
     // Still held? (released elsewhere, or expired while away)
@@ -564,7 +600,6 @@ async function start() {
   }
   await loadLayout();
   toChoose();
-  setInterval(() => { if (!$("choose").hidden) loadMap(); }, 5000);
 }
 
 async function loadLayout() {

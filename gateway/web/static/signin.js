@@ -2,9 +2,17 @@
 // from (?next=, a path on this site only) or to My tickets.
 "use strict";
 
+// next is where to go after signing in: a page of this site only. The
+// browser's own URL parser decides (it folds tabs, backslashes and the
+// like that string checks miss, as in /%09/evil.com), then only the path
+// and query are kept.
 function next() {
   const n = new URLSearchParams(location.search).get("next") || "";
-  return n.startsWith("/") && !n.startsWith("//") && !n.startsWith("/\\") ? n : "/me";
+  try {
+    const u = new URL(n, location.origin);
+    if (n && u.origin === location.origin) return u.pathname + u.search;
+  } catch (e) { /* not a URL: My tickets */ }
+  return "/me";
 }
 
 if (onsale.account()) {

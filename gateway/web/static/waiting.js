@@ -12,7 +12,10 @@
 const eventId = location.pathname.split("/")[2];
 const $ = (id) => document.getElementById(id);
 const { api, el } = onsale;
+const store = onsale.eventStore(eventId);
 let firstAhead = null, onsaleAt = null, current = null, eventName = "", required = false, joinedAs = null;
+let tz; // the venue's time zone: every time shown is the venue's, labelled
+const queuePath = `/v1/events/${eventId}/queue`;
 
 const words = {
   prequeue: "Waiting for the sale to open",
@@ -45,11 +48,19 @@ function setState(state) {
   if (state === "admitted") yourTurn();
   else document.title = (eventName || "onsale") + " · " + (words[state] || "waiting room");
   if (state === "ended") {
-    const b = localStorage.getItem("onsale.booking." + eventId) || localStorage.getItem("onsale.hold." + eventId);
-    if (b) { $("ended-booking").href = `/events/${eventId}/book`; $("ended-booking").hidden = false; }
+    const b = store.get("booking") || store.get("hold") || store.get("done");
+    if (b) {
+      // This visit's booking first: a guest's is not under My tickets.
+      $("ended-booking").href = `/events/${eventId}/book`;
+      $("ended-booking").hidden = false;
+      $("ended-booking").className = "button";
+      $("ended-me").className = "button secondary";
+    }
   }
 }
-function message(text) { setText("message", text || ""); }
+// message shows a line under the state; once the turn is over the page
+// says it in its own words (the ended card), not the server's.
+function message(text) { setText("message", current === "ended" ? "" : text || ""); }
 
 function minutes(seconds) {
   const m = Math.max(1, Math.round(seconds / 60));
@@ -60,10 +71,12 @@ function minutes(seconds) {
 // in, or the number of fans allowed to shop at once (then the line moves
 // as others finish).
 function eta(r) {
+  if (r.state === "paused" && r.ahead === 0) return "You are at the front of the line. Nobody is being let in right now; you go in first when admission resumes.";
   if (r.state === "paused" || r.eta_seconds < 0) return "Nobody is being let in right now, so we cannot estimate your wait. You keep your place.";
-  if (r.ahead === 0) return "You are next.";
   const s = r.eta_seconds || 0;
   const about = s < 90 ? "About a minute" : "About " + minutes(s);
+  if (r.ahead === 0 && r.bound_by === "active_users") return `You are next: ${about.toLowerCase()}. Only a set number of fans can shop at once, so you go in when one of them finishes.`;
+  if (r.ahead === 0) return "You are next.";
   switch (r.bound_by) {
     case "active_users":
       return `${about}. Only a set number of fans can shop at once, so you go in as others finish.`;
@@ -100,8 +113,8 @@ function render(r) {
     if (r.state === "paused") message("Admission is paused for a moment. You keep your place.");
   }
   if (r.state === "admitted") {
-    localStorage.setItem("onsale.admit." + eventId, JSON.stringify({ token: r.admit_token, expires_at: r.admit_expires_at }));
-    setText("session-end", new Date(r.admit_expires_at).toLocaleTimeString([], { hour: "numeric", minute: "2-digit" }));
+    store.set("admit", { token: r.admit_token, expires_at: r.admit_expires_at });
+    setText("session-end", onsale.timeOfDay(r.admit_expires_at, tz));
     $("go-book").href = `/events/${eventId}/book`;
   }
 }
@@ -154,64 +167,102 @@ function setupAlerts() {
   });
 }
 
+// One poll timer at a time: every (re)start goes through schedule.
+let pollTimer = null;
+function schedule(ms) { clearTimeout(pollTimer); pollTimer = setTimeout(poll, ms); }
+
+// retryIn is the wait before trying again after a refusal or a busy
+// server: the Retry-After the gateway sent, else 1 s doubling to 30 s,
+// spread a little so a crowd does not come back in one wave.
+let retryMs = 1000;
+function retryIn(r) {
+  const ms = r && r.retry > 0 ? r.retry * 1000 : retryMs;
+  retryMs = Math.min(retryMs * 2, 30000);
+  return Math.round(ms * (1 + Math.random() * 0.2));
+}
+
 async function poll() {
+  clearTimeout(pollTimer);
   let wait = 2000;
   try {
-    const r = await api("GET", `/v1/events/${eventId}/queue/status`);
+    const r = await api("GET", `${queuePath}/status`);
     if (r.status === 200) {
+      retryMs = 1000;
       render(r.body);
       wait = r.body.poll_after_ms || 2000;
       if (r.body.state === "closed" || r.body.state === "sold_out") wait = 30000;
     } else if (r.status === 401 || r.status === 409) {
-      if (!(await join())) return; // no place yet, or the room was reset: (re)join
-      wait = 500;
+      const next = await join(); // no place yet, or the room was reset: (re)join
+      if (next === null) return;
+      wait = next;
     } else if (r.status === 410) {
       setState(r.body.error === "session_ended" ? "ended" : "closed");
       message(r.body.message);
       return;
     } else {
       message("We are busy; your place is safe. Retrying…");
-      wait = Math.max(2000, r.retry * 1000);
+      wait = retryIn(r);
     }
   } catch (e) {
     message("Connection lost; your place is safe. Retrying…");
+    wait = retryIn(null);
   }
-  setTimeout(poll, wait);
+  schedule(wait);
 }
 
-// join asks for a place; false when the fan must act first (sign in) or
-// there is nothing to wait for.
+// join asks for a place. It answers how long to wait before the next poll,
+// or null when the fan must act first (sign in) or there is nothing to wait
+// for; joined says whether this join got a place.
+let joined = false, guestQueueToken = null;
 async function join() {
-  const a = onsale.account();
-  const r = await api("POST", `/v1/events/${eventId}/queue`, { token: a && a.token });
+  joined = false;
+  let a = onsale.account();
+  let r = await api("POST", queuePath, { token: a && a.token });
+  if (r.status === 401 && r.body.error === "identity_required" && a) {
+    // The stored account token is no good any more (expired, or signed
+    // with a retired key): sign out and try as a guest; only if the event
+    // refuses guests too does the fan have to sign in.
+    onsale.signOut();
+    onsale.accountBar($("account-bar"), signedOut);
+    a = null;
+    r = await api("POST", queuePath);
+  }
   joinedAs = a ? a.token : null;
   if (r.status === 200) {
-    $("signin-card").hidden = required || !!a ? true : $("signin-card").hidden;
+    joined = true;
+    retryMs = 1000;
+    if (!a && r.body.queue_token) guestQueueToken = r.body.queue_token;
+    if (required || a) $("signin-card").hidden = true;
     render(r.body);
-    return true;
+    return 500;
   }
-  if (r.status === 401 && (r.body.error === "identity_required" || r.body.error === "phone_not_verified")) {
-    if (a && r.body.error === "identity_required") onsale.signOut(); // the token is no longer good
+  if ((r.status === 401 && r.body.error === "identity_required") || r.body.error === "phone_not_verified") {
     required = true;
     setState("signin");
     message("This sale is for signed-in fans: one place in line and one ticket limit per person. Sign in with your mobile number to join.");
     offerSignin(true);
-    return false;
+    return null;
   }
   if (r.status === 409 && r.body.error === "not_open") {
     setState("not_open");
-    message("The queue opens at " + new Date(r.body.opens_at).toLocaleString() + ". Keep this page open.");
-  } else if (r.status === 410) {
+    message("The queue opens on " + onsale.when(r.body.opens_at, tz) + ". Keep this page open: it joins the line by itself.");
+    retryMs = 1000;
+    // Come back when it opens (spread over a few seconds), not before.
+    const until = Date.parse(r.body.opens_at) - Date.now();
+    return Math.min(Math.max(1000, (until || 0) + Math.random() * 3000), 3600000);
+  }
+  if (r.status === 410) {
     setState(r.body.error === "session_ended" ? "ended" : "closed");
     message(r.body.message);
-    return false;
-  } else if (r.status === 404) {
-    message("There is no such event.");
-    return false;
-  } else {
-    message(r.body.message || "We could not let you in the line just now; retrying…");
+    return null;
   }
-  return true;
+  if (r.status === 404) {
+    message("There is no such event.");
+    return null;
+  }
+  message(r.status === 429 || r.status === 503 ? "The line is very busy; we keep trying to let you in…"
+    : r.body.message || "We could not let you in the line just now; retrying…");
+  return retryIn(r);
 }
 
 // offerSignin shows the sign-in card: required (join waits for it) or
@@ -233,13 +284,29 @@ function offerSignin(must) {
 async function signedIn() {
   onsale.accountBar($("account-bar"), signedOut);
   $("signin-card").hidden = true;
-  if (required || current === "signin" || current === "prequeue" || current === null) {
-    // Before the draw a guest place is worth nothing over a new one: give
-    // it back and take the account's, so the purchase is the account's.
-    if (current === "prequeue") await api("DELETE", `/v1/events/${eventId}/queue`).catch(() => null);
+  if (required || current === "signin" || current === "prequeue" || current === "not_open" || current === null) {
+    // Before the draw a guest place is worth nothing over a new one: the
+    // account takes its own place, so the purchase is the account's; only
+    // once it has one is the guest place given back (with the guest's own
+    // queue token: the cookie now names the account's place).
+    let guest = null;
+    if (current === "prequeue") {
+      guest = guestQueueToken;
+      if (!guest) {
+        // Joined before this page load: joining again as the same guest
+        // is idempotent and hands back the guest's token.
+        const g = await api("POST", queuePath).catch(() => null);
+        if (g && g.status === 200 && g.body.state === "prequeue") guest = g.body.queue_token;
+      }
+    }
     current = null;
     message("");
-    if (await join()) poll();
+    const next = await join();
+    if (joined && joinedAs && guest) {
+      await api("DELETE", queuePath, { token: guest }).catch(() => null);
+      guestQueueToken = null;
+    }
+    if (next !== null) schedule(next);
     return;
   }
   message("You are signed in. You keep your place in line; what you buy in this turn is sent to the phone or email you give at payment.");
@@ -253,16 +320,17 @@ async function start() {
     const ev = await api("GET", `/v1/events/${eventId}`);
     if (ev.status === 200) {
       eventName = ev.body.name;
+      tz = ev.body.venue && ev.body.venue.timezone;
       onsale.showHeader(ev.body);
       document.title = ev.body.name + " · waiting room";
     }
   } catch (e) { /* the line matters more than the title */ }
-  const first = await api("GET", `/v1/events/${eventId}/queue/status`).catch(() => ({ status: 0 }));
-  let go = true;
+  const first = await api("GET", `${queuePath}/status`).catch(() => ({ status: 0 }));
+  let next = 0;
   if (first.status === 200) render(first.body);
-  else go = await join();
-  if (go && !required && !onsale.account()) offerSignin(false);
-  if (go) poll();
+  else next = await join();
+  if (next !== null && !required && !onsale.account()) offerSignin(false);
+  if (next !== null) schedule(next);
 }
 
 start();
