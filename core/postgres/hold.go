@@ -265,17 +265,41 @@ func newHoldID() string {
 }
 
 // holdSQL reads one hold by id, with its total at the event's band prices
-// and the event's start; scanHold scans it.
-const holdSQL = `
-SELECT h.id::text, h.event_id, h.account, h.seat_ids, h.quantity, h.status, h.version, h.expires_at, h.extended, h.created_at,
+// and the event's start (holdExtrasSQL); scanHold scans it. holdStateSQL
+// reads the hold alone: extend and release check it first, at the
+// instant of expiry, and fetch the extras only after they are done.
+const (
+	holdColumnsSQL = `h.id::text, h.event_id, h.account, h.seat_ids, h.quantity, h.status, h.version, h.expires_at, h.extended, h.created_at`
+	holdExtrasSQL  = `
        CASE WHEN cardinality(h.seat_ids) > 0
             THEN (SELECT coalesce(sum(b.price_paise), 0) FROM seats s JOIN price_bands b ON b.event_id = s.event_id AND b.code = s.band
                    WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids))
             ELSE (SELECT b.price_paise * h.quantity FROM ga_inventory g JOIN price_bands b ON b.event_id = g.event_id AND b.code = g.band
                    WHERE g.event_id = h.event_id)
        END::bigint,
-       (SELECT e.starts_at FROM events e WHERE e.id = h.event_id)
-  FROM holds h WHERE h.id = $1`
+       (SELECT e.starts_at FROM events e WHERE e.id = h.event_id)`
+	holdSQL           = `SELECT ` + holdColumnsSQL + `,` + holdExtrasSQL + ` FROM holds h WHERE h.id = $1`
+	holdStateSQL      = `SELECT ` + holdColumnsSQL + `, NULL::bigint, NULL::timestamptz FROM holds h WHERE h.id = $1`
+	holdOnlyExtrasSQL = `SELECT ` + holdExtrasSQL + ` FROM holds h WHERE h.id = $1`
+)
+
+// withExtras fills a hold's total and its event's start, for the answer
+// to a change already committed: a failed read leaves them out rather
+// than failing the change.
+func (db *DB) withExtras(ctx context.Context, h *core.Hold) *core.Hold {
+	var amount *int64
+	var starts *time.Time
+	if err := db.pool.QueryRow(ctx, holdOnlyExtrasSQL, h.ID).Scan(&amount, &starts); err != nil {
+		return h
+	}
+	if amount != nil {
+		h.AmountPaise = *amount
+	}
+	if starts != nil {
+		h.EventStartsAt = *starts
+	}
+	return h
+}
 
 func scanHold(row pgx.Row) (*core.Hold, error) {
 	var h core.Hold
@@ -370,13 +394,16 @@ func (db *DB) ReleaseHold(ctx context.Context, ref core.HoldRef) (*core.Hold, er
 	}
 	db.seatsChanged(event, freed, true)
 	h.Status = core.HoldReleased
-	return h, nil
+	return db.withExtras(ctx, h), nil
 }
 
 // ownedHold loads the hold ref names and checks event, owner, version and
 // status, in that order.
 func (db *DB) ownedHold(ctx context.Context, ref core.HoldRef) (*core.Hold, error) {
-	h, err := db.Hold(ctx, ref.ID)
+	if !validUUID(ref.ID) {
+		return nil, core.Errorf(core.ENotFound, "no such hold")
+	}
+	h, err := scanHold(db.pool.QueryRow(ctx, holdStateSQL, ref.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -463,5 +490,5 @@ func (db *DB) ExtendHold(ctx context.Context, ref core.HoldRef) (*core.Hold, err
 		return nil, translate(err)
 	}
 	h.Version, h.ExpiresAt, h.Extended = version, expires, true
-	return h, nil
+	return db.withExtras(ctx, h), nil
 }
