@@ -26,11 +26,12 @@ ADMIN=demo-admin-$RANDOM
 # seated events of 5,000 seats or more: flashsale sets it for the demo's smaller
 # stadium), so every fan signs in with a code by SMS before joining, ahead of the sale
 # (flashsale -sign-in-ahead). The fans come from this one host: ADDRS loopback addresses
-# (127.0.0.1 up; ADDRS=1: all from 127.0.0.1), far fewer than a real crowd's, so the
+# (default 1: every fan from 127.0.0.1, like fans behind one carrier NAT; ADDRS=64:
+# 127.0.0.1 up), far fewer than a real crowd's, so the
 # core's per-address sign-in limits (defaults: 20 codes and 60 verifies an hour per
 # address, against code-spraying from one host) are raised for the demo; the per-phone
 # limits stay (each fan has its own number).
-ADDRS=${ADDRS:-64}
+ADDRS=${ADDRS:-1}
 SIGNIN_PER_ADDR=${SIGNIN_PER_ADDR:-$((FANS * 4 + 1000))}
 echo "+ accounts: the demo event requires one; every fan signs in from one of $ADDRS loopback addresses, so the"
 echo "  per-address sign-in limits are raised for this run: $SIGNIN_PER_ADDR codes and $SIGNIN_PER_ADDR verifies an hour"
