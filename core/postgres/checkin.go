@@ -27,7 +27,10 @@ func gateDay(at string) string {
 // booking and event, the booking must be CONFIRMED and captured, and the
 // event must be at the staff's venue; then the insert of its checkins row
 // is the redemption, when the event is one of the gate's events of the
-// day at the scan's time (gateDay). ON CONFLICT DO NOTHING on the row's keys makes it
+// day at the scan's time (gateDay), or, for an offline scan synced later,
+// at the sync's time: the scanner already let the fan in from its pack,
+// and a scanner clock behind by a day must not leave the ticket unused
+// for another gate. ON CONFLICT DO NOTHING on the row's keys makes it
 // exactly once: of two gates scanning the ticket at the same instant, one
 // inserts and the other waits for that insert to commit and inserts
 // nothing. The row returned tells the caller what it found (no row: no
@@ -38,7 +41,8 @@ var redeemSQL = `
 WITH t AS (
   SELECT t.id, t.booking_id, t.n, t.event_id, coalesce(t.seat_id, '') AS seat, e.name AS event_name,
          b.status = 'CONFIRMED' AND b.captured_at IS NOT NULL AS valid, e.venue_id, v.timezone,
-         e.starts_at, ` + gateDay("$7::timestamptz") + ` AS today
+         e.starts_at, (` + gateDay("$7::timestamptz") + `
+            OR ($8::boolean AND ` + gateDay("now()") + `)) AS today
     FROM tickets t
     JOIN bookings b ON b.id = t.booking_id
     JOIN events e ON e.id = t.event_id
@@ -100,7 +104,7 @@ func (db *DB) Redeem(ctx context.Context, s core.Scan) (*core.CheckIn, error) {
 	// sync resent): it is this scan's own row, not a duplicate. Without a
 	// scan id (an older scanner), the same offline scan synced again is
 	// known by its gate, staff and time.
-	if s.ScanID != "" && strings.EqualFold(scanID, s.ScanID) ||
+	if s.ScanID != "" && strings.EqualFold(scanID, s.ScanID) && first.Gate == c.Gate && first.Staff == c.Staff ||
 		s.ScanID == "" && s.Offline && first.Offline && first.Gate == c.Gate && first.Staff == c.Staff && first.At.Equal(c.At) {
 		return first, nil
 	}

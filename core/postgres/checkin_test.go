@@ -134,10 +134,34 @@ func TestRedeem(t *testing.T) {
 			t.Errorf("scan id %d: Redeem = %+v, %v; want %q (first at gate 3, %v)", i, c, err, tc.want, first)
 		}
 	}
+	// The same scan id from another gate or steward is not that scan's own.
+	if _, err := db.Redeem(ctx, core.Scan{Event: ev, Booking: erin.ID, N: 1, Staff: gate1, At: first, ScanID: id}); core.ErrorCode(err) != core.EAlreadyUsed {
+		t.Errorf("another gate's scan with erin's scan id: %v; want already_used", err)
+	}
+
+	// A scanner whose clock is a day behind syncs a ticket it let in
+	// offline at tonight's show: it is redeemed (the sync's time is
+	// today), so no other gate can let it in again; online, that clock's
+	// time would be another day.
+	tonight := newEvent(t, db, "cinema", 6)
+	if _, err := db.Pool().Exec(ctx, `UPDATE events SET starts_at = now() WHERE id = $1`, tonight); err != nil {
+		t.Fatal(err)
+	}
+	frank := confirmed(t, db, tonight, "frank", "AUD-J-4")
+	behind := time.Now().Add(-24 * time.Hour)
+	if _, err := db.Redeem(ctx, core.Scan{Event: tonight, Booking: frank.ID, N: 1, Staff: gate1, At: behind}); core.ErrorCode(err) != core.EWrongEvent {
+		t.Errorf("online scan with a clock a day behind: %v; want wrong_event", err)
+	}
+	if _, err := db.Redeem(ctx, core.Scan{Event: tonight, Booking: frank.ID, N: 1, Staff: gate1, At: behind, Offline: true}); err != nil {
+		t.Errorf("offline scan synced with a clock a day behind: %v; want admitted", err)
+	}
+	if _, err := db.Redeem(ctx, core.Scan{Event: tonight, Booking: frank.ID, N: 1, Staff: gate3, At: time.Now()}); core.ErrorCode(err) != core.EAlreadyUsed {
+		t.Errorf("the same ticket online at another gate: %v; want already_used", err)
+	}
 	var n int
 	db.Pool().QueryRow(ctx, `SELECT count(*) FROM checkins`).Scan(&n)
-	if n != 4 {
-		t.Errorf("%d check-ins; want 4", n)
+	if n != 5 {
+		t.Errorf("%d check-ins; want 5", n)
 	}
 	var sid string
 	var clientAt *time.Time

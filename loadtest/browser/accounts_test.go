@@ -3,6 +3,7 @@ package browser
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,17 @@ func TestSignedInFan(t *testing.T) {
 	}
 	until(t, other, "the email saved", `document.body.dataset.email === "fan@example.in"`, 10*time.Second)
 	look(t, other, "me-tickets")
+
+	// Signed in, /signin goes on to ?next= at once: only ever on this site.
+	for _, next := range []string{"/%09/evil.com", "/.//evil.com", "/a/..//evil.com", "//evil.com", "https://evil.com/"} {
+		if err := chromedp.Do(other, chromedp.Navigate(s.gateway+"/signin?next="+url.QueryEscape(next))); err != nil {
+			t.Fatal(err)
+		}
+		until(t, other, "the redirect after sign-in", `location.pathname !== "/signin"`, 10*time.Second)
+		if got := text(t, other, `location.origin`); got != s.gateway {
+			t.Errorf("/signin?next=%s went to %s; want a page of %s", next, got, s.gateway)
+		}
+	}
 
 	// The SMS link, in a fresh context: no sign-in, the token gone from the address bar.
 	link := s.awaitSMS(t, phone, 0, linkText)
