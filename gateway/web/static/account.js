@@ -36,10 +36,13 @@ const onsale = (() => {
   function saveAccount(a) { localStorage.setItem(KEY, JSON.stringify(a)); }
   // signOut forgets the account and what this browser kept of its sales
   // (holds, payment attempts, sessions, bookings: the per-event keys).
-  function signOut() {
+  // keepSales forgets only the account: a token the gateway refused
+  // (expired, a retired key) ends the sign-in, not the fan's holds and
+  // bookings, which come back when the fan signs in again.
+  function signOut(keepSales) {
     const mine = "." + who();
     localStorage.removeItem(KEY);
-    if (mine === ".guest") return;
+    if (mine === ".guest" || keepSales === true) return;
     for (let i = localStorage.length - 1; i >= 0; i--) {
       const k = localStorage.key(i);
       if (k && k.startsWith("onsale.") && k.endsWith(mine)) localStorage.removeItem(k);

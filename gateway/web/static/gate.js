@@ -70,11 +70,13 @@ function useToken(raw) {
 
 // signOut forgets the token, the camera and this steward's own-admits
 // list; pending scans stay under the steward's key (sent when that
-// steward signs in here again: never with another token).
+// steward signs in here again: never with another token), and so does
+// the own-admits list while any are pending (the offline check of a
+// ticket this phone let in reads it).
 function signOut(message) {
   drop(KEY.token);
-  if (state.staff) drop(k("seen"));
   const left = state.staff ? load(k("pending"), []).length : 0;
+  if (state.staff && !left) drop(k("seen"));
   if (left) message = (message ? message + " " : "") +
     `${left} offline scan${left === 1 ? "" : "s"} of ${state.staff.name} at gate ${state.staff.gate} stay on this phone: sign in again as ${state.staff.name} to send them.`;
   state.token = "";
@@ -110,7 +112,9 @@ async function api(method, path, body, abortMs = SCAN_ABORT_MS, token = state.to
   let data = {};
   try { data = await resp.json(); } catch { /* an empty or non-JSON answer */ }
   if (resp.status === 401) {
-    signOut(data.message || "The staff token was refused.");
+    // Only the current steward's refusal signs out: a sync sent with a
+    // previous token must not sign out the one now at the gate.
+    if (token === state.token) signOut(data.message || "The staff token was refused.");
     throw new Error("unauthorized");
   }
   return { status: resp.status, data };
@@ -319,6 +323,7 @@ async function checkOffline(text, id) {
   let ok = false;
   try { ok = await crypto.subtle.verify({ name: "Ed25519" }, state.key, tk.sig, msg); } catch { ok = false; }
   if (!ok) return show("refused", "NOT VALID", "Forged or damaged code (offline check)", tk.ref);
+  if (!state.staff || !state.pack) return; // signed out while checking
   if (!state.pack.events.some((e) => e.id === tk.event)) return show("refused", "NOT VALID", "Not for today's events at this venue", tk.ref);
   if (state.pack.revokedSet.has(tk.ref)) return show("refused", "REVOKED", "Booking cancelled or refunded (offline list)", tk.ref);
   const used = state.pack.used[tk.ref];

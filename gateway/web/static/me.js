@@ -41,7 +41,7 @@ async function load() {
     return;
   }
   if (me.status === 401 || list.status === 401) {
-    onsale.signOut();
+    onsale.signOut(true); // the token ended, not the fan's sales in this browser
     status("");
     message("Please sign in again.");
     return signin();

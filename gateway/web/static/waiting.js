@@ -221,8 +221,9 @@ async function join() {
   if (r.status === 401 && r.body.error === "identity_required" && a) {
     // The stored account token is no good any more (expired, or signed
     // with a retired key): sign out and try as a guest; only if the event
-    // refuses guests too does the fan have to sign in.
-    onsale.signOut();
+    // refuses guests too does the fan have to sign in. What this browser
+    // kept of the account's sales stays for when the fan signs in again.
+    onsale.signOut(true);
     onsale.accountBar($("account-bar"), signedOut);
     a = null;
     r = await api("POST", queuePath);
