@@ -83,7 +83,7 @@ func (s *Server) adminPatch(ctx *fasthttp.RequestCtx, p params) error {
 	if _, err := s.store.PatchDials(c, ev, cur, patch.Changed()); err != nil {
 		return gateway.Errorf(gateway.EUnavailable, "redis is not answering")
 	}
-	s.log.Info("dials changed", "event", ev, "by", clientIP(ctx))
+	s.log.Info("dials changed", "event", ev, "by", s.clientIP(ctx))
 	if err := s.room.Refresh(c, ev); err == nil {
 		v, _ = s.room.View(ev)
 	}

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
 	"github.com/onsale/onsale/gateway"
@@ -22,10 +21,6 @@ func limit(l *limiter, key string) error {
 	}
 	return nil
 }
-
-// clientIP is the connection's address: behind a trusted proxy the
-// deployment sets it from the proxy's header before it reaches here.
-func clientIP(ctx *fasthttp.RequestCtx) string { return ctx.RemoteIP().String() }
 
 // limiter keeps one token bucket per key (a client IP, a queue token) with a
 // bounded number of keys: buckets idle for a minute are dropped, and when

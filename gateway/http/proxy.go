@@ -10,5 +10,5 @@ import "github.com/valyala/fasthttp"
 // included, go back as they are; only when it gives none does the gateway
 // answer (busy, core_unavailable).
 func (s *Server) proxy(ctx *fasthttp.RequestCtx, _ params) error {
-	return s.core.Proxy(ctx, clientIP(ctx))
+	return s.core.Proxy(ctx, s.clientIP(ctx))
 }

@@ -87,7 +87,7 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	if err := limit(s.ipLimit, clientIP(ctx)); err != nil {
+	if err := limit(s.ipLimit, s.clientIP(ctx)); err != nil {
 		return err
 	}
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -243,7 +243,7 @@ func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, str
 		q, err = s.cfg.Queue.Verify(raw, ev)
 	}
 	if err != nil {
-		if err := limit(s.ipLimit, clientIP(ctx)); err != nil {
+		if err := limit(s.ipLimit, s.clientIP(ctx)); err != nil {
 			return nil, "", err
 		}
 		return nil, "", gateway.Errorf(gateway.EQueueToken, "join the queue first: the queue token is missing, invalid or expired")

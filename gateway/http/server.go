@@ -6,8 +6,10 @@
 // One file per concern: routes.go (the route table), error.go (the status
 // table and the one error writer), queue.go (join, status, leave),
 // identity.go (who is joining, proof of work), limit.go (per-address and
-// per-token limits), admin.go (dials and stats), seatmap.go (seat map,
-// layout and counts caches), pages.go (pages, health, keys), proxy.go.
+// per-token limits), clientaddr.go (who the client is behind a load
+// balancer: trusted proxies, PROXY protocol, X-Forwarded-For), admin.go
+// (dials and stats), seatmap.go (seat map, layout and counts caches),
+// pages.go (pages, health, keys), proxy.go.
 package http
 
 import (
@@ -57,7 +59,10 @@ type Config struct {
 	// 2/s burst 10 per token.
 	IPRate, TokenRate   float64
 	IPBurst, TokenBurst int
-	Log                 *slog.Logger
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// (clientaddr.go); the zero value trusts no one.
+	TrustedProxies TrustedProxies
+	Log            *slog.Logger
 }
 
 // Server serves the waiting room.

@@ -77,6 +77,11 @@ func TestConfig(t *testing.T) {
 		{"no admit keys", map[string]string{"ONSALE_ADMIT_KEYS": ""}, nil, "ONSALE_ADMIT_KEYS"},
 		{"bad log level", map[string]string{"ONSALE_LOG_LEVEL": "loud"}, nil, "ONSALE_LOG_LEVEL"},
 		{"the old profiler flag", nil, []string{"-pprof-addr", "x"}, "pprof-addr"},
+		{"a trusted proxy that is not an address", map[string]string{"ONSALE_TRUSTED_PROXIES": "10.0.0.0/8,haproxy"}, nil, "ONSALE_TRUSTED_PROXIES"},
+		{"PROXY protocol neither on nor off", map[string]string{"ONSALE_PROXY_PROTOCOL": "v2"}, nil, "ONSALE_PROXY_PROTOCOL"},
+		// No one could send the header: every connection would be served
+		// as a client's, which is what off means; say so instead.
+		{"PROXY protocol with no one trusted", map[string]string{"ONSALE_PROXY_PROTOCOL": "on"}, nil, "ONSALE_TRUSTED_PROXIES"},
 	} {
 		if _, err := load(tc.env, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error naming %s", tc.name, err, tc.want)

@@ -66,6 +66,8 @@ type Config struct {
 	Tick            time.Duration `env:"ONSALE_TICK" flag:"tick" default:"100ms" min:"1ms" max:"1s" help:"admission tick and cache refresh interval: a dial change reaches every gateway within one"`
 	IPRate          float64       `env:"ONSALE_IP_RATE" flag:"ip-rate" default:"5" min:"0.001" help:"requests per second per client IP (joins, polls with a bad token), burst 4x"`
 	TokenRate       float64       `env:"ONSALE_TOKEN_RATE" flag:"token-rate" default:"2" min:"0.001" help:"status polls per second per queue token, burst 5x"`
+	TrustedProxies  []string      `env:"ONSALE_TRUSTED_PROXIES" flag:"trusted-proxies" help:"load balancers the gateway believes about the client address: CIDRs or addresses, comma-separated; empty: no one (X-Forwarded-For is ignored)"`
+	ProxyProtocol   string        `env:"ONSALE_PROXY_PROTOCOL" flag:"proxy-protocol" default:"off" oneof:"off|on" help:"on: a connection from a trusted proxy must open with a PROXY protocol v1/v2 header (HAProxy send-proxy-v2), whose source is the client; anyone else is served as-is and a PROXY header from them is refused"`
 	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"10s" min:"0s" max:"10m" help:"how long requests in flight may finish at shutdown"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"debug, info, warn or error"`
 	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR,ONSALE_PPROF_ADDR" flag:"debug-addr" help:"serve Go's profiler (/debug/pprof) on this address, e.g. 127.0.0.1:6060; empty: off (ONSALE_PPROF_ADDR is its old name)"`
@@ -80,6 +82,13 @@ func (c *Config) Validate() error {
 		return errors.New("ONSALE_ADMIT_KEYS (-admit-keys) is required")
 	case len(c.QueueSecret) < 32:
 		return errors.New("ONSALE_QUEUE_SECRET (-queue-secret) of at least 32 bytes is required")
+	}
+	trusted, err := gwhttp.ParseTrustedProxies(c.TrustedProxies)
+	switch {
+	case err != nil:
+		return fmt.Errorf("ONSALE_TRUSTED_PROXIES (-trusted-proxies): %w", err)
+	case c.ProxyProtocol == "on" && trusted.Empty():
+		return errors.New("ONSALE_PROXY_PROTOCOL=on needs ONSALE_TRUSTED_PROXIES: the proxies whose PROXY headers are believed")
 	}
 	return nil
 }
@@ -168,9 +177,14 @@ func (m *Main) Run(ctx context.Context) error {
 	// One try now (a core that is down refuses at once); the rest in the
 	// background: the gateway never waits for the core to start.
 	fetchAccountKeys(ctx, accounts, jwksURL, log)
+	trusted, err := gwhttp.ParseTrustedProxies(c.TrustedProxies)
+	if err != nil {
+		return err
+	}
 	srv, err := gwhttp.NewServer(gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
 		Accounts: accounts, Log: log, CheckoutURL: c.CheckoutURL,
-		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate)})
+		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate),
+		TrustedProxies: trusted})
 	if err != nil {
 		return err
 	}
@@ -178,7 +192,7 @@ func (m *Main) Run(ctx context.Context) error {
 		IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log},
 		// Requests fasthttp refuses before any handler (too large, malformed) still get JSON.
 		ErrorHandler: srv.ErrorHandler}
-	ln, err := net.Listen("tcp", c.Addr)
+	ln, err := gwhttp.Listen(c.Addr, trusted, c.ProxyProtocol == "on")
 	if err != nil {
 		return err
 	}
