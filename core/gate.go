@@ -82,14 +82,14 @@ type Scan struct {
 }
 
 // ValidScanID tells whether id is a scan id: empty (none) or a UUID.
-func ValidScanID(id string) bool {
-	if id == "" {
-		return true
-	}
-	if len(id) != 36 {
+func ValidScanID(id string) bool { return id == "" || ValidUUID(id) }
+
+// ValidUUID tells whether s is a UUID in its text form (hold ids, scan ids).
+func ValidUUID(s string) bool {
+	if len(s) != 36 {
 		return false
 	}
-	for i, c := range id {
+	for i, c := range s {
 		switch {
 		case i == 8 || i == 13 || i == 18 || i == 23:
 			if c != '-' {

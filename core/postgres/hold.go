@@ -324,27 +324,10 @@ func scanHold(row pgx.Row) (*core.Hold, error) {
 
 // Hold returns a hold by id, or ENotFound (also for a malformed id).
 func (db *DB) Hold(ctx context.Context, id string) (*core.Hold, error) {
-	if !validUUID(id) {
+	if !core.ValidUUID(id) {
 		return nil, core.Errorf(core.ENotFound, "no such hold")
 	}
 	return scanHold(db.pool.QueryRow(ctx, holdSQL, id))
-}
-
-func validUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
-			return false
-		}
-	}
-	return true
 }
 
 // endHoldSQL ends one hold and returns what it held: its seats (only those
@@ -400,7 +383,7 @@ func (db *DB) ReleaseHold(ctx context.Context, ref core.HoldRef) (*core.Hold, er
 // ownedHold loads the hold ref names and checks event, owner, version and
 // status, in that order.
 func (db *DB) ownedHold(ctx context.Context, ref core.HoldRef) (*core.Hold, error) {
-	if !validUUID(ref.ID) {
+	if !core.ValidUUID(ref.ID) {
 		return nil, core.Errorf(core.ENotFound, "no such hold")
 	}
 	h, err := scanHold(db.pool.QueryRow(ctx, holdStateSQL, ref.ID))

@@ -13,10 +13,10 @@ import (
 
 // gate returns the gate's API (scan, offline pack, sync) when both keys
 // come from files: the ticket key (its public half verifies tickets) and
-// the signing key (its public half verifies the staff tokens
-// bin/stafftoken signs with the same file). Without either the gate is off:
-// nil, and a warning.
-func (m *Main) gate(db *postgres.DB, log *slog.Logger) (*http.Gate, error) {
+// the signing key (signing, its public half, already loaded: it verifies
+// the staff tokens bin/stafftoken signs with the same file). Without
+// either file the gate is off: nil, and a warning.
+func (m *Main) gate(db *postgres.DB, log *slog.Logger, signing ed25519.PublicKey) (*http.Gate, error) {
 	c := m.Config
 	if c.TicketKey == "" || c.SigningKey == "" {
 		log.Warn("gate off: it needs ONSALE_TICKET_KEY and ONSALE_SIGNING_KEY files (staff tokens are signed with the signing key file)")
@@ -26,11 +26,7 @@ func (m *Main) gate(db *postgres.DB, log *slog.Logger) (*http.Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ticket key: %w", err)
 	}
-	skey, err := admission.ReadPrivateKeyFile(c.SigningKey)
-	if err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
-	}
 	log.Info("gate on")
 	return &http.Gate{CheckIns: db, TicketKey: tkey.Public().(ed25519.PublicKey),
-		Staff: ticket.NewStaffVerifier(skey.Public().(ed25519.PublicKey))}, nil
+		Staff: ticket.NewStaffVerifier(signing)}, nil
 }

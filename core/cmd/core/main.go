@@ -200,7 +200,7 @@ func (m *Main) Run(ctx context.Context) error {
 	} else {
 		log.Warn("no SMS gateway (ONSALE_SMS_URL): sign-in answers 503")
 	}
-	if srv.Gate, err = m.gate(db, log); err != nil { // the gate (gate.go)
+	if srv.Gate, err = m.gate(db, log, keys.PublicKey()); err != nil { // the gate (gate.go)
 		return err
 	}
 	var worker *outbox.Worker
