@@ -76,3 +76,15 @@ need_chromium() {
 	mkdir -p .run
 	apt_get_install .run/apt-chromium.log chromium
 }
+
+# need_ha: install Debian's HA engines when absent (make test's failover tests, make
+# cluster-up, the fault sale): patroni (3.0), etcd-server and etcd-client (3.4), haproxy
+# (2.6); about 10 s. Nothing is started by the packages here (no systemd as PID 1).
+need_ha() {
+	local missing=() p
+	for p in patroni etcd etcdctl haproxy; do command -v "$p" >/dev/null 2>&1 || missing+=("$p"); done
+	((${#missing[@]} == 0)) && return 0
+	echo "+ installing patroni etcd-server etcd-client haproxy (missing: ${missing[*]}; log in .run/apt-ha.log)"
+	mkdir -p .run
+	apt_get_install .run/apt-ha.log patroni etcd-server etcd-client haproxy
+}

@@ -36,6 +36,8 @@ done
 
 # The browser tests drive Debian's Chromium.
 need_chromium || fail "could not install chromium (see .run/apt-chromium.log)"
+# The failover tests start the HA engines: Patroni on etcd, HAProxy (Debian's packages).
+need_ha || fail "could not install patroni, etcd-server, etcd-client, haproxy (see .run/apt-ha.log)"
 export ONSALE_SCREENSHOTS=${ONSALE_SCREENSHOTS:-$PWD/.run/screenshots}
 
 # The gateway's Redis tests run against a single server and a 3-master cluster.
