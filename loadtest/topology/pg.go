@@ -30,9 +30,9 @@ type PGOptions struct {
 	Scope string // Patroni scope; "" = "onsale"
 	// NoSync turns synchronous_mode off: only the failover test's control,
 	// which shows what asynchronous replication loses.
-	NoSync                       bool
-	TTL, LoopWait, RetryTimeout  int   // seconds; 0 = 10, 2, 4 (LoopWait + 2*RetryTimeout <= TTL)
-	MaxLagOnFailover             int64 // bytes; 0 = 1 MiB
+	NoSync                      bool
+	TTL, LoopWait, RetryTimeout int   // seconds; 0 = 10, 2, 4 (LoopWait + 2*RetryTimeout <= TTL)
+	MaxLagOnFailover            int64 // bytes; 0 = 1 MiB
 	// ReplicationAddr, when set, gives the address member i (0-based)
 	// advertises to replicas (Patroni's postgresql.connect_address): a
 	// test's lag proxy in front of it. nil = direct.
