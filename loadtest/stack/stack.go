@@ -345,6 +345,10 @@ type App struct {
 	Ready  string        // URL answering 200 once it is ready; "" = http://Addr/readyz
 	Dir    string        // directory of its log (required)
 	Wait   time.Duration // how long it may take to answer Ready; 0 = 60 s
+	// ReadyClient makes the ready checks; nil = http.DefaultClient. A
+	// gateway that requires a PROXY header from 127.0.0.1 is checked from
+	// another loopback address.
+	ReadyClient *http.Client
 }
 
 // NewProc resolves the app's binary and returns its handle, not started.
@@ -369,7 +373,7 @@ func NewProc(a App) (*Proc, error) {
 		a.Wait = 60 * time.Second
 	}
 	return &Proc{Name: a.Name, Addr: a.Addr, path: path, args: a.Args, env: childEnv(a.Env), ready: a.Ready,
-		log: filepath.Join(a.Dir, a.Name+".log"), wait: a.Wait}, nil
+		log: filepath.Join(a.Dir, a.Name+".log"), wait: a.Wait, client: a.ReadyClient}, nil
 }
 
 // StartApp starts one app and waits until it answers on a.Ready.
@@ -387,14 +391,15 @@ func StartApp(ctx context.Context, a App) (*Proc, error) {
 // runs the same binary with the same arguments and environment, on the same
 // address.
 type Proc struct {
-	Name  string
-	Addr  string // host:port it listens on
-	path  string
-	args  []string
-	env   []string
-	ready string // URL answering 200 when the app is ready
-	log   string
-	wait  time.Duration
+	Name   string
+	Addr   string // host:port it listens on
+	path   string
+	args   []string
+	env    []string
+	ready  string // URL answering 200 when the app is ready
+	log    string
+	wait   time.Duration
+	client *http.Client
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -451,7 +456,7 @@ func (p *Proc) Start(ctx context.Context) error {
 	p.cmd, p.done = cmd, done
 	p.mu.Unlock()
 	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	if err := waitReady(ctx, p.ready, p.wait, done); err != nil {
+	if err := waitReady(ctx, p.client, p.ready, p.wait, done); err != nil {
 		p.Kill()
 		return fmt.Errorf("%s (log %s): %w%s", p.Name, p.log, err, tail(p.log))
 	}
@@ -553,7 +558,10 @@ func (p *Proc) Stop() error {
 }
 
 // waitReady polls url until it answers 200, the process exits, or d passes.
-func waitReady(ctx context.Context, url string, d time.Duration, exited <-chan struct{}) error {
+func waitReady(ctx context.Context, client *http.Client, url string, d time.Duration, exited <-chan struct{}) error {
+	if client == nil {
+		client = http.DefaultClient
+	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -561,7 +569,7 @@ func waitReady(ctx context.Context, url string, d time.Duration, exited <-chan s
 	var last error
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
