@@ -44,9 +44,9 @@ type HAProxyConfig struct {
 // PGServer is a PostgreSQL member as HAProxy checks it: its port and its
 // Patroni REST port.
 type PGServer struct {
-	Name          string
-	Addr          string // host:port of PostgreSQL
-	CheckPort     int    // Patroni's REST API on the same host
+	Name      string
+	Addr      string // host:port of PostgreSQL
+	CheckPort int    // Patroni's REST API on the same host
 }
 
 // RenderHAProxy expands the template (deploy/ha/haproxy.cfg) with c. A
