@@ -168,9 +168,15 @@ func (s ServerState) Up() bool { return s.Status == "UP" }
 
 // Servers reads HAProxy's statistics: every server of every backend.
 func (t *Topology) Servers(ctx context.Context) ([]ServerState, error) {
+	return HAProxyServers(ctx, t.StatsURL)
+}
+
+// HAProxyServers reads the statistics page at statsURL (the stats uri, as
+// in deploy/ha/haproxy.cfg): every server of every backend.
+func HAProxyServers(ctx context.Context, statsURL string) ([]ServerState, error) {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(c, http.MethodGet, t.StatsURL+"/;csv", nil)
+	req, _ := http.NewRequestWithContext(c, http.MethodGet, statsURL+"/;csv", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
