@@ -71,7 +71,7 @@ func TestRenderHAProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"server gw3 127.0.0.1:7453", "server core2 127.0.0.1:7462", "server pg2 127.0.0.1:7412 check port 7422",
-		"send-proxy-v2", "check-send-proxy", "retry-on conn-failure", "option redispatch"} {
+		"server gw2-fallback 127.0.0.1:7452 backup no-check", "send-proxy-v2", "check-send-proxy", "retry-on conn-failure", "option redispatch"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rendered config lacks %q", want)
 		}
