@@ -368,13 +368,15 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 			p, err = s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), core.PaymentRequest{
 				Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "card",
 				PaymentToken: in.PaymentToken, Capture: "manual"})
-			if err == nil {
-				err = s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID)
+			if err != nil {
+				return s.providerError(ctx, b, err)
 			}
-		} else {
-			p, err = s.Payments.Provider.Payment(ctx, b.PaymentID) // a retry: where did the first attempt get?
-		}
-		if err != nil {
+			// The database's failure is the database's (503), not the
+			// provider's: the retry finds the payment under the same key.
+			if err := s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID); err != nil {
+				return errResult(err)
+			}
+		} else if p, err = s.Payments.Provider.Payment(ctx, b.PaymentID); err != nil { // a retry: where did the first attempt get?
 			return s.providerError(ctx, b, err)
 		}
 		var outcome core.BookingStatus
