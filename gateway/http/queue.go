@@ -332,6 +332,28 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		}
 	}
 	r := describe(v, q, now)
+	if q.Position > v.Tick.Queue && q.Position > 0 && v.Tick.Queue > 0 && r.State == gateway.StateWaiting {
+		// The line is shorter than this fan's place: a failover lost the
+		// join (and seq with it), and the bucket never offers a place
+		// beyond the line, so waiting for the claim would wait forever.
+		// The token puts the place back now (restore.lua), and the line
+		// with it. (Right after a join the view may lag by a tick: the
+		// restore then finds the place and changes nothing.)
+		touched = "yes"
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		pos, err := s.restore(c, ev, q)
+		var e *gateway.Error
+		switch {
+		case errors.As(err, &e):
+			clearCookie(ctx, ev)
+			return err
+		case err == nil && pos != q.Position && pos > 0:
+			q.Position = pos // the control's rejoin at the back
+			newTok, _ = s.cfg.Queue.Sign(ev, q.Subject, pos, 0, v.Dials.Epoch)
+			r = describe(v, q, now)
+		}
+	}
 	if r.State == gateway.StateWaiting && q.Position > 0 && q.Position <= v.Tick.Serving {
 		// This fan's place has been offered: claim it (one round trip per fan).
 		touched = "yes"
