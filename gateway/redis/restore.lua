@@ -66,6 +66,19 @@
 -- loadtest/proof/redisfailover_test.go measures all three terms around a
 -- real failover with a second of lost writes, against this figure.
 --
+-- Why no WAIT after a join. `WAIT 1 100` after each join would shrink the
+-- lost window for joins to the replica's acknowledgement, at a price:
+-- BenchmarkJoinWait (loadtest/topology) measured the join script at 26,100
+-- joins/s without it and 18,300 with it (-30%; 16 clients, loopback), and
+-- on a network each join would wait a round trip to the replica, at the
+-- onsale burst, when joins peak. It would still not make a join durable:
+-- when the replica is slow or resyncing, WAIT times out, and the gateway
+-- either refuses joins (the room closes whenever a replica hiccups) or
+-- acknowledges anyway (the same loss as without). The token already makes
+-- a lost join harmless to the fan; what WAIT would save is the L_restored
+-- term of the bound (shared places), a few fans per failover on a LAN. Not
+-- worth a third of the join capacity.
+--
 -- Not covered: a fan who threw its token away (no proof, no place); a
 -- join with no acknowledgement (the fan got a 503 and joins again).
 --

@@ -3,9 +3,14 @@ package topology
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onsale/onsale/shared/redisconn"
 	"github.com/onsale/onsale/shared/servicetest"
@@ -162,5 +167,84 @@ func TestRedisStalledReplicaLosesWrites(t *testing.T) {
 	}
 	if got != 100 {
 		t.Fatalf("counter after the failover = %d; want 100 (the 50 acknowledged during the stall lost)", got)
+	}
+}
+
+// BenchmarkJoinWait measures what `WAIT 1 100` after every join would
+// cost: the gateway's own join script (gateway/redis: prelude, pre-queue,
+// join) on the master of its event's slot, with and without WAIT on the
+// same connection (WAIT counts that connection's writes), from 16
+// concurrent clients, on a cluster with replicas.
+//
+//	go test -run '^$' -bench JoinWait -benchtime 5s ./loadtest/topology/
+func BenchmarkJoinWait(b *testing.B) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		b.Skip("redis-server is not installed")
+	}
+	r := startTestRedis(b, RedisOptions{})
+	ctx := context.Background()
+	var src []byte
+	for _, f := range []string{"prelude.lua", "prequeue.lua", "join.lua"} {
+		p, err := redisDeployFile("gateway/redis/" + f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		src = append(src, s...)
+	}
+	join := goredis.NewScript(string(src))
+	for _, wait := range []bool{false, true} {
+		name := "no-wait"
+		if wait {
+			name = "wait-1-100"
+		}
+		b.Run(name, func(b *testing.B) {
+			ev := fmt.Sprintf("{evt:%d}:", time.Now().UnixNano())
+			keys := []string{ev + "dials", ev + "pre", ev + "ids", ev + "frozen", ev + "seq"}
+			m, err := r.MasterOf(ctx, keys[0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := goredis.NewClient(&goredis.Options{Addr: m.Addr(), PoolSize: 32})
+			defer c.Close()
+			now := time.Now().UnixMilli()
+			c.HSet(ctx, keys[0], "prequeue_at", now-7200000, "onsale_at", now-3600000, "closes_at", 0)
+			if err := join.Load(ctx, c).Err(); err != nil {
+				b.Fatal(err)
+			}
+			var n atomic.Int64
+			var unacked atomic.Int64
+			b.SetParallelism(16 / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := fmt.Sprintf("fan-%d", n.Add(1))
+					if !wait {
+						if err := join.EvalSha(ctx, c, keys, id, 1).Err(); err != nil {
+							b.Error(err)
+							return
+						}
+						continue
+					}
+					p := c.Pipeline() // one connection: WAIT counts this write
+					p.EvalSha(ctx, join.Hash(), keys, id, 1)
+					w := p.Do(ctx, "WAIT", 1, 100)
+					if _, err := p.Exec(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+					if v, _ := w.Int64(); v < 1 {
+						unacked.Add(1)
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
+			if wait {
+				b.ReportMetric(float64(unacked.Load()), "unacked")
+			}
+		})
 	}
 }
