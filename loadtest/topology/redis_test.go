@@ -46,7 +46,9 @@ func startTestRedis(tb testing.TB, o RedisOptions) *RedisCluster {
 // written before the kill is there, and the restarted node rejoins as a
 // replica.
 func TestRedisFailover(t *testing.T) {
+	began := time.Now()
 	r := startTestRedis(t, RedisOptions{})
+	t.Logf("6 nodes, cluster ok, replicas linked in %.1f s", time.Since(began).Seconds())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ms, err := r.Masters(ctx)
@@ -75,6 +77,7 @@ func TestRedisFailover(t *testing.T) {
 	if _, err := redisDo(ctx, m, "WAIT", 1, 2000); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	if err := r.Kill(m); err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +85,14 @@ func TestRedisFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kill -9 of %s: %s takes writes to its slots after %.2f s", m.Name, nm.Name, time.Since(killed).Seconds())
 	if nm != rep {
 		t.Errorf("WaitFailover = %s; want %s (the replica)", nm.Name, rep.Name)
 	}
 	// The services' client finds the new master by itself (redisconn
 	// re-reads the slot map on connection errors and every second).
 	var got string
+	found := time.Now()
 	if err := redisPoll(ctx, 10*time.Second, func() error {
 		var err error
 		got, err = c.Get(ctx, key).Result()
@@ -95,12 +100,18 @@ func TestRedisFailover(t *testing.T) {
 	}); err != nil || got != "before" {
 		t.Errorf("GET after failover = %q, %v; want before", got, err)
 	}
+	t.Logf("the client found the new master %.2f s after the promotion", time.Since(found).Seconds())
+	restarted := time.Now()
 	if err := r.Restart(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%s rejoined as a replica, link up, in %.2f s", m.Name, time.Since(restarted).Seconds())
 	if rm, err := r.Replica(ctx, nm); err != nil || rm != m {
 		t.Errorf("Replica(%s) = %v, %v; want %s", nm.Name, rm, err, m.Name)
 	}
+	stopped := time.Now()
+	r.Stop()
+	t.Logf("stopped in %.2f s", time.Since(stopped).Seconds())
 }
 
 // With the master's replication stream held back by a ReplProxy, writes
