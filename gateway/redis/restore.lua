@@ -74,7 +74,8 @@
 -- Why no WAIT after a join. `WAIT 1 100` after each join would shrink the
 -- lost window for joins to the replica's acknowledgement, at a price:
 -- BenchmarkJoinWait (loadtest/topology) measured the join script at 26,100
--- joins/s without it and 18,300 with it (-30%; 16 clients, loopback), and
+-- to 34,600 joins/s without it and 16,800 to 20,900 with it (a third less;
+-- 16 clients on loopback, three runs), and
 -- on a network each join would wait a round trip to the replica, at the
 -- onsale burst, when joins peak. It would still not make a join durable:
 -- when the replica is slow or resyncing, WAIT times out, and the gateway
