@@ -332,7 +332,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		}
 	}
 	r := describe(v, q, now)
-	if q.Position > v.Tick.Queue && q.Position > 0 && v.Tick.Queue > 0 && r.State == gateway.StateWaiting {
+	if q.Position > v.Tick.Queue && q.Position > 0 && r.State == gateway.StateWaiting {
 		// The line is shorter than this fan's place: a failover lost the
 		// join (and seq with it), and the bucket never offers a place
 		// beyond the line, so waiting for the claim would wait forever.

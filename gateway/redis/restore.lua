@@ -28,9 +28,11 @@
 -- place and the room's epoch, so a fan cannot make one up. When a claim or
 -- a pre-queue fan's position lookup finds the identity unknown, or a claim
 -- finds it at a smaller place than its token (places of an identity only
--- ever grow, so the larger one is the write the store lost), and when a
--- fan joins again holding its token, the gateway runs this script with the
--- token's place. Only a token of the room's current epoch restores (a room
+-- ever grow, so the larger one is the write the store lost), when a poll
+-- finds the fan's place beyond the line (frozen + seq: the bucket never
+-- offers past it, so a lost join at the back would wait for ever), and
+-- when a fan joins again holding its token, the gateway
+-- (gateway/http/queue.go) runs this script with the token's place. Only a token of the room's current epoch restores (a room
 -- Redis lost entirely starts a new epoch: its tokens rejoin). This script:
 --   * a numbered place p: ids = p only if the identity is unknown or holds
 --     a smaller place, and seq = max(seq, p - frozen), so no later joiner
@@ -54,22 +56,26 @@
 -- back.
 --
 -- The bound. Per failover, admissions beyond the dials are at most
---     new_users_per_minute / 60  +  L_claims  +  L_restored
+--     max(1, new_users_per_minute / 60)  +  L_claims  +  L_restored
 -- where L_claims is the claims acknowledged in the lost window (their
 -- sessions are missing from active until the fans' tokens restore them,
 -- so the cap undercounts by that many, and a lost 'done' can let such a
 -- fan in once more) and L_restored the fans restored at a place another
 -- fan had been given meanwhile (at most the joins in the lost window). The
--- one second of the rate is the bucket's own allowance at the failover
--- (offers by time t stay within rate x elapsed + one second, lost tick or
--- not). No fan who held a place loses it: at worst it shares it.
+-- one second of the rate is the bucket's own allowance at the failover:
+-- serving + tokens never exceeds rate x (time since admission began) + one
+-- second's worth, and a lost tick only takes the bucket back to an
+-- earlier state that kept that invariant, so the places offered by any
+-- time stay within it, lost tick or not (the core-health factor only
+-- lowers the rate). No fan who held a place loses it: at worst it shares it.
 -- loadtest/proof/redisfailover_test.go measures all three terms around a
 -- real failover with a second of lost writes, against this figure.
 --
 -- Why no WAIT after a join. `WAIT 1 100` after each join would shrink the
 -- lost window for joins to the replica's acknowledgement, at a price:
 -- BenchmarkJoinWait (loadtest/topology) measured the join script at 26,100
--- joins/s without it and 18,300 with it (-30%; 16 clients, loopback), and
+-- to 34,600 joins/s without it and 16,800 to 20,900 with it (a third less;
+-- 16 clients on loopback, three runs), and
 -- on a network each join would wait a round trip to the replica, at the
 -- onsale burst, when joins peak. It would still not make a join durable:
 -- when the replica is slow or resyncing, WAIT times out, and the gateway

@@ -121,7 +121,8 @@ func TestRedisFailoverKeepsPlaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ev := range events {
-		if err := rdb.HSet(ctx, evtKey(ev, "dials"), "paused", 0).Err(); err == nil {
+		err := rdb.HSet(ctx, evtKey(ev, "dials"), "paused", 0).Err()
+		if err == nil {
 			err = rdb.HIncrBy(ctx, evtKey(ev, "dials"), "version", 1).Err()
 		}
 		if err != nil {

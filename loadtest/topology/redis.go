@@ -197,13 +197,38 @@ func (r *RedisCluster) create(ctx context.Context) error {
 	return nil
 }
 
-// waitHealthy waits until every running node says cluster_state:ok and
-// every running replica's master link is up.
+// waitHealthy waits until every running node says cluster_state:ok, every
+// running replica's master link is up, and every node's view agrees on it:
+// three masters with slots, a replica for each (gossip spreads who
+// replicates whom a moment after the link is up).
 func (r *RedisCluster) waitHealthy(ctx context.Context, d time.Duration) error {
 	return redisPoll(ctx, d, func() error {
+		running := 0
+		for _, n := range r.Nodes {
+			if n.running() {
+				running++
+			}
+		}
 		for _, n := range r.Nodes {
 			if !n.running() {
 				continue
+			}
+			v, err := redisDo(ctx, n, "CLUSTER", "NODES")
+			if err != nil {
+				return fmt.Errorf("%s: %w", n.Name, err)
+			}
+			masters, replicas := 0, 0
+			for _, c := range parseClusterNodes(v.(string)) {
+				switch {
+				case strings.Contains(c.flags, "fail") || strings.Contains(c.flags, "handshake"):
+				case strings.Contains(c.flags, "master") && len(c.slots) > 0:
+					masters++
+				case strings.Contains(c.flags, "slave") && c.master != "-":
+					replicas++
+				}
+			}
+			if masters != 3 || replicas != running-3 {
+				return fmt.Errorf("%s sees %d masters and %d replicas", n.Name, masters, replicas)
 			}
 			info, err := redisDo(ctx, n, "CLUSTER", "INFO")
 			if err != nil {
@@ -433,7 +458,7 @@ func (r *RedisCluster) Restart(ctx context.Context, n *RedisNode) error {
 	if err := redisWaitPing(ctx, n, 10*time.Second); err != nil {
 		return err
 	}
-	return redisPoll(ctx, 30*time.Second, func() error {
+	if err := redisPoll(ctx, 30*time.Second, func() error {
 		repl, err := redisDo(ctx, n, "INFO", "replication")
 		if err != nil {
 			return err
@@ -442,15 +467,11 @@ func (r *RedisCluster) Restart(ctx context.Context, n *RedisNode) error {
 		if !strings.Contains(s, "role:slave") || !strings.Contains(s, "master_link_status:up") {
 			return fmt.Errorf("%s has not rejoined as a replica yet", n.Name)
 		}
-		info, err := redisDo(ctx, n, "CLUSTER", "INFO")
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(info.(string), "cluster_state:ok") {
-			return fmt.Errorf("%s: cluster not ok", n.Name)
-		}
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	return r.waitHealthy(ctx, 30*time.Second)
 }
 
 // Stop shuts every node down (SIGTERM: the append-only file is flushed)

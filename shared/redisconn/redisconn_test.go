@@ -2,8 +2,13 @@ package redisconn
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onsale/onsale/shared/servicetest"
 )
@@ -74,5 +79,47 @@ func TestOpen(t *testing.T) {
 	rdb.Close()
 	if _, err := Open(ctx, "redis://127.0.0.1:1/0"); err == nil {
 		t.Fatal("Open(a closed port) succeeded")
+	}
+}
+
+// StaleRoute: a failed connection or a cluster that says its slots are
+// down or moving re-reads the slot map; a script's own refusal, an empty
+// reply or the caller giving up does not.
+func TestStaleRoute(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{goredis.Nil, false},
+		{context.Canceled, false},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		{io.EOF, true},
+		{goredis.ErrClosed, true},
+	} {
+		if got := StaleRoute(tc.err); got != tc.want {
+			t.Errorf("StaleRoute(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// Against a real server: reply errors are told apart from the cluster's.
+func TestStaleRouteReplies(t *testing.T) {
+	url := servicetest.Env(t, "REDIS_URL")
+	ctx := context.Background()
+	rdb, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	for script, want := range map[string]bool{
+		"return redis.error_reply('CLUSTERDOWN The cluster is down')": true,
+		"return redis.error_reply('TRYAGAIN Multiple keys request')":  true,
+		"return redis.error_reply('ERR no place')":                    false,
+	} {
+		err := rdb.Eval(ctx, script, nil).Err()
+		if err == nil || StaleRoute(err) != want {
+			t.Errorf("StaleRoute(%v) = %v; want %v", err, StaleRoute(err), want)
+		}
 	}
 }
