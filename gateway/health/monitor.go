@@ -78,10 +78,10 @@ type Monitor struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	cur     Window   // the window in progress (ID 0: not yet aligned)
-	pending *Report  // a closed window's verdict, sent with the next exchange
-	sh      Shared   // the last exchange's answer
-	ok      bool     // sh is real
+	cur     Window  // the window in progress (ID 0: not yet aligned)
+	pending *Report // a closed window's verdict, sent with the next exchange
+	sh      Shared  // the last exchange's answer
+	ok      bool    // sh is real
 	status  Status
 	counts  [3]int64 // windows judged: good, bad, none
 }
@@ -158,10 +158,15 @@ func (m *Monitor) Factor(ctx context.Context) float64 {
 		}
 		m.cur = Window{ID: sh.Window}
 	}
+	was := m.status.State
 	m.status.Factor, m.status.AsOf = sh.Factor, sh.Now
 	m.status.State, m.status.Reason = state(sh), ""
 	if m.status.State != "ok" {
 		m.status.Reason = sh.Reason
+	}
+	if was != m.status.State {
+		// Every gateway logs the shared factor's turns (not each move).
+		m.log.Info("core health: admission "+m.status.State, "factor", sh.Factor, "reason", m.status.Reason)
 	}
 	return sh.Factor
 }

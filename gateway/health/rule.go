@@ -160,11 +160,11 @@ const (
 
 // Window is one window's evidence as a gateway saw it.
 type Window struct {
-	ID       int64             // Redis time / Window
-	Calls    [nOutcomes]int    // booking calls (holds included) by outcome
-	Probes   [nOutcomes]int    // readiness probes by outcome
-	holds    []time.Duration   // latencies of answered holds, at most maxHolds
-	HoldsN   int               // answered holds (all, not only those kept)
+	ID     int64           // Redis time / Window
+	Calls  [nOutcomes]int  // booking calls (holds included) by outcome
+	Probes [nOutcomes]int  // readiness probes by outcome
+	holds  []time.Duration // latencies of answered holds, at most maxHolds
+	HoldsN int             // answered holds (all, not only those kept)
 }
 
 // maxHolds bounds the latencies kept per window (a p90 of the first few
