@@ -34,9 +34,14 @@ import (
 //     window however many gateways saw it: three gateways that see the same
 //     bad second decrease once, not three times.
 //   - A good window adds Increase (0.05: the dial's 5%), also at most once
-//     per window across gateways, and never in a window somebody called bad.
+//     per window across gateways, and never in a window somebody has
+//     already called bad.
 //   - A gateway that saw nothing (no call answered, no probe done) says
-//     nothing: it never pushes the factor up on no evidence.
+//     nothing: it never pushes the factor up on no evidence. Nor does one
+//     whose window was too thin to call bad but not clean either (a share
+//     of failures over the threshold among fewer than MinCalls, a hold over
+//     HoldP90 among fewer than MinHolds): a good window is one with
+//     evidence and none against.
 //
 // Why these numbers (each can be set, ONSALE_HEALTH_*; the same on every
 // gateway):
@@ -234,12 +239,26 @@ func (r Rule) Judge(w *Window) Verdict {
 	case total >= r.MinCalls && float64(failed) >= r.FailShare*float64(total):
 		return Verdict{Bad, failureReason(by, failed, total)}
 	}
-	if w.HoldsN >= r.MinHolds {
-		if p := w.HoldP90(); p >= r.HoldP90 {
-			return Verdict{Bad, "core hold p90 " + seconds(p)}
-		}
+	p := w.HoldP90()
+	if w.HoldsN >= r.MinHolds && p >= r.HoldP90 {
+		return Verdict{Bad, "core hold p90 " + seconds(p)}
+	}
+	// Too little evidence to call the window bad is not evidence that it
+	// was good: a share of failures over the threshold among too few calls,
+	// or a slow hold among too few holds, leaves the factor where it is.
+	if float64(failed) >= r.FailShare*float64(total) || (w.HoldsN < r.MinHolds && w.slowest() >= r.HoldP90) {
+		return Verdict{State: None}
 	}
 	return Verdict{State: Good}
+}
+
+// slowest is the slowest answered hold kept.
+func (w *Window) slowest() time.Duration {
+	var m time.Duration
+	for _, d := range w.holds {
+		m = max(m, d)
+	}
+	return m
 }
 
 // failureReason names the commonest failure and the share of all failures.

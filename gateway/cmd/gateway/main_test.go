@@ -63,8 +63,14 @@ type fleet struct {
 	procs []*exec.Cmd
 }
 
+// startFleet starts n gateways on redisAddr in front of a healthy fake core
+// (so their core-health feedback keeps the dial; args may name another
+// -core-url).
 func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 	t.Helper()
+	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
+	t.Cleanup(core.Close)
+	args = append([]string{"-core-url", core.URL}, args...)
 	dir := t.TempDir()
 	bin := gatewayBinary(t)
 	key, _ := admission.GenerateKey()
