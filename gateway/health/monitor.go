@@ -52,6 +52,10 @@ type Status struct {
 	State  string    `json:"state"`
 	Reason string    `json:"reason"` // of the last decrease, while below the dial
 	AsOf   time.Time `json:"as_of"`  // of the last exchange that worked
+	// Step and WindowSeconds are the rule's increase and window: while
+	// recovering the factor climbs Step every WindowSeconds at most.
+	Step          float64 `json:"step"`
+	WindowSeconds float64 `json:"window_seconds"`
 	// Last is this gateway's own judgement of its last closed window.
 	Last WindowStatus `json:"last_window"`
 }
@@ -95,7 +99,8 @@ func New(rule Rule, ex Exchanger, log *slog.Logger) *Monitor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Monitor{rule: rule, shared: ex, log: log, status: Status{Factor: 1, State: "unknown"}}
+	return &Monitor{rule: rule, shared: ex, log: log,
+		status: Status{Factor: 1, State: "unknown", Step: rule.Increase, WindowSeconds: rule.Window.Seconds()}}
 }
 
 // Rule is the monitor's rule.
