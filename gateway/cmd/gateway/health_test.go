@@ -158,8 +158,7 @@ func readAdmin(t testing.TB, addr string, ev int64) adminSample {
 // and an event at 6,000 a minute with a long line.
 func healthFleet(t *testing.T, feedback string) (*redis.Store, *fakeCore, *fleet, int64) {
 	s := redistest.NewStore(t, false)
-	core := newFakeCore(t, 250*time.Millisecond)
-	t.Cleanup(func() { s.Client().Del(ctx, core.key()) })
+	core := newFakeCore(t, 250*time.Millisecond) // startFleet forgets its factor at cleanup
 	ev := newEvent(t, s, func(d *gateway.Dials) { d.NewUsersPerMinute, d.TotalActiveUsers, d.ClaimSeconds = 6000, 1_000_000, 600 })
 	for i := range 5000 {
 		if _, err := s.Join(ctx, ev, fmt.Sprintf("fan-%d", i)); err != nil {

@@ -71,6 +71,11 @@ func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
 	t.Cleanup(core.Close)
 	args = append([]string{"-core-url", core.URL}, args...)
+	for i, a := range args {
+		if a == "-core-url" && i+1 < len(args) {
+			forgetHealth(t, redisAddr, args[i+1])
+		}
+	}
 	dir := t.TempDir()
 	bin := gatewayBinary(t)
 	key, _ := admission.GenerateKey()
@@ -110,6 +115,19 @@ func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 		})
 	}
 	return f
+}
+
+// forgetHealth deletes, at cleanup, the core-health factor the gateways in
+// front of coreURL share.
+func forgetHealth(t testing.TB, redisAddr, coreURL string) {
+	t.Cleanup(func() {
+		s, err := redis.Open(ctx, redisAddr)
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		s.Client().Del(ctx, redis.HealthKey(strings.TrimPrefix(coreURL, "http://")))
+	})
 }
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {

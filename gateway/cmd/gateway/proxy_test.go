@@ -34,6 +34,7 @@ func startMain(t *testing.T, args ...string) (addr string, lastClient func() str
 		w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(core.Close)
+	forgetHealth(t, redistest.Addrs(t, false), core.URL)
 	key, _ := admission.GenerateKey()
 	keyFile := t.TempDir() + "/admit.key"
 	admission.WritePrivateKeyFile(keyFile, key)
