@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,4 +198,46 @@ func TestTickAtFactor(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The Redis cost of the health exchange: one EVALSHA per gateway per tick
+// (ten a second each at the default tick), read-only unless a window just
+// closed. Reports the round trip and Redis's own time per call:
+//
+//	go test -run '^$' -bench HealthExchange ./gateway/redis
+func BenchmarkHealthExchange(b *testing.B) {
+	s := redistest.NewStore(b, false)
+	key := fmt.Sprintf("onsale:health:bench-%d", rand.Int64())
+	b.Cleanup(func() { s.Client().Del(ctx, key) })
+	h := s.Health(key)
+	rule := health.DefaultRule()
+	for _, tc := range []struct {
+		name    string
+		verdict health.State
+	}{{"read", health.None}, {"report", health.Bad}} {
+		b.Run(tc.name, func(b *testing.B) {
+			usec := func() (calls, us float64) {
+				info, _ := s.Client().Info(ctx, "commandstats").Result()
+				for _, line := range strings.Split(info, "\n") {
+					if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+						fmt.Sscanf(rest, "calls=%g,usec=%g", &calls, &us)
+					}
+				}
+				return calls, us
+			}
+			c0, u0 := usec()
+			w := int64(0)
+			for b.Loop() {
+				sh, err := h.Exchange(ctx, health.Report{Window: w, Verdict: health.Verdict{State: tc.verdict, Reason: "bench"}, Rule: rule, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				w = sh.Window
+			}
+			c1, u1 := usec()
+			if c1 > c0 {
+				b.ReportMetric((u1-u0)/(c1-c0), "redis_us/call")
+			}
+		})
+	}
 }
