@@ -170,8 +170,14 @@ func (m *Monitor) Factor(ctx context.Context) float64 {
 		m.status.Reason = sh.Reason
 	}
 	if was != m.status.State {
-		// Every gateway logs the shared factor's turns (not each move).
-		m.log.Info("core health: admission "+m.status.State, "factor", sh.Factor, "reason", m.status.Reason)
+		// Every gateway logs the shared factor's turns (not each move); a
+		// cut in admission is an operator's concern (warn).
+		lvl := slog.LevelInfo
+		if m.status.State == "lowered" {
+			lvl = slog.LevelWarn
+		}
+		m.log.Log(ctx, lvl, "core health: admission "+m.status.State, "factor", sh.Factor, "reason", m.status.Reason,
+			"this_gateway_last_window", m.status.Last)
 	}
 	return sh.Factor
 }
