@@ -27,7 +27,10 @@ const (
 // Tick is what one tick of the admission bucket reports: the serving
 // counter (every place up to it has been offered), the length of the line,
 // live sessions, open offers, claims in the last minute, the dials' version
-// (-1: the event has no dials: its room is gone).
+// (-1: the event has no dials: its room is gone), and the rate the bucket
+// let the line in at: Rate, places a minute, is new_users_per_minute times
+// Factor, the share of the dial the core's health allows (gateway/health;
+// 1: the dial).
 type Tick struct {
 	Serving         int64
 	Queue           int64
@@ -36,6 +39,8 @@ type Tick struct {
 	ClaimsPerMinute int64
 	DialsVersion    int64
 	Now             time.Time
+	Factor          float64
+	Rate            float64
 }
 
 // JoinResult is a fan's place after joining: State is prequeue (Position
@@ -112,8 +117,10 @@ type Store interface {
 	Restore(ctx context.Context, event int64, identity string, held Held) (RestoreOutcome, int64, error)
 	// Leave ends identity's session early or gives up its place in line.
 	Leave(ctx context.Context, event int64, identity string) (LeaveOutcome, error)
-	// Tick advances the admission bucket and reports the event's state.
-	Tick(ctx context.Context, event int64) (Tick, error)
+	// Tick advances the admission bucket at factor times the rate dial
+	// (factor in [0, 1]: the core's health, gateway/health; 1 is the dial,
+	// and nothing outside [0, 1] is ever used) and reports the event's state.
+	Tick(ctx context.Context, event int64, factor float64) (Tick, error)
 	// Events lists the events the room knows.
 	Events(ctx context.Context) ([]int64, error)
 	// Dials reads an event's dials (ErrNoEvent if none).

@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/health"
 )
 
 // Client talks to one core over two bounded pools of connections: one for
@@ -144,6 +145,22 @@ func (c *Client) Layout(ctx context.Context, id int64) ([]byte, error) {
 // Stats returns an event's seat counts as the core serves them (JSON).
 func (c *Client) Stats(ctx context.Context, id int64) ([]byte, error) {
 	return c.get(ctx, fmt.Sprintf("/v1/events/%d/stats", id), "seat counts")
+}
+
+// Ready asks the core whether it can serve (GET /readyz: the core answers
+// 200 while its database answers, 503 when not) within ctx's deadline, and
+// answers what that says of its health (the gateway's health probe).
+func (c *Client) Ready(ctx context.Context) health.Outcome {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(c.base + "/readyz")
+	deadline := time.Now().Add(readTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	err := c.reads.DoDeadline(req, resp, deadline)
+	return health.OutcomeOf(resp.StatusCode(), nil, err == nil, errors.Is(err, fasthttp.ErrNoFreeConns))
 }
 
 // ClientAddrHeader tells the core the address of the fan a proxied

@@ -45,7 +45,7 @@ func (s *Server) adminGet(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(ctx, fasthttp.StatusOK, adminReply(ev, v))
+	writeJSON(ctx, fasthttp.StatusOK, s.adminReply(ev, v))
 	return nil
 }
 
@@ -87,7 +87,7 @@ func (s *Server) adminPatch(ctx *fasthttp.RequestCtx, p params) error {
 	if err := s.room.Refresh(c, ev); err == nil {
 		v, _ = s.room.View(ev)
 	}
-	writeJSON(ctx, fasthttp.StatusOK, adminReply(ev, v))
+	writeJSON(ctx, fasthttp.StatusOK, s.adminReply(ev, v))
 	return nil
 }
 
@@ -101,8 +101,11 @@ func (s *Server) adminOther(ctx *fasthttp.RequestCtx, p params) error {
 	return gateway.Errorf(gateway.EMethod, "GET or PATCH")
 }
 
-// adminReply is an event's dials and the numbers an operator steers by.
-func adminReply(ev int64, v room.View) map[string]any {
+// adminReply is an event's dials and the numbers an operator steers by:
+// the waiting room's stats, among them the rate the line is let in at
+// (effective_per_minute: the dial times the core-health factor) beside the
+// dial, and the health: why the two differ.
+func (s *Server) adminReply(ev int64, v room.View) map[string]any {
 	tk := v.Tick
 	queued := max(0, tk.Queue-tk.Serving)
 	rate := float64(tk.ClaimsPerMinute)
@@ -112,5 +115,7 @@ func adminReply(ev int64, v room.View) map[string]any {
 	}
 	return map[string]any{"event_id": ev, "dials": v.Dials, "stats": map[string]any{
 		"queued": queued, "serving": tk.Serving, "queue_length": tk.Queue, "admitted_per_minute": tk.ClaimsPerMinute,
-		"active": tk.Active, "offered_unclaimed": tk.Offers, "drain_seconds": drain, "as_of": v.Fetched}}
+		"active": tk.Active, "offered_unclaimed": tk.Offers, "drain_seconds": drain, "as_of": v.Fetched,
+		"effective_per_minute": math.Round(v.Rate()*10) / 10, "factor": tk.Factor},
+		"health": s.cfg.Health.Status()}
 }

@@ -1,6 +1,13 @@
 package http
 
-import "github.com/valyala/fasthttp"
+import (
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/health"
+)
 
 // proxy passes the booking API (catalog, holds, payments, bookings),
 // sign-in, the fan's account and the gate's check-in to the core: the pages
@@ -8,7 +15,16 @@ import "github.com/valyala/fasthttp"
 // the fan's address (coreclient.ClientAddrHeader, whatever the client sent
 // in it replaced) for its per-address limits. The core's answers, errors
 // included, go back as they are; only when it gives none does the gateway
-// answer (busy, core_unavailable).
+// answer (busy, core_unavailable). Holds and the calls on holds and
+// bookings are the core's health as fans meet it: each is recorded
+// (Config.Health) with its outcome and latency.
 func (s *Server) proxy(ctx *fasthttp.RequestCtx, _ params) error {
-	return s.core.Proxy(ctx, s.clientIP(ctx))
+	kind := health.KindOf(ctx.Method(), ctx.Path())
+	start := time.Now()
+	err := s.core.Proxy(ctx, s.clientIP(ctx))
+	if kind != health.KindNone {
+		o := health.OutcomeOf(ctx.Response.StatusCode(), ctx.Response.Body(), err == nil, gateway.ErrorCode(err) == gateway.EBusy)
+		s.cfg.Health.Observe(kind, o, time.Since(start))
+	}
+	return err
 }

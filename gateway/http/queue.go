@@ -22,8 +22,10 @@ import (
 // read it), it is not a count to show. EtaSeconds estimates when the
 // fan's place is offered (-1: unknown, nobody is being let in), and
 // BoundBy says what sets the pace: "rate" (the new_users_per_minute dial),
-// "active_users" (the room is full, or will be before the fan's turn: the
-// line moves as fast as sessions end), or "paused".
+// "core_health" (the rate, held below the dial while the booking service
+// is unwell: gateway/health), "active_users" (the room is full, or will be
+// before the fan's turn: the line moves as fast as sessions end), or
+// "paused".
 type queueReply struct {
 	State          string     `json:"state"`
 	QueueToken     string     `json:"queue_token,omitempty"`
@@ -185,13 +187,15 @@ func describe(v room.View, q *token.Queue, now time.Time) queueReply {
 // Bounds of a fan's wait (queueReply.BoundBy).
 const (
 	boundRate        = "rate"
+	boundCoreHealth  = "core_health"
 	boundActiveUsers = "active_users"
 	boundPaused      = "paused"
 )
 
 // eta estimates the seconds until the place of a fan with ahead fans before
-// it is offered, and what bounds the wait. The line moves at the rate dial
-// while the room has space (the cap, total_active_users, less the live
+// it is offered, and what bounds the wait. The line moves at the rate (the
+// dial, or less while the core's health holds it down: View.Rate) while
+// the room has space (the cap, total_active_users, less the live
 // sessions and open offers); once it is full, a place is offered only when
 // a session ends. Sessions end at least as fast as cap / session_seconds
 // (each ends by then; fans who finish early end theirs sooner): once the
@@ -205,19 +209,22 @@ const (
 // -1 when nobody is being let in (paused, a rate of zero, a cap of zero).
 func eta(v room.View, ahead int64) (int64, string) {
 	d, tk := v.Dials, v.Tick
-	rate := float64(d.NewUsersPerMinute) // per minute
+	rate, boundByRate := v.Rate(), boundRate // per minute
+	if v.Lowered() {
+		boundByRate = boundCoreHealth
+	}
 	switch {
 	case d.Paused:
 		return -1, boundPaused
 	case rate <= 0:
-		return -1, boundRate
+		return -1, boundByRate
 	case d.TotalActiveUsers <= 0:
 		return -1, boundActiveUsers
 	}
 	n := float64(ahead + 1) // the fans ahead, then this fan
 	free := float64(max(0, int64(d.TotalActiveUsers)-tk.Active-tk.Offers))
 	if n <= free {
-		return int64(math.Ceil(n / rate * 60)), boundRate
+		return int64(math.Ceil(n / rate * 60)), boundByRate
 	}
 	turnover := float64(d.TotalActiveUsers) * 60 / float64(max(d.SessionSeconds, 1))
 	measured := free == 0 && !v.FullSince.IsZero() && v.Fetched.Sub(v.FullSince) >= room.RateWindow
@@ -226,7 +233,7 @@ func eta(v room.View, ahead int64) (int64, string) {
 	}
 	bound := boundActiveUsers
 	if turnover >= rate {
-		turnover, bound = rate, boundRate
+		turnover, bound = rate, boundByRate
 	}
 	return int64(math.Ceil((free/rate + (n-free)/turnover) * 60)), bound
 }

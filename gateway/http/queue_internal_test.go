@@ -26,6 +26,7 @@ func TestETA(t *testing.T) {
 		measured       float64       // View.OfferRate, per minute
 		fullFor        time.Duration // how long the room has been full (View.FullSince)
 		ahead          int64
+		factor         float64 // the core-health factor (0: 1, the dial)
 		want           int64
 		bound          string
 	}{
@@ -46,10 +47,18 @@ func TestETA(t *testing.T) {
 		{name: "paused", dials: func() gateway.Dials { d := dials(600, 100, 600); d.Paused = true; return d }(), ahead: 5, want: -1, bound: boundPaused},
 		{name: "rate zero", dials: dials(0, 100, 600), ahead: 5, want: -1, bound: boundRate},
 		{name: "cap zero", dials: dials(600, 0, 600), ahead: 5, want: -1, bound: boundActiveUsers},
+		// The core is unwell: the line moves at a quarter of the dial.
+		{name: "core health: a quarter of the dial", dials: dials(600, 10000, 600), factor: 0.25, ahead: 99, want: 40, bound: boundCoreHealth},
+		{name: "core health, room full: sessions' turnover", dials: dials(1000, 100, 600), factor: 0.5, active: 100, ahead: 9, want: 60, bound: boundActiveUsers},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Now()
-			v := room.View{Dials: tc.dials, Tick: gateway.Tick{Active: tc.active, Offers: tc.offers}, OfferRate: tc.measured, Fetched: now}
+			f := tc.factor
+			if f == 0 {
+				f = 1
+			}
+			v := room.View{Dials: tc.dials, Tick: gateway.Tick{Active: tc.active, Offers: tc.offers, Factor: f,
+				Rate: f * float64(tc.dials.NewUsersPerMinute)}, OfferRate: tc.measured, Fetched: now}
 			if tc.fullFor > 0 {
 				v.FullSince = now.Add(-tc.fullFor)
 			}
@@ -73,7 +82,7 @@ func TestDescribe(t *testing.T) {
 	now := time.Now()
 	d := gateway.DefaultDials(now.Add(-time.Minute), now.Add(time.Hour))
 	d.TotalActiveUsers, d.SessionSeconds = 100, 600
-	v := room.View{Dials: d, Tick: gateway.Tick{Serving: 120, Active: 100}}
+	v := room.View{Dials: d, Tick: gateway.Tick{Serving: 120, Active: 100, Factor: 1, Rate: float64(d.NewUsersPerMinute)}}
 	r := describe(v, &token.Queue{Position: 130}, now)
 	if r.State != gateway.StateWaiting || r.Ahead != 9 || r.Position != 130 || r.EtaSeconds != 60 || r.BoundBy != boundActiveUsers {
 		t.Fatalf("describe(full room, place 130, serving 120) = %+v; want 9 ahead, 60 s, active_users", r)

@@ -9,7 +9,8 @@
 // per-token limits), clientaddr.go (who the client is behind a load
 // balancer: trusted proxies, PROXY protocol, X-Forwarded-For), admin.go
 // (dials and stats), seatmap.go (seat map, layout and counts caches),
-// pages.go (pages, health, keys), proxy.go.
+// pages.go (pages, health, keys), proxy.go (and the core's health as the
+// proxied calls show it), rate.go (the effective rate's metrics).
 package http
 
 import (
@@ -29,6 +30,7 @@ import (
 
 	"github.com/onsale/onsale/gateway"
 	"github.com/onsale/onsale/gateway/coreclient"
+	"github.com/onsale/onsale/gateway/health"
 	"github.com/onsale/onsale/gateway/room"
 	"github.com/onsale/onsale/gateway/token"
 	"github.com/onsale/onsale/shared/account"
@@ -62,7 +64,11 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For names the client
 	// (clientaddr.go); the zero value trusts no one.
 	TrustedProxies TrustedProxies
-	Log            *slog.Logger
+	// Health records the proxied calls to the core and says why the rate
+	// is below the dial (the room ticks at its factor); nil: the feedback
+	// is off, the line is let in at the dial.
+	Health *health.Monitor
+	Log    *slog.Logger
 }
 
 // Server serves the waiting room.
@@ -132,6 +138,7 @@ func NewServer(c Config) (*Server, error) {
 		return nil, err
 	}
 	m := newMetrics()
+	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health})
 	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log,
 		ipLimit:    newLimiter(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), 200_000),
 		tokenLimit: newLimiter(or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10)), 1_000_000),

@@ -5,7 +5,11 @@
 -- * Rate: the tokens come from the time elapsed since the last tick by any
 --   gateway (the Redis server's clock), so however many gateways tick,
 --   together they offer places at new_users_per_minute (within 5%:
---   BenchmarkAdmissionRate in cmd/gateway measures it across processes).
+--   BenchmarkAdmissionRate in cmd/gateway measures it across processes)
+--   times the factor the ticking gateway passes (ARGV[1]): the share of the
+--   dial the core's health allows (gateway/health/rule.go). It is clamped to
+--   [0, 1] here, so no gateway can ever let the line in faster than the
+--   dial; a missing factor is the dial.
 -- * No burst: at most one second's worth of tokens accumulates, so after a
 --   pause or an idle spell the front is not let in at once.
 -- * Cap: places are offered only up to total_active_users minus the live
@@ -19,15 +23,20 @@
 -- * Before onsale (the pre-queue is open, prequeue.lua) nothing is offered;
 --   the first tick after it freezes the draw.
 -- KEYS: dials, pre, frozen, seq, bucket, offers, active, claims
+-- ARGV: factor (0 to 1; absent: 1)
 -- Returns {serving, queue_length, active, offers, claims_last_minute,
---          dials_version (-1: no dials), now}.
+--          dials_version (-1: no dials), now, factor (millionths),
+--          effective rate (thousandths of a place a minute)}.
 local now = now_ms()
+local factor = math.min(1, math.max(0, tonumber(ARGV[1]) or 1))
 local npm = dial(KEYS[1], 'new_users_per_minute', 0)
 local tau = dial(KEYS[1], 'total_active_users', 0)
 local paused = dial(KEYS[1], 'paused', 0)
 local onsale_at = dial(KEYS[1], 'onsale_at', 0)
 local claim_ms = dial(KEYS[1], 'claim_seconds', 120) * 1000
 local version = dial(KEYS[1], 'version', 0)
+local rate = npm * factor -- places a minute: the dial, or less while the core is unwell
+local reported = {math.floor(factor * 1e6 + 0.5), math.floor(rate * 1000 + 0.5)}
 
 if paused == 1 then
   -- A pause stops the clock of open offers: nobody at the front loses a
@@ -43,21 +52,21 @@ local claims = redis.call('ZCOUNT', KEYS[8], now - 60000, '+inf')
 
 local serving = tonumber(redis.call('HGET', KEYS[5], 'serving') or 0)
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {serving, 0, active, 0, claims, -1, now} -- no dials: the event is gone (or Redis lost it)
+  return {serving, 0, active, 0, claims, -1, now, reported[1], reported[2]} -- no dials: the event is gone (or Redis lost it)
 end
 if prequeue_open(KEYS[3], now, onsale_at) then
-  return {serving, 0, active, redis.call('ZCARD', KEYS[6]), claims, version, now}
+  return {serving, 0, active, redis.call('ZCARD', KEYS[6]), claims, version, now, reported[1], reported[2]}
 end
 local queue = freeze(KEYS[2], KEYS[3]) + tonumber(redis.call('GET', KEYS[4]) or 0)
 local tokens = tonumber(redis.call('HGET', KEYS[5], 'tokens') or 0)
 local last = tonumber(redis.call('HGET', KEYS[5], 'last') or now)
 local offers = redis.call('ZCARD', KEYS[6])
-if paused == 1 or npm <= 0 then
+if paused == 1 or rate <= 0 then
   tokens = 0
 else
   -- At most one second's worth accumulates: no burst after a pause or an idle spell.
-  local burst = math.max(1, npm / 60)
-  tokens = math.min(burst, tokens + math.max(0, now - last) * npm / 60000)
+  local burst = math.max(1, rate / 60)
+  tokens = math.min(burst, tokens + math.max(0, now - last) * rate / 60000)
   local k = math.floor(math.min(tokens, tau - active - offers, queue - serving))
   if k > 0 then
     for i = 1, k do
@@ -69,4 +78,4 @@ else
   end
 end
 redis.call('HSET', KEYS[5], 'serving', serving, 'tokens', tokens, 'last', now)
-return {serving, queue, active, offers, claims, version, now}
+return {serving, queue, active, offers, claims, version, now, reported[1], reported[2]}

@@ -173,19 +173,21 @@ func (s *Store) Position(ctx context.Context, event int64, identity string) (int
 	return pos, nil
 }
 
-// Tick advances the admission bucket (admission_bucket.lua) and reports the
-// event's state.
-func (s *Store) Tick(ctx context.Context, event int64) (gateway.Tick, error) {
+// Tick advances the admission bucket (admission_bucket.lua) at factor times
+// the rate dial (clamped to [0, 1] by the script: never above the dial) and
+// reports the event's state, with the factor and the rate it used.
+func (s *Store) Tick(ctx context.Context, event int64, factor float64) (gateway.Tick, error) {
 	k := keysOf(event)
-	v, err := admissionBucketScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims}).Int64Slice()
+	v, err := admissionBucketScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims},
+		strconv.FormatFloat(factor, 'f', -1, 64)).Int64Slice()
 	if err != nil {
 		return gateway.Tick{}, unavailable(err)
 	}
-	if len(v) != 7 {
-		return gateway.Tick{}, malformed("admission bucket", v, 7)
+	if len(v) != 9 {
+		return gateway.Tick{}, malformed("admission bucket", v, 9)
 	}
 	return gateway.Tick{Serving: v[0], Queue: v[1], Active: v[2], Offers: v[3], ClaimsPerMinute: v[4], DialsVersion: v[5],
-		Now: time.UnixMilli(v[6])}, nil
+		Now: time.UnixMilli(v[6]), Factor: float64(v[7]) / 1e6, Rate: float64(v[8]) / 1000}, nil
 }
 
 // Claim takes an offered place (claim.lua): it starts identity's session

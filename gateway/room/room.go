@@ -1,5 +1,6 @@
 // Package room is the gateway's in-process picture of the waiting room: one
-// ticker advances every known event's admission bucket in the store and
+// ticker advances every known event's admission bucket in the store, at the
+// share of the rate dial the core's health allows (gateway/health), and
 // keeps each event's view (its dials and the last tick), so a fan's status
 // poll is answered from memory, with no store round trip.
 package room
@@ -33,6 +34,14 @@ type View struct {
 	history   []servingAt
 }
 
+// Rate is how fast the line is let in, places a minute, as of the last
+// tick: the rate dial times the share the core's health allows
+// (Tick.Factor), never more than the dial.
+func (v View) Rate() float64 { return v.Tick.Rate }
+
+// Lowered reports whether the core's health holds the rate below the dial.
+func (v View) Lowered() bool { return v.Tick.Factor < 1 && v.Dials.NewUsersPerMinute > 0 }
+
 // RateWindow is how far back View.OfferRate measures.
 const RateWindow = time.Minute
 
@@ -49,10 +58,19 @@ type Room struct {
 	store   gateway.Store
 	catalog gateway.Catalog // for an unknown event's onsale and show times
 	log     *slog.Logger
+	health  Health // nil: the dial
 
 	mu     sync.RWMutex
 	events map[int64]*View
-	ok     bool // the last tick reached the store
+	ok     bool    // the last tick reached the store
+	factor float64 // the health's last factor; < 0: not read yet
+}
+
+// Health is the share of the rate dial the core's health allows, read once
+// per tick (health.Monitor: the factor every gateway shares; 1 is the
+// dial).
+type Health interface {
+	Factor(ctx context.Context) float64
 }
 
 // New returns a room over store, learning new events' times from catalog;
@@ -61,7 +79,47 @@ func New(store gateway.Store, catalog gateway.Catalog, log *slog.Logger) *Room {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Room{store: store, catalog: catalog, log: log, events: make(map[int64]*View)}
+	return &Room{store: store, catalog: catalog, log: log, events: make(map[int64]*View), factor: -1}
+}
+
+// WithHealth makes the room tick every bucket at h's factor (read once
+// per tick) instead of the dial; call it before Run.
+func (r *Room) WithHealth(h Health) *Room {
+	r.health = h
+	return r
+}
+
+// Factor is the share of the dial the last tick let the line in at.
+func (r *Room) Factor() float64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.factor < 0 {
+		return 1 // not read yet: no tick has run, and the first reads it
+	}
+	return r.factor
+}
+
+// readFactor asks the health for this tick's factor (the dial without one).
+func (r *Room) readFactor(ctx context.Context) float64 {
+	f := 1.0
+	if r.health != nil {
+		f = r.health.Factor(ctx)
+	}
+	r.mu.Lock()
+	r.factor = f
+	r.mu.Unlock()
+	return f
+}
+
+// tickFactor is the factor a tick uses: the last read, or a first read.
+func (r *Room) tickFactor(ctx context.Context) float64 {
+	r.mu.RLock()
+	f := r.factor
+	r.mu.RUnlock()
+	if f < 0 {
+		return r.readFactor(ctx)
+	}
+	return f
 }
 
 // Store is the store the room is over: the HTTP edge takes it from here,
@@ -120,6 +178,11 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 }
 
 func (r *Room) tickAll(ctx context.Context) {
+	// The health's exchange has a tick's deadline, as every tick has: a
+	// Redis that hangs must not stop the ticker.
+	hctx, cancel := context.WithTimeout(ctx, time.Second)
+	r.readFactor(hctx)
+	cancel()
 	r.mu.RLock()
 	ids := make([]int64, 0, len(r.events))
 	for id := range r.events {
@@ -146,7 +209,7 @@ func (r *Room) tickAll(ctx context.Context) {
 func (r *Room) Refresh(ctx context.Context, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	tk, err := r.store.Tick(ctx, id)
+	tk, err := r.store.Tick(ctx, id, r.tickFactor(ctx))
 	if err != nil {
 		return err
 	}
@@ -192,6 +255,17 @@ func (r *Room) Refresh(ctx context.Context, id int64) error {
 	r.events[id] = &cur
 	r.mu.Unlock()
 	return nil
+}
+
+// Views returns a copy of every event's view.
+func (r *Room) Views() map[int64]View {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[int64]View, len(r.events))
+	for id, v := range r.events {
+		out[id] = *v
+	}
+	return out
 }
 
 // Forget drops an event's view.

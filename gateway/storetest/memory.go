@@ -278,8 +278,10 @@ func (m *Memory) Leave(_ context.Context, ev int64, id string) (gateway.LeaveOut
 	return gateway.LeaveLeft, nil
 }
 
-// Tick implements gateway.Store: it reports, and offers nothing by itself.
-func (m *Memory) Tick(_ context.Context, ev int64) (gateway.Tick, error) {
+// Tick implements gateway.Store: it reports (the rate as the dial times
+// factor, clamped to [0, 1] as the Redis bucket does), and offers nothing
+// by itself.
+func (m *Memory) Tick(_ context.Context, ev int64, factor float64) (gateway.Tick, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.up(); err != nil {
@@ -297,7 +299,9 @@ func (m *Memory) Tick(_ context.Context, ev int64) (gateway.Tick, error) {
 			active++
 		}
 	}
-	return gateway.Tick{Serving: e.serving, Queue: e.seq, Active: int64(active), DialsVersion: e.dials.Version, Now: now}, nil
+	factor = min(1, max(0, factor))
+	return gateway.Tick{Serving: e.serving, Queue: e.seq, Active: int64(active), DialsVersion: e.dials.Version, Now: now,
+		Factor: factor, Rate: float64(e.dials.NewUsersPerMinute) * factor}, nil
 }
 
 // Events implements gateway.Store.

@@ -20,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway/coreclient"
+	"github.com/onsale/onsale/gateway/health"
 	gwhttp "github.com/onsale/onsale/gateway/http"
 	"github.com/onsale/onsale/gateway/redis"
 	"github.com/onsale/onsale/gateway/room"
@@ -68,9 +69,30 @@ type Config struct {
 	TokenRate       float64       `env:"ONSALE_TOKEN_RATE" flag:"token-rate" default:"2" min:"0.001" help:"status polls per second per queue token, burst 5x"`
 	TrustedProxies  []string      `env:"ONSALE_TRUSTED_PROXIES" flag:"trusted-proxies" help:"load balancers the gateway believes about the client address: CIDRs or addresses, comma-separated; empty: no one (X-Forwarded-For is ignored)"`
 	ProxyProtocol   string        `env:"ONSALE_PROXY_PROTOCOL" flag:"proxy-protocol" default:"off" oneof:"off|on" help:"on: a connection from a trusted proxy must open with a PROXY protocol v1/v2 header (HAProxy send-proxy-v2), whose source is the client; anyone else is served as-is and a PROXY header from them is refused"`
+	Health          HealthConfig
 	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"10s" min:"0s" max:"10m" help:"how long requests in flight may finish at shutdown"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"debug, info, warn or error"`
 	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR,ONSALE_PPROF_ADDR" flag:"debug-addr" help:"serve Go's profiler (/debug/pprof) on this address, e.g. 127.0.0.1:6060; empty: off (ONSALE_PPROF_ADDR is its old name)"`
+}
+
+// HealthConfig is how admission follows the core's health: the rule of
+// gateway/health/rule.go (its reasoning is there), the same on every
+// gateway. The defaults are health.DefaultRule's.
+type HealthConfig struct {
+	Mode      string        `env:"ONSALE_HEALTH" flag:"health" default:"on" oneof:"on|off" help:"on: the line is let in at the rate dial times a factor every gateway in front of the same core shares in Redis, lowered when the core's holds slow down or it fails (503s, 5xx, no answer) and raised again gently when it recovers; off: at the dial, whatever the core's state"`
+	Window    time.Duration `env:"ONSALE_HEALTH_WINDOW" flag:"health-window" default:"1s" min:"10ms" max:"1m" help:"the core's health is judged per window of this length (duration); the factor moves at most once per window across gateways"`
+	HoldP90   time.Duration `env:"ONSALE_HEALTH_HOLD_P90" flag:"health-hold-p90" default:"1s" min:"1ms" max:"1m" help:"a window whose holds' 90th percentile latency reaches this (at least 5 holds) is bad (duration)"`
+	FailShare float64       `env:"ONSALE_HEALTH_FAIL_SHARE" flag:"health-fail-share" default:"0.1" min:"0.001" max:"1" help:"a window where this share of the booking calls and probes (at least 5) failed (503, other 5xx, no answer) is bad"`
+	Decrease  float64       `env:"ONSALE_HEALTH_DECREASE" flag:"health-decrease" default:"0.5" min:"0.01" max:"0.99" help:"a bad window multiplies the factor by this"`
+	Increase  float64       `env:"ONSALE_HEALTH_INCREASE" flag:"health-increase" default:"0.05" min:"0.001" max:"1" help:"a good window adds this to the factor (a share of the dial), up to 1"`
+	Floor     float64       `env:"ONSALE_HEALTH_FLOOR" flag:"health-floor" default:"0.1" min:"0" max:"0.99" help:"the factor never goes below this: admission keeps a trickle of the dial while the core is unwell (0: it stops)"`
+}
+
+// Rule is the configured rule.
+func (h HealthConfig) Rule() health.Rule {
+	r := health.DefaultRule()
+	r.Window, r.HoldP90, r.FailShare, r.Decrease, r.Increase, r.Floor = h.Window, h.HoldP90, h.FailShare, h.Decrease, h.Increase, h.Floor
+	return r
 }
 
 // Validate checks the rules across settings, and what a setting must have.
@@ -89,6 +111,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ONSALE_TRUSTED_PROXIES (-trusted-proxies): %w", err)
 	case c.ProxyProtocol == "on" && trusted.Empty():
 		return errors.New("ONSALE_PROXY_PROTOCOL=on needs ONSALE_TRUSTED_PROXIES: the proxies whose PROXY headers are believed")
+	}
+	if err := c.Health.Rule().Validate(); err != nil {
+		return fmt.Errorf("ONSALE_HEALTH_*: %w", err)
 	}
 	return nil
 }
@@ -169,6 +194,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	core := coreclient.New(c.CoreURL, log)
 	rm := room.New(m.store, core, log)
+	var monitor *health.Monitor // nil: admission at the dial
+	if c.Health.Mode == "on" {
+		monitor = health.New(c.Health.Rule(), m.store.Health(redis.HealthKey(core.Addr())), log.With("part", "health"))
+		rm.WithHealth(monitor)
+	}
 	accounts := account.NewVerifier(nil)
 	jwksURL := c.AccountJWKSURL
 	if jwksURL == "" {
@@ -184,7 +214,7 @@ func (m *Main) Run(ctx context.Context) error {
 	srv, err := gwhttp.NewServer(gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
 		Accounts: accounts, Log: log, CheckoutURL: c.CheckoutURL,
 		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate),
-		TrustedProxies: trusted})
+		TrustedProxies: trusted, Health: monitor})
 	if err != nil {
 		return err
 	}
@@ -208,9 +238,10 @@ func (m *Main) Run(ctx context.Context) error {
 	// flight still read fresh views.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
-	ticked, refreshed := make(chan struct{}), make(chan struct{})
+	ticked, refreshed, probed := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() { defer close(ticked); rm.Run(bg, c.Tick) }()
 	go func() { defer close(refreshed); keepAccountKeys(bg, accounts, jwksURL, c.JWKSRefresh, log) }()
+	go func() { defer close(probed); monitor.RunProbe(bg, core.Ready) }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -219,6 +250,7 @@ func (m *Main) Run(ctx context.Context) error {
 		stopBG()
 		<-ticked
 		<-refreshed
+		<-probed
 		return err
 	case <-ctx.Done():
 	}
@@ -229,6 +261,7 @@ func (m *Main) Run(ctx context.Context) error {
 	stopBG()
 	<-ticked
 	<-refreshed
+	<-probed
 	log.Info("stopped")
 	return err
 }

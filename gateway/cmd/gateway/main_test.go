@@ -63,8 +63,19 @@ type fleet struct {
 	procs []*exec.Cmd
 }
 
+// startFleet starts n gateways on redisAddr in front of a healthy fake core
+// (so their core-health feedback keeps the dial; args may name another
+// -core-url).
 func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 	t.Helper()
+	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
+	t.Cleanup(core.Close)
+	args = append([]string{"-core-url", core.URL}, args...)
+	for i, a := range args {
+		if a == "-core-url" && i+1 < len(args) {
+			forgetHealth(t, redisAddr, args[i+1])
+		}
+	}
 	dir := t.TempDir()
 	bin := gatewayBinary(t)
 	key, _ := admission.GenerateKey()
@@ -104,6 +115,19 @@ func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 		})
 	}
 	return f
+}
+
+// forgetHealth deletes, at cleanup, the core-health factor the gateways in
+// front of coreURL share.
+func forgetHealth(t testing.TB, redisAddr, coreURL string) {
+	t.Cleanup(func() {
+		s, err := redis.Open(ctx, redisAddr)
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		s.Client().Del(ctx, redis.HealthKey(strings.TrimPrefix(coreURL, "http://")))
+	})
 }
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {

@@ -21,19 +21,23 @@ import (
 )
 
 // startMain runs the real Main on 127.0.0.1:0 with args, its core a fake that
-// records the X-Onsale-Client-Addr of each request it is passed; the
-// returned func gives the last one seen.
+// records the X-Onsale-Client-Addr of each request it is passed (not the
+// gateway's own: its health probes and key fetches); the returned func
+// gives the last one seen.
 func startMain(t *testing.T, args ...string) (addr string, lastClient func() string) {
 	t.Helper()
 	var mu sync.Mutex
 	var seen string
 	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = r.Header.Get(coreclient.ClientAddrHeader)
-		mu.Unlock()
+		if r.URL.Path != "/readyz" && r.URL.Path != "/.well-known/jwks.json" {
+			mu.Lock()
+			seen = r.Header.Get(coreclient.ClientAddrHeader)
+			mu.Unlock()
+		}
 		w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(core.Close)
+	forgetHealth(t, redistest.Addrs(t, false), core.URL)
 	key, _ := admission.GenerateKey()
 	keyFile := t.TempDir() + "/admit.key"
 	admission.WritePrivateKeyFile(keyFile, key)

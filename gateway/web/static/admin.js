@@ -4,7 +4,10 @@
  * The operator signs in with the admin token (kept in sessionStorage, so a
  * reload stays signed in) and picks an event (or opens /admin/?event=<id>).
  * The page shows the event's dials as a form and PATCHes only the dials the
- * operator changed. While the tab is visible it polls once a second: one
+ * operator changed. Beside the rate dial it shows the rate the line is let
+ * in at now (the dial times the core-health factor every gateway shares)
+ * and, when the two differ, why: the booking service's trouble as the
+ * gateways judged it ("core hold p90 1.8 s", "core 503s 12%"). While the tab is visible it polls once a second: one
  * GET /admin/v1/events/{id} (dials and waiting-room stats) and one
  * GET /v1/events/{id}/stats (seats available, held, sold), and draws the last
  * five minutes on small canvas charts with plot(), a helper at the end.
@@ -52,12 +55,13 @@ const state = {
   dials: null,       // the dials last applied
   version: -1,       // their version: an older poll reply never overwrites a newer PATCH reply
   baseline: {},      // dial id -> input value as last loaded from the server (what "changed" compares to)
-  history: [],       // samples { t, admitted, dial, queued, active, held, sold }, oldest first
+  history: [],       // samples { t, admitted, dial, effective, queued, active, held, sold }, oldest first
   asOf: 0,           // server time of the last stats, in ms
   gen: 0,            // bumped to end a polling loop and drop its in-flight replies
   timer: 0,
   verifying: false,  // a sign-in waits for its first reply
   busy: false,       // a PATCH is in flight
+  factor: 1,         // share of the dial the core's health allows, as of the last stats
 };
 
 const numberFmt = new Intl.NumberFormat();
@@ -232,6 +236,12 @@ function resetConsole() {
     $(d.id).classList.remove("dirty");
   }
   for (const el of document.querySelectorAll(".stat dd")) setText(el, "—");
+  setText($("stat-dial"), "—");
+  setText($("stat-effective"), "—");
+  setText($("stat-share"), "");
+  setText($("rate-why"), "");
+  $("rate").dataset.health = "unknown";
+  state.factor = 1;
   setState("unknown", "—");
   setText(ui.updated, "");
   drawCharts();
@@ -329,6 +339,7 @@ function record(a, c) {
     t: Date.now(),
     admitted: s ? s.admitted_per_minute : null,
     dial: a ? a.dials.new_users_per_minute : null,
+    effective: a && typeof a.stats.effective_per_minute === "number" ? a.stats.effective_per_minute : null,
     queued: s ? s.queued : null,
     active: s ? s.active : null,
     held: c ? c.held : null,
@@ -354,10 +365,52 @@ function applyAdmin(reply, force) {
   state.asOf = asOf === null ? Date.now() : asOf;
   setText($("stat-queued"), fmtInt(stats.queued));
   setText($("stat-admitted"), fmtInt(stats.admitted_per_minute));
-  setText($("stat-dial"), fmtInt(state.dials.new_users_per_minute));
   setText($("stat-active"), fmtInt(stats.active));
   setText($("stat-drain"), fmtDuration(stats.drain_seconds));
+  renderRate(state.dials, stats, reply.health);
   renderSaleState();
+}
+
+// renderRate shows the dial and the rate the line is let in at side by
+// side, and why they differ: the gateways lower the rate while the booking
+// service is unwell and raise it again by themselves (gateway/health).
+function renderRate(dials, stats, health) {
+  const dial = dials.new_users_per_minute;
+  const h = health || { state: "off" };
+  const effective = typeof stats.effective_per_minute === "number" ? stats.effective_per_minute : dial;
+  const factor = typeof stats.factor === "number" ? stats.factor : 1;
+  const pct = Math.round(factor * 100);
+  setText($("stat-dial"), fmtInt(dial));
+  setText($("stat-effective"), fmtInt(Math.round(effective)));
+  setText($("stat-share"), factor < 1 && dial > 0 ? `${pct}% of the dial` : "");
+  let kind = h.state, why;
+  switch (h.state) {
+    case "lowered":
+      why = `Lowered to ${pct}% of the dial: the booking service is struggling (${h.reason || "core unwell"}). ` +
+        "It climbs back by itself once the core is well.";
+      break;
+    case "recovering": {
+      const step = h.step > 0 ? h.step : 0.05, every = h.window_seconds > 0 ? h.window_seconds : 1;
+      const back = Math.ceil(Math.max(0, 1 - factor) / step - 1e-9) * every;
+      why = `Recovering: ${pct}% of the dial, rising ${Math.round(step * 100)}% of the dial every ${every === 1 ? "second" : fmtDuration(every)} ` +
+        `while the booking service stays well (at the dial in about ${fmtDuration(back)})` +
+        (h.reason ? `. Last lowered for: ${h.reason}.` : ".");
+      break;
+    }
+    case "ok":
+      why = "At the dial: the booking service is keeping up.";
+      break;
+    case "off":
+      why = "Core-health feedback is off on this gateway: fans are let in at the dial whatever the booking service's state.";
+      break;
+    default:
+      kind = "unknown";
+      why = "The booking service's health has not been read yet.";
+  }
+  if (factor < 1 && kind === "ok") kind = "recovering"; // the tick's factor lags the health's by a tick
+  state.factor = dial > 0 ? factor : 1;
+  $("rate").dataset.health = kind;
+  setText($("rate-why"), why);
 }
 
 function renderCounts(c) {
@@ -379,7 +432,11 @@ function saleState(d, now) {
 }
 
 function renderSaleState() {
-  const [key, text] = saleState(state.dials, state.asOf);
+  let [key, text] = saleState(state.dials, state.asOf);
+  if (key === "admitting" && state.factor < 1) {
+    // The top line says it too: on a phone the rate panel may be off screen.
+    [key, text] = ["slowed", `admitting at ${Math.round(state.factor * 100)}% of the dial`];
+  }
   setState(key, text);
   const label = state.dials.paused ? "Resume admission" : "Pause admission";
   setText(ui.pause, label);
@@ -507,7 +564,8 @@ function drawCharts() {
   const t1 = Date.now(), t0 = t1 - WINDOW_MS;
   plot(charts.admitted, [
     { points: series("admitted"), color: "--c-measured" },
-    { points: series("dial"), color: "--c-dial", step: true, dash: [6, 4] },
+    { points: series("effective"), color: "--c-effective", step: true },
+    { points: series("dial"), color: "--c-dial", step: true, dash: [6, 4] }, // over the effective rate where they meet
   ], t0, t1);
   plot(charts.queued, [{ points: series("queued"), color: "--c-measured" }], t0, t1);
   plot(charts.active, [{ points: series("active"), color: "--c-measured" }], t0, t1);

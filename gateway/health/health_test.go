@@ -1,0 +1,214 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+)
+
+// window builds a window's evidence: n calls of kind k with outcome o,
+// each took long.
+type obs struct {
+	k    Kind
+	o    Outcome
+	n    int
+	took time.Duration
+}
+
+func window(list ...obs) *Window {
+	w := &Window{}
+	for _, b := range list {
+		for range b.n {
+			w.add(b.k, b.o, b.took)
+		}
+	}
+	return w
+}
+
+// The thresholds, each with the case just under it: a window is bad only
+// on the rule's evidence, and says why as an operator reads it.
+func TestJudge(t *testing.T) {
+	r := DefaultRule()
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		w      *Window
+		want   State
+		reason string
+	}{
+		{"no evidence", window(), None, ""},
+		{"a probe answered", window(obs{KindProbe, OK, 1, ms}), Good, ""},
+		{"the probe refused, nothing else", window(obs{KindProbe, Unreachable, 2, ms}), Bad, "core unreachable"},
+		{"the probe says 503, nothing else", window(obs{KindProbe, Unavailable, 1, ms}), Bad, "core 503s 100%"},
+		{"one failed call, no success", window(obs{KindBooking, Failed, 1, ms}), Bad, "core 5xx 100%"},
+		{"503s 12%", window(obs{KindHold, OK, 22, ms}, obs{KindHold, Unavailable, 3, ms}), Bad, "core 503s 12%"},
+		{"503s under 10%", window(obs{KindHold, OK, 30, ms}, obs{KindHold, Unavailable, 3, ms}), Good, ""},
+		{"a failure in too few calls to judge a share: no verdict", window(obs{KindHold, OK, 3, ms}, obs{KindHold, Unavailable, 1, ms}), None, ""},
+		{"a failure in many calls, under the share", window(obs{KindHold, OK, 19, ms}, obs{KindHold, Unavailable, 1, ms}), Good, ""},
+		{"mostly timeouts", window(obs{KindHold, OK, 2, ms}, obs{KindHold, Unreachable, 5, ms}, obs{KindProbe, Unavailable, 1, ms}), Bad, "core not answering 75%"},
+		{"hold p90 1.8 s", window(obs{KindHold, OK, 8, 50 * ms}, obs{KindHold, OK, 2, 1800 * ms}), Bad, "core hold p90 1.8 s"},
+		{"one slow hold in ten: p90 fast", window(obs{KindHold, OK, 9, 50 * ms}, obs{KindHold, OK, 1, 1800 * ms}), Good, ""},
+		{"slow holds, too few to judge: no verdict", window(obs{KindHold, OK, 4, 3 * time.Second}, obs{KindProbe, OK, 2, ms}), None, ""},
+		{"slow payments do not count", window(obs{KindBooking, OK, 20, 5 * time.Second}), Good, ""},
+		{"slow holds, hold at 850 ms", window(obs{KindHold, OK, 10, 850 * ms}), Good, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := r.Judge(tc.w)
+			if v.State != tc.want || v.Reason != tc.reason {
+				t.Fatalf("Judge = %+v; want %s %q", v, tc.want, tc.reason)
+			}
+		})
+	}
+	lower := r
+	lower.HoldP90 = 800 * time.Millisecond
+	if v := lower.Judge(window(obs{KindHold, OK, 10, 850 * ms})); v.State != Bad || v.Reason != "core hold p90 850 ms" {
+		t.Fatalf("Judge with an 800 ms threshold = %+v; want bad, core hold p90 850 ms", v)
+	}
+}
+
+func TestKindAndOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		want         Kind
+	}{
+		{"POST", "/v1/events/7/holds", KindHold},
+		{"POST", "/v1/events/7/holds/", KindHold},
+		{"GET", "/v1/events/7/holds", KindNone},
+		{"GET", "/v1/events/7", KindNone},
+		{"POST", "/v1/holds/abc/payment", KindBooking},
+		{"POST", "/v1/holds/abc/confirm", KindBooking},
+		{"DELETE", "/v1/holds/abc", KindBooking},
+		{"GET", "/v1/bookings/abc", KindBooking},
+		{"POST", "/v1/auth/code", KindNone},
+		{"GET", "/v1/me", KindNone},
+	} {
+		if got := KindOf([]byte(tc.method), []byte(tc.path)); got != tc.want {
+			t.Errorf("KindOf(%s %s) = %d; want %d", tc.method, tc.path, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		status         int
+		body           string
+		answered, busy bool
+		want           Outcome
+	}{
+		{201, `{}`, true, false, OK},
+		{409, `{"error":"seats_taken"}`, true, false, OK},
+		{429, `{}`, true, false, OK},
+		{503, `{"error":"unavailable"}`, true, false, Unavailable},
+		{500, `{}`, true, false, Failed},
+		{502, `{"error":"provider_unavailable","message":"x"}`, true, false, OK},
+		{502, `<html>bad gateway</html>`, true, false, Failed},
+		{504, ``, true, false, Failed},
+		{0, ``, false, false, Unreachable},
+		{0, ``, false, true, Unavailable},
+	} {
+		if got := OutcomeOf(tc.status, []byte(tc.body), tc.answered, tc.busy); got != tc.want {
+			t.Errorf("OutcomeOf(%d %s answered=%v busy=%v) = %d; want %d", tc.status, tc.body, tc.answered, tc.busy, got, tc.want)
+		}
+	}
+}
+
+// clockShare is an Exchanger whose Redis clock the test moves: it records
+// the reports and applies them as health.lua does (once per window).
+type clockShare struct {
+	mu      sync.Mutex
+	now     time.Time
+	reports []Report
+	factor  float64
+	lastDec int64
+	reason  string
+	fail    bool
+}
+
+func (c *clockShare) Exchange(_ context.Context, r Report) (Shared, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail {
+		return Shared{}, errors.New("redis down")
+	}
+	w := c.now.UnixMilli() / r.Rule.Window.Milliseconds()
+	if r.Verdict.State != None {
+		c.reports = append(c.reports, r)
+		if r.Verdict.State == Bad && r.Window > c.lastDec {
+			c.factor, c.lastDec, c.reason = math.Max(r.Rule.Floor, c.factor*r.Rule.Decrease), r.Window, r.Verdict.Reason
+		}
+	}
+	return Shared{Factor: c.factor, Now: c.now, Window: w, LastDecrease: c.lastDec, Reason: c.reason}, nil
+}
+
+func (c *clockShare) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// A monitor judges each window of the Redis clock once, sends the verdict
+// with the next exchange, says nothing about a window without evidence,
+// and keeps its last factor while Redis is unreachable.
+func TestMonitorWindows(t *testing.T) {
+	ctx := context.Background()
+	sh := &clockShare{now: time.UnixMilli(1_000_000_000_000), factor: 1}
+	m := New(Rule{}, sh, nil)
+	if f := m.Factor(ctx); f != 1 {
+		t.Fatalf("first factor = %v; want 1", f)
+	}
+	tick := func() float64 { sh.advance(100 * time.Millisecond); return m.Factor(ctx) }
+	// Window 1: healthy probes.
+	m.Observe(KindProbe, OK, time.Millisecond)
+	for range 10 {
+		tick()
+	}
+	// Window 2: every probe refused.
+	m.Observe(KindProbe, Unreachable, time.Millisecond)
+	m.Observe(KindNone, Unreachable, time.Millisecond) // not evidence
+	for range 10 {
+		tick()
+	}
+	// Window 3: no evidence at all.
+	for range 10 {
+		tick()
+	}
+	if len(sh.reports) != 2 || sh.reports[0].Verdict.State != Good || sh.reports[1].Verdict != (Verdict{Bad, "core unreachable"}) {
+		t.Fatalf("reports = %+v; want good, then bad (core unreachable), and nothing for the empty window", sh.reports)
+	}
+	if sh.reports[1].Window != sh.reports[0].Window+1 {
+		t.Fatalf("windows reported %d then %d; want consecutive", sh.reports[0].Window, sh.reports[1].Window)
+	}
+	st := m.Status()
+	if st.Factor != 0.5 || st.State != "lowered" || st.Reason != "core unreachable" {
+		t.Fatalf("status = %+v; want factor 0.5, lowered, core unreachable", st)
+	}
+	if good, bad, none := m.Windows(); good != 1 || bad != 1 || none < 1 {
+		t.Fatalf("windows = %d good, %d bad, %d none; want 1, 1, 1 or more", good, bad, none)
+	}
+	sh.mu.Lock()
+	sh.fail = true
+	sh.mu.Unlock()
+	if f := tick(); f != 0.5 {
+		t.Fatalf("factor with Redis down = %v; want the last one read, 0.5", f)
+	}
+	var nilMonitor *Monitor
+	nilMonitor.Observe(KindHold, OK, 0)
+	if f := nilMonitor.Factor(ctx); f != 1 || nilMonitor.Status().State != "off" {
+		t.Fatalf("a nil monitor's factor = %v, %+v; want 1, off", f, nilMonitor.Status())
+	}
+}
+
+func TestRuleValidate(t *testing.T) {
+	if err := DefaultRule().Validate(); err != nil {
+		t.Fatalf("DefaultRule().Validate() = %v", err)
+	}
+	for name, edit := range map[string]func(*Rule){
+		"decrease 1":  func(r *Rule) { r.Decrease = 1 },
+		"increase 0":  func(r *Rule) { r.Increase = 0 },
+		"floor 1":     func(r *Rule) { r.Floor = 1 },
+		"share 0":     func(r *Rule) { r.FailShare = 0 },
+		"window 1 ms": func(r *Rule) { r.Window = time.Millisecond },
+	} {
+		r := DefaultRule()
+		edit(&r)
+		if r.Validate() == nil {
+			t.Errorf("Validate(%s) = nil; want an error", name)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+// Package health is a gateway's view of the core's health and the share of
+// the rate dial it allows: the gateway's proxied calls to the core and its
+// own readiness probes, judged per window (rule.go: the rule and its
+// reasoning), exchanged through Redis for one factor every gateway shares
+// (gateway/redis, health.lua), which the room passes to the admission
+// bucket at every tick: effective rate = dial x factor.
+package health
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Report is what a gateway tells the shared factor: its verdict on a
+// closed window (None: only read), the rule's steps, and the factor it
+// last read (Seed: what a lost key is restored to).
+type Report struct {
+	Window  int64 // the window judged (Redis time / Rule.Window); 0 with None
+	Verdict Verdict
+	Rule    Rule
+	Seed    float64
+}
+
+// Shared is the factor as every gateway shares it, and its recent moves.
+type Shared struct {
+	Factor       float64
+	Reason       string    // of the last decrease
+	Now          time.Time // the Redis server's clock
+	Window       int64     // the window Now is in
+	LastDecrease int64     // window of the last decrease (0: none yet)
+	LastIncrease int64     // window of the last increase (0: none yet)
+	Decreases    int64     // counted over the key's life (tests, metrics)
+	Increases    int64
+}
+
+// Exchanger is the shared factor's store (gateway/redis). Exchange applies
+// the report (decrease, increase, or nothing: see health.lua) and returns
+// the factor after it. A report of a window neither just closed nor
+// current is only read.
+type Exchanger interface {
+	Exchange(ctx context.Context, r Report) (Shared, error)
+}
+
+// Status is what the operators' console and the metrics show.
+type Status struct {
+	Factor float64 `json:"factor"`
+	// State: "ok" (the dial), "lowered" (the last move was a decrease),
+	// "recovering" (the last move was an increase, below the dial),
+	// "unknown" (the shared factor could not be read yet).
+	State  string    `json:"state"`
+	Reason string    `json:"reason"` // of the last decrease, while below the dial
+	AsOf   time.Time `json:"as_of"`  // of the last exchange that worked
+	// Step and WindowSeconds are the rule's increase and window: while
+	// recovering the factor climbs Step every WindowSeconds at most.
+	Step          float64 `json:"step"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// Last is this gateway's own judgement of its last closed window.
+	Last WindowStatus `json:"last_window"`
+}
+
+// WindowStatus is one window as this gateway saw it.
+type WindowStatus struct {
+	Verdict   State   `json:"verdict"`
+	Reason    string  `json:"reason,omitempty"`
+	Calls     int     `json:"calls"`
+	Failures  int     `json:"failures"`
+	Holds     int     `json:"holds"`
+	HoldP90Ms int64   `json:"hold_p90_ms"`
+	Probes    int     `json:"probes"`
+	ProbesOK  int     `json:"probes_ok"`
+	Seconds   float64 `json:"seconds"` // the window's length
+}
+
+// Monitor collects one gateway's evidence and keeps the shared factor. Its
+// methods are safe for concurrent use and, on a nil *Monitor, do nothing
+// (Factor is then 1: the dial).
+type Monitor struct {
+	rule   Rule
+	shared Exchanger
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	cur     Window  // the window in progress (ID 0: not yet aligned)
+	pending *Report // a closed window's verdict, sent with the next exchange
+	sh      Shared  // the last exchange's answer
+	ok      bool    // sh is real
+	status  Status
+	counts  [3]int64 // windows judged: good, bad, none
+}
+
+// New returns a monitor judging by rule (DefaultRule when zero) and
+// sharing through ex; a nil log discards.
+func New(rule Rule, ex Exchanger, log *slog.Logger) *Monitor {
+	if rule == (Rule{}) {
+		rule = DefaultRule()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Monitor{rule: rule, shared: ex, log: log,
+		status: Status{Factor: 1, State: "unknown", Step: rule.Increase, WindowSeconds: rule.Window.Seconds()}}
+}
+
+// Rule is the monitor's rule.
+func (m *Monitor) Rule() Rule { return m.rule }
+
+// Observe records one call to the core (k KindNone is ignored). It takes a
+// lock for a few additions: proxied calls are hundreds a second, not more.
+func (m *Monitor) Observe(k Kind, o Outcome, took time.Duration) {
+	if m == nil || k == KindNone {
+		return
+	}
+	m.mu.Lock()
+	m.cur.add(k, o, took)
+	m.mu.Unlock()
+}
+
+// Factor is called once per tick: it sends the verdict on the window that
+// closed since the last call, if any, reads the shared factor back and
+// returns it, the share of the dial to admit at. When the exchange fails
+// (Redis) the last factor read is kept; before any was read, 1.
+func (m *Monitor) Factor(ctx context.Context) float64 {
+	if m == nil {
+		return 1
+	}
+	m.mu.Lock()
+	rep := Report{Verdict: Verdict{State: None}, Rule: m.rule, Seed: m.status.Factor}
+	if m.pending != nil {
+		rep = *m.pending
+		rep.Seed = m.status.Factor
+	}
+	m.mu.Unlock()
+	sh, err := m.shared.Exchange(ctx, rep)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("core health: the shared factor cannot be read; keeping the last", "factor", m.status.Factor, "err", err)
+		}
+		return m.status.Factor
+	}
+	if m.pending != nil && m.pending.Window == rep.Window {
+		m.pending = nil
+	}
+	m.sh, m.ok = sh, true
+	switch {
+	case m.cur.ID == 0:
+		m.cur.ID = sh.Window // the first window is counted from now
+	case sh.Window > m.cur.ID:
+		// The window closed (on the Redis clock, the same for every
+		// gateway): judge it; the verdict goes with the next exchange, a
+		// tick from now. A gateway that missed windows (stalled) reports
+		// its evidence as the window just closed.
+		closed := m.cur
+		closed.ID = sh.Window - 1
+		v := m.rule.Judge(&closed)
+		m.counts[countIndex(v.State)]++
+		m.status.Last = windowStatus(&closed, v, time.Duration(sh.Window-m.cur.ID)*m.rule.Window)
+		if v.State != None {
+			m.pending = &Report{Window: closed.ID, Verdict: v, Rule: m.rule}
+		}
+		m.cur = Window{ID: sh.Window}
+	}
+	was := m.status.State
+	m.status.Factor, m.status.AsOf = sh.Factor, sh.Now
+	m.status.State, m.status.Reason = state(sh), ""
+	if m.status.State != "ok" {
+		m.status.Reason = sh.Reason
+	}
+	if was != m.status.State {
+		// Every gateway logs the shared factor's turns (not each move); a
+		// cut in admission is an operator's concern (warn).
+		lvl := slog.LevelInfo
+		if m.status.State == "lowered" {
+			lvl = slog.LevelWarn
+		}
+		m.log.Log(ctx, lvl, "core health: admission "+m.status.State, "factor", sh.Factor, "reason", m.status.Reason,
+			"this_gateway_last_window", m.status.Last)
+	}
+	return sh.Factor
+}
+
+func state(sh Shared) string {
+	switch {
+	case sh.Factor >= 1:
+		return "ok"
+	case sh.LastIncrease > sh.LastDecrease:
+		return "recovering"
+	}
+	return "lowered"
+}
+
+func countIndex(s State) int {
+	switch s {
+	case Good:
+		return 0
+	case Bad:
+		return 1
+	}
+	return 2
+}
+
+func windowStatus(w *Window, v Verdict, length time.Duration) WindowStatus {
+	ws := WindowStatus{Verdict: v.State, Reason: v.Reason, Holds: w.HoldsN, HoldP90Ms: w.HoldP90().Milliseconds(),
+		Seconds: length.Seconds(), ProbesOK: w.Probes[OK]}
+	for o := range nOutcomes {
+		ws.Calls += w.Calls[o]
+		ws.Probes += w.Probes[o]
+		if o != OK {
+			ws.Failures += w.Calls[o]
+		}
+	}
+	return ws
+}
+
+// Status is the monitor's current picture (nil: the feedback is off).
+func (m *Monitor) Status() Status {
+	if m == nil {
+		return Status{Factor: 1, State: "off"}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.status
+}
+
+// Windows counts the windows this gateway judged good, bad and with no
+// evidence.
+func (m *Monitor) Windows() (good, bad, none int64) {
+	if m == nil {
+		return 0, 0, 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[0], m.counts[1], m.counts[2]
+}
+
+// Probe asks the core whether it is ready; the gateway's core client
+// implements it (GET /readyz) and answers its outcome.
+type Probe func(ctx context.Context) Outcome
+
+// RunProbe probes the core every ProbeEvery until ctx ends, each probe
+// with a window's deadline (no answer within it is Unreachable: a core
+// that takes a second to say it is ready is not), so that every window
+// has evidence even when no fan is holding.
+func (m *Monitor) RunProbe(ctx context.Context, probe Probe) {
+	if m == nil {
+		return
+	}
+	t := time.NewTicker(m.rule.probeEvery())
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, m.rule.Window)
+		start := time.Now()
+		o := probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.Observe(KindProbe, o, time.Since(start))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
