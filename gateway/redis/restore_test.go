@@ -89,9 +89,9 @@ func TestRestoreLostJoin(t *testing.T) {
 		}
 
 		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = false })
-		s.Tick(ctx, ev)
+		s.Tick(ctx, ev, 1)
 		time.Sleep(100 * time.Millisecond)
-		if tk, _ := s.Tick(ctx, ev); tk.Serving < 6 {
+		if tk, _ := s.Tick(ctx, ev, 1); tk.Serving < 6 {
 			t.Fatalf("serving %d; want 6 offered", tk.Serving)
 		}
 		for _, f := range []struct {
@@ -125,15 +125,15 @@ func TestRestoreLostRequeueAndClaim(t *testing.T) {
 		for f := 1; f <= 3; f++ {
 			s.Join(ctx, ev, fmt.Sprint(f))
 		}
-		s.Tick(ctx, ev)
+		s.Tick(ctx, ev, 1)
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev)
+		s.Tick(ctx, ev, 1)
 		st2, exp2, _ := s.Claim(ctx, ev, "2", 2)
 		if st2 != gateway.ClaimAdmitted {
 			t.Fatalf("claim 2 = %s; want admitted", st2)
 		}
 		time.Sleep(1100 * time.Millisecond) // fan 1's offer lapses
-		s.Tick(ctx, ev)
+		s.Tick(ctx, ev, 1)
 		st, back, _ := s.Claim(ctx, ev, "1", 1)
 		if st != gateway.ClaimRequeued || back != 4 {
 			t.Fatalf("late claim = %s %d; want requeued to 4", st, back)
@@ -205,9 +205,9 @@ func TestRestoreLostPrequeueJoin(t *testing.T) {
 		if sharer == "" {
 			t.Fatalf("no drawn fan at place %d", place)
 		}
-		s.Tick(ctx, ev)
+		s.Tick(ctx, ev, 1)
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev)
+		s.Tick(ctx, ev, 1)
 		for _, id := range []string{sharer, "7"} {
 			if st, _, _ := s.Claim(ctx, ev, id, place); st != gateway.ClaimAdmitted {
 				t.Errorf("claim %s at %d = %s; want admitted", id, place, st)
