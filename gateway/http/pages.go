@@ -62,7 +62,8 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx, _ params) error {
 	return nil
 }
 
-// readyz is ready while the room's last tick reached the store.
+// readyz is ready while the room's last tick reached the store for some
+// event (room.Healthy: one master failing over does not take the gateway out).
 func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ params) error {
 	if !s.room.Healthy() {
 		return gateway.Errorf(gateway.EUnavailable, "redis is not answering")

@@ -138,7 +138,8 @@ func (r *Room) View(event int64) (View, bool) {
 	return *v, true
 }
 
-// Healthy reports whether the last tick reached the store.
+// Healthy reports whether the last tick reached the store for at least
+// one event (or there was none to tick).
 func (r *Room) Healthy() bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -189,10 +190,16 @@ func (r *Room) tickAll(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	r.mu.RUnlock()
-	ok := true
+	// Ready while the store answers for some event: a Redis Cluster master
+	// failing over stops the ticks of its events only (the other masters'
+	// events keep ticking, and polls are answered from the views), so one
+	// event's failed tick must not take the whole gateway out of its load
+	// balancer. With no events, the tick loop has nothing to tell.
+	ok := len(ids) == 0
 	for _, id := range ids {
-		if err := r.Refresh(ctx, id); err != nil {
-			ok = false
+		if err := r.Refresh(ctx, id); err == nil {
+			ok = true
+		} else {
 			if ctx.Err() == nil {
 				r.log.Warn("tick failed; serving from cache, admission paused", "event", id, "err", err)
 			}

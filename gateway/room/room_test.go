@@ -135,3 +135,41 @@ func TestNilLogger(t *testing.T) {
 		t.Error("Healthy() after failed ticks = true")
 	}
 }
+
+// partStore fails the ticks of one event: a Redis Cluster master failing
+// over takes only its slots' events away.
+type partStore struct {
+	gateway.Store
+	down int64
+}
+
+func (s partStore) Tick(ctx context.Context, event int64, factor float64) (gateway.Tick, error) {
+	if event == s.down {
+		return gateway.Tick{}, errors.New("CLUSTERDOWN the slot is not served")
+	}
+	return s.Store.Tick(ctx, event, factor)
+}
+
+// One event's failed tick keeps the gateway ready (its load balancer keeps
+// sending it the fans of every other event); every event's failing does
+// not. The control is TestNilLogger's room, whose only event fails.
+func TestReadyThroughOneEventsOutage(t *testing.T) {
+	ctx := context.Background()
+	mem := storetest.New()
+	d := gateway.DefaultDials(time.Now().Add(time.Hour), time.Now().Add(48*time.Hour))
+	for _, ev := range []int64{1, 2} {
+		if err := mem.InitDials(ctx, ev, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := room.New(partStore{Store: mem, down: 2}, &catalog{}, nil)
+	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	r.Run(rctx, 10*time.Millisecond)
+	if !r.Healthy() {
+		t.Fatal("Healthy() = false with one of two events ticking; want ready")
+	}
+	if _, ok := r.View(1); !ok {
+		t.Fatal("no view of the event that ticks")
+	}
+}
