@@ -51,8 +51,8 @@ type Options struct {
 
 // DefaultIdleInTxTimeout and DefaultLockTimeout (Options.IdleInTxTimeout
 // and LockTimeout, set by cmd/core) are the rule that keeps a stalled core
-// from holding seats or acting late: a core frozen by a GC pause, SIGSTOP, a starved CPU or a
-// network partition, then let go.
+// from holding seats or acting late: a core frozen by a GC pause, SIGSTOP,
+// a starved CPU or a network partition, then let go.
 //
 // Every change to a seat, hold, booking or job is a conditional statement
 // judged by the database, on the rows as they are when it runs and by the
@@ -223,38 +223,38 @@ func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // unavailable reports whether a SQLSTATE means the database cannot serve
 // now but may in a moment. It is the rule for a database that goes away
-// under the core: a
-// PostgreSQL primary killed, Patroni promoting its synchronous standby
-// about a TTL (10 s) later. Until then every statement fails, and the core
-// answers 503 unavailable with Retry-After, never 500, and keeps no broken
-// connection (Open). The errors of that window are: no connection at all
-// (pgconn's connect errors, an I/O error or EOF mid-statement, a timeout),
-// and those the server sends: class 08 (connection exception), 57P01
-// admin_shutdown (Patroni's fast stop), 57P02 crash_shutdown, 57P03
-// cannot_connect_now (starting, or in recovery), 25006
-// read_only_sql_transaction (a connection that reached a standby), 53xxx
-// (insufficient resources, e.g. 53300 too many connections while clients
-// reconnect at once), 58xxx (I/O errors), 25P03 (the server ended an idle
-// transaction: DefaultIdleInTxTimeout), 55P03 (a lock wait that ran out: DefaultIdleInTxTimeout),
-// 57014 (a statement cancelled at its deadline) and 40003 (statement
-// completion unknown).
+// under the core: a PostgreSQL primary killed, Patroni promoting its
+// synchronous standby about a TTL (10 s) later. Until then every statement
+// fails, and the core answers 503 unavailable with Retry-After, never 500,
+// and keeps no broken connection (Open). The errors of that window are: no
+// connection at all (pgconn's connect errors, an I/O error or EOF
+// mid-statement, a timeout), and those the server sends: class 08
+// (connection exception), 57P01 admin_shutdown (Patroni's fast stop),
+// 57P02 crash_shutdown, 57P03 cannot_connect_now (starting, or in
+// recovery), 25006 read_only_sql_transaction (a connection that reached a
+// standby), 53xxx (insufficient resources, e.g. 53300 too many connections
+// while clients reconnect at once), 58xxx (I/O errors), 57014 (a statement
+// cancelled at its deadline) and 40003 (statement completion unknown); and
+// from a stalled core's transaction (DefaultIdleInTxTimeout): 25P03 (the
+// server ended it) and 55P03 (a lock wait behind it ran out).
 //
 // A COMMIT whose answer never arrives (the connection died during it) has
 // an unknown outcome: it may have committed on the old primary and, with
 // synchronous_mode, on the standby that is promoted, or not at all. Every
 // payment step is safe to run again, so the client's retry settles it:
 // Confirm and Pay keep their Idempotency-Key (released on a 503, so the
-// retry runs anew), StartPayment returns the booking a first try made,
-// the provider's payment is keyed by the booking (charge:<hold>), Settle
-// locks the booking and applies an outcome once (payment_events, and
-// core.Transition refusing a repeated step), and outbox jobs carry the
-// provider's idempotency keys. A hold is one autocommit statement with no
-// key: a hold whose COMMIT was lost on the way back may exist without its
-// fan knowing its id. The fan's retry of the same seats is then told
-// seats_taken (by that hold), and the seats come back when it expires (the
-// hold time, 8 minutes at most) or when the fan's account retries past its
-// limit (retryOverLimit returns only expired holds). No seat is sold
-// twice; at most a fan's seats are out of sale for one hold time.
+// retry runs anew; if the release fails too, the key's lease runs out in
+// 8 s), StartPayment returns the booking a first try made, the provider's
+// payment is keyed by the booking (charge:<hold>), Settle locks the
+// booking and applies an outcome once (payment_events, and core.Transition
+// refusing a repeated step), and outbox jobs carry the provider's
+// idempotency keys. A hold is one autocommit statement with no key: a hold
+// whose COMMIT was lost on the way back may exist without its fan knowing
+// its id. The fan's retry of the same seats is then told seats_taken (by
+// that hold), and the seats come back when it expires (the event's hold
+// time, 8 minutes by default); until then its tickets count against the
+// fan's limit. No seat is sold twice; at most a fan's seats are out of
+// sale for one hold time (the proof test counts these as orphaned holds).
 func unavailable(code string) bool {
 	switch code {
 	case "25006", "25P03", "55P03", "57014", "57P01", "57P02", "57P03", "40003":

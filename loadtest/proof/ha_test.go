@@ -51,9 +51,11 @@ func startCluster(t *testing.T, o topology.PGOptions) *topology.PG {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		start := time.Now()
 		if err := pg.Stop(); err != nil {
 			t.Errorf("stop the PostgreSQL cluster: %v", err)
 		}
+		t.Logf("cluster stopped in %v", time.Since(start).Round(time.Millisecond))
 	})
 	return pg
 }

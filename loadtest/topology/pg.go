@@ -259,16 +259,19 @@ func postgresCredential() (*syscall.Credential, error) {
 	return c, nil
 }
 
-// prepareRoot picks where the postgres user's files go: Dir/pg when that
-// user can reach it, else /tmp/onsale-ha-<hash of Dir> (a clone inside a
-// 0700 mktemp directory), removed again at Stop.
+// prepareRoot picks where the postgres user's files go: Dir/pg/members
+// when that user can reach it, else /tmp/onsale-ha-<hash of Dir> (a clone
+// inside a 0700 mktemp directory, or a Dir too deep for a Unix socket's
+// path), removed again at Stop.
 func (p *PG) prepareRoot() error {
 	p.root = filepath.Join(p.o.Dir, "pg", "members")
 	os.Remove(filepath.Join(p.logDir, "members-dir"))
 	if err := os.MkdirAll(p.root, 0o755); err != nil {
 		return err
 	}
-	if p.cred != nil && !p.postgresCanReach(p.root) {
+	// A Unix socket's path has at most 107 bytes: a deep Dir moves too.
+	long := len(p.root)+len("/pg1/.s.PGSQL.65535.lock") > 100
+	if long || (p.cred != nil && !p.postgresCanReach(p.root)) {
 		sum := sha256.Sum256([]byte(p.o.Dir))
 		p.root = "/tmp/onsale-ha-" + hex.EncodeToString(sum[:8])
 		p.tmpRoot = true

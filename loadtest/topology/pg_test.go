@@ -73,11 +73,12 @@ func (p *PG) pids() []int {
 	return pids
 }
 
-// A cluster starts with a leader and a synchronous standby, a second handle
+// A cluster started Detached (as make cluster-up starts it: it outlives
+// the command) has a leader and a synchronous standby, a second handle
 // from OpenPG (another process's view, as make cluster-down has) stops it,
 // and nothing is left behind.
 func TestPGStartOpenStop(t *testing.T) {
-	p := startPG(t, PGOptions{})
+	p := startPG(t, PGOptions{Detached: true})
 	ctx := context.Background()
 	leader, err := p.Primary(ctx)
 	if err != nil {
