@@ -76,10 +76,13 @@ func RenderHAProxy(template string, c HAProxyConfig) (string, error) {
 		"STATS_SOCKET":     c.StatsSocket,
 		"MAXCONN":          strconv.Itoa(c.MaxConn),
 		"GATEWAY_SERVERS":  servers("gw", c.Gateways, "", ""),
-		// every gateway again, unchecked: HAProxy's fallback while no
-		// checked gateway is UP (a Redis failover fails every /readyz)
+		// every gateway (core) again, unchecked: HAProxy's fallback while
+		// no checked one is UP (Redis lost by every gateway; PostgreSQL
+		// failing over for every core), so fans get the services' own 503
+		// with Retry-After rather than a reset or HAProxy's HTML page
 		"GATEWAY_FALLBACK_SERVERS": servers("gw", c.Gateways, "-fallback", " backup no-check"),
 		"CORE_SERVERS":             servers("core", c.Cores, "", ""),
+		"CORE_FALLBACK_SERVERS":    servers("core", c.Cores, "-fallback", " backup no-check"),
 		"PG_SERVERS":               strings.TrimSuffix(pg.String(), "\n"),
 	}
 	var missing []string
