@@ -3,8 +3,10 @@ package health
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -113,11 +115,14 @@ func TestKindAndOutcome(t *testing.T) {
 }
 
 // clockShare is an Exchanger whose Redis clock the test moves: it records
-// the reports and applies them as health.lua does (once per window).
+// the reports, counts those health.lua counts (a verdict on the window just
+// closed) and applies a counted bad one at once (once per window; the
+// script's settling a window later is the Redis tests' concern).
 type clockShare struct {
 	mu      sync.Mutex
 	now     time.Time
 	reports []Report
+	counted int
 	factor  float64
 	lastDec int64
 	reason  string
@@ -133,6 +138,10 @@ func (c *clockShare) Exchange(_ context.Context, r Report) (Shared, error) {
 	w := c.now.UnixMilli() / r.Rule.Window.Milliseconds()
 	if r.Verdict.State != None {
 		c.reports = append(c.reports, r)
+		if r.Window != w-1 {
+			return Shared{Factor: c.factor, Now: c.now, Window: w, LastDecrease: c.lastDec, Reason: c.reason}, nil
+		}
+		c.counted++
 		if r.Verdict.State == Bad && r.Window > c.lastDec {
 			c.factor, c.lastDec, c.reason = math.Max(r.Rule.Floor, c.factor*r.Rule.Decrease), r.Window, r.Verdict.Reason
 		}
@@ -143,7 +152,7 @@ func (c *clockShare) Exchange(_ context.Context, r Report) (Shared, error) {
 func (c *clockShare) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // A monitor judges each window of the Redis clock once, sends the verdict
-// with the next exchange, says nothing about a window without evidence,
+// as soon as it sees the window close, says nothing about a window without evidence,
 // and keeps its last factor while Redis is unreachable.
 func TestMonitorWindows(t *testing.T) {
 	ctx := context.Background()
@@ -193,6 +202,70 @@ func TestMonitorWindows(t *testing.T) {
 		t.Fatalf("a nil monitor's factor = %v, %+v; want 1, off", f, nilMonitor.Status())
 	}
 }
+
+// Verdicts reach the shared factor while their window is the one just
+// closed even when the monitor's calls come more than a window apart (a
+// slow tick loop): they once went with the next call, a window too late,
+// and all but a few were dropped with the core down. A monitor that stalls
+// for windows reports its evidence under the window it started in, not as
+// the window just closed.
+func TestMonitorSlowCalls(t *testing.T) {
+	ctx := context.Background()
+	sh := &clockShare{now: time.UnixMilli(1_000_000_000_000), factor: 1}
+	m := New(Rule{}, sh, nil)
+	m.Factor(ctx)
+	const calls = 20
+	for range calls {
+		m.Observe(KindProbe, Unreachable, time.Millisecond)
+		sh.advance(1100 * time.Millisecond)
+		m.Factor(ctx)
+	}
+	// Every eleventh call skips a window (1.1 s apart): that evidence
+	// spans two windows and is reported under the older, too late.
+	if len(sh.reports) != calls || sh.counted < calls*8/10 {
+		t.Fatalf("%d verdicts sent, %d counted, of %d windows with evidence; want all sent, most counted", len(sh.reports), sh.counted, calls)
+	}
+	if st := m.Status(); st.Factor != 0.1 {
+		t.Fatalf("factor after %d bad windows = %v; want the floor", calls, st.Factor)
+	}
+
+	start, counted := m.cur.ID, sh.counted
+	m.Observe(KindProbe, OK, time.Millisecond)
+	sh.advance(3 * time.Second) // stalled for three windows
+	m.Factor(ctx)
+	last := sh.reports[len(sh.reports)-1]
+	if last.Window != start || last.Verdict.State != Good {
+		t.Fatalf("after a stall the report is %+v; want good, under window %d (where its evidence started)", last, start)
+	}
+	if sh.counted != counted {
+		t.Fatalf("a stalled gateway's old evidence was counted as the window just closed")
+	}
+}
+
+// Before the first read of the shared factor works, a gateway admits at
+// the floor, not at the dial: it does not know what the fleet is at. The
+// warning that the factor cannot be read is logged once, not every tick.
+func TestMonitorUnreadFactor(t *testing.T) {
+	var logged countHandler
+	sh := &clockShare{now: time.UnixMilli(1_000_000_000_000), factor: 0.1, fail: true}
+	m := New(Rule{}, sh, slog.New(&logged))
+	for range 50 {
+		if f := m.Factor(context.Background()); f != DefaultRule().Floor {
+			t.Fatalf("factor before any read = %v; want the floor %v", f, DefaultRule().Floor)
+		}
+	}
+	if n := logged.n.Load(); n != 1 {
+		t.Fatalf("%d warnings over 50 failed exchanges; want 1", n)
+	}
+}
+
+// countHandler counts the records logged.
+type countHandler struct{ n atomic.Int64 }
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (h *countHandler) Handle(context.Context, slog.Record) error { h.n.Add(1); return nil }
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h *countHandler) WithGroup(string) slog.Handler             { return h }
 
 func TestRuleValidate(t *testing.T) {
 	if err := DefaultRule().Validate(); err != nil {

@@ -15,7 +15,8 @@ import (
 
 // Report is what a gateway tells the shared factor: its verdict on a
 // closed window (None: only read), the rule's steps, and the factor it
-// last read (Seed: what a lost key is restored to).
+// last read (Seed: what a lost key is restored to; 1 for a gateway that
+// never read one, so a fresh install starts at the dial).
 type Report struct {
 	Window  int64 // the window judged (Redis time / Rule.Window); 0 with None
 	Verdict Verdict
@@ -35,10 +36,11 @@ type Shared struct {
 	Increases    int64
 }
 
-// Exchanger is the shared factor's store (gateway/redis). Exchange applies
-// the report (decrease, increase, or nothing: see health.lua) and returns
-// the factor after it. A report of a window neither just closed nor
-// current is only read.
+// Exchanger is the shared factor's store (gateway/redis). Exchange counts
+// the report's verdict toward its window, settles the windows that can get
+// no more verdicts (decrease, increase, or nothing: see health.lua) and
+// returns the factor after it. A report of a window other than the one
+// just closed is only read.
 type Exchanger interface {
 	Exchange(ctx context.Context, r Report) (Shared, error)
 }
@@ -81,13 +83,15 @@ type Monitor struct {
 	shared Exchanger
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	cur     Window  // the window in progress (ID 0: not yet aligned)
-	pending *Report // a closed window's verdict, sent with the next exchange
-	sh      Shared  // the last exchange's answer
-	ok      bool    // sh is real
-	status  Status
-	counts  [3]int64 // windows judged: good, bad, none
+	exMu sync.Mutex // held through Factor: one exchange at a time
+
+	mu     sync.Mutex
+	cur    Window // the window in progress (ID 0: not yet aligned)
+	sh     Shared // the last exchange's answer
+	ok     bool   // sh is real
+	status Status
+	counts [3]int64  // windows judged: good, bad, none
+	warned time.Time // of the last warning that the factor cannot be read
 }
 
 // New returns a monitor judging by rule (DefaultRule when zero) and
@@ -117,52 +121,97 @@ func (m *Monitor) Observe(k Kind, o Outcome, took time.Duration) {
 	m.mu.Unlock()
 }
 
-// Factor is called once per tick: it sends the verdict on the window that
-// closed since the last call, if any, reads the shared factor back and
-// returns it, the share of the dial to admit at. When the exchange fails
-// (Redis) the last factor read is kept; before any was read, 1.
+// Factor is called once per tick: it reads the shared factor and, when
+// the answer shows that a window closed since the last call, judges it
+// and sends the verdict at once, in a second exchange (health.lua counts
+// a verdict only while its window is the one just closed), then returns
+// the factor, the share of the dial to admit at. When the exchange fails
+// (Redis) the last factor read is kept; before any was read, the rule's
+// Floor: a gateway that does not know the fleet's factor must not let the
+// line in faster than the others may be doing. Calls are serialised, so a
+// verdict is sent once.
 func (m *Monitor) Factor(ctx context.Context) float64 {
 	if m == nil {
 		return 1
 	}
+	m.exMu.Lock()
+	defer m.exMu.Unlock()
 	m.mu.Lock()
-	rep := Report{Verdict: Verdict{State: None}, Rule: m.rule, Seed: m.status.Factor}
-	if m.pending != nil {
-		rep = *m.pending
-		rep.Seed = m.status.Factor
-	}
+	seed := m.status.Factor
 	m.mu.Unlock()
-	sh, err := m.shared.Exchange(ctx, rep)
+	sh, err := m.shared.Exchange(ctx, Report{Verdict: Verdict{State: None}, Rule: m.rule, Seed: seed})
+	if err != nil {
+		return m.failed(ctx, err)
+	}
+	if rep := m.advance(sh); rep != nil {
+		rep.Seed = seed
+		// Sent once: a failed exchange may still have run (a timeout after
+		// Redis applied it), and sending it again could count this
+		// gateway's verdict twice. Lost, it costs one gateway's vote on one
+		// window.
+		if sh2, err := m.shared.Exchange(ctx, *rep); err == nil {
+			sh = sh2
+		} else {
+			m.failed(ctx, err)
+		}
+	}
+	return m.apply(ctx, sh)
+}
+
+// failed keeps the last factor read when the exchange failed (the floor
+// before any was read) and says so, at most once every warnEvery.
+func (m *Monitor) failed(ctx context.Context, err error) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		if ctx.Err() == nil {
-			m.log.Warn("core health: the shared factor cannot be read; keeping the last", "factor", m.status.Factor, "err", err)
-		}
-		return m.status.Factor
+	f := m.status.Factor
+	if !m.ok {
+		f = m.rule.Floor
 	}
-	if m.pending != nil && m.pending.Window == rep.Window {
-		m.pending = nil
+	// Every tick fails while the key is unreachable: one line per
+	// warnEvery is enough to say so.
+	if now := time.Now(); ctx.Err() == nil && now.Sub(m.warned) >= warnEvery {
+		m.warned = now
+		m.log.Warn("core health: the shared factor cannot be read; keeping the last", "factor", f, "err", err)
 	}
-	m.sh, m.ok = sh, true
+	return f
+}
+
+// warnEvery spaces the warnings of an unreachable shared factor.
+const warnEvery = 10 * time.Second
+
+// advance moves the monitor to the window sh is in. When a window closed
+// since the last exchange it is judged and, unless it had no evidence,
+// its report is returned to send.
+func (m *Monitor) advance(sh Shared) *Report {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	switch {
 	case m.cur.ID == 0:
 		m.cur.ID = sh.Window // the first window is counted from now
 	case sh.Window > m.cur.ID:
 		// The window closed (on the Redis clock, the same for every
-		// gateway): judge it; the verdict goes with the next exchange, a
-		// tick from now. A gateway that missed windows (stalled) reports
-		// its evidence as the window just closed.
+		// gateway): judge it. The evidence is reported under the window it
+		// started in: a gateway that missed windows (stalled) holds
+		// evidence of several, and reporting it as the window just closed
+		// would pass old news for new; health.lua only reads a report of
+		// an older window.
 		closed := m.cur
-		closed.ID = sh.Window - 1
 		v := m.rule.Judge(&closed)
 		m.counts[countIndex(v.State)]++
 		m.status.Last = windowStatus(&closed, v, time.Duration(sh.Window-m.cur.ID)*m.rule.Window)
-		if v.State != None {
-			m.pending = &Report{Window: closed.ID, Verdict: v, Rule: m.rule}
-		}
 		m.cur = Window{ID: sh.Window}
+		if v.State != None {
+			return &Report{Window: closed.ID, Verdict: v, Rule: m.rule}
+		}
 	}
+	return nil
+}
+
+// apply takes sh as the shared factor and logs its turns.
+func (m *Monitor) apply(ctx context.Context, sh Shared) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sh, m.ok = sh, true
 	was := m.status.State
 	m.status.Factor, m.status.AsOf = sh.Factor, sh.Now
 	m.status.State, m.status.Reason = state(sh), ""

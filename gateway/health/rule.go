@@ -30,12 +30,28 @@ import (
 //     (Rule.Judge): its proxied booking calls (holds above all) and its
 //     readiness probes (GET /readyz, every ProbeEvery, so a window has
 //     evidence even when no fan is holding).
-//   - A bad window multiplies the factor by Decrease (0.5), at most once per
-//     window however many gateways saw it: three gateways that see the same
+//   - Each gateway sends its verdict on window k as soon as it sees k
+//     close (its next tick), and Redis tallies the verdicts on k while k + 1
+//     lasts. Then k is settled once, by a majority of the gateways that
+//     judged it: bad if the bad verdicts are as many as the good ones or
+//     more (a tie goes to caution), good if the good ones are more. A bad
+//     window multiplies the factor by Decrease (0.5), a good one adds
+//     Increase (0.05: the dial's 5%); either at most once per window
+//     however many gateways judged it: three gateways that see the same
 //     bad second decrease once, not three times.
-//   - A good window adds Increase (0.05: the dial's 5%), also at most once
-//     per window across gateways, and never in a window somebody has
-//     already called bad.
+//   - Why a majority of verdicts. A core that is unwell is unwell for every
+//     gateway (the balancer spreads fans over them all), so they all judge
+//     the window bad; a gateway alone in calling it bad is most likely
+//     seeing its own trouble (its link to the core, a probe path broken),
+//     and once a single bad verdict halved the factor, such a gateway held
+//     the whole fleet at the floor. Pooling every gateway's counts in Redis
+//     and judging once would also weigh each gateway by its traffic, but it
+//     moves Judge into Lua (a fleet-wide p90 needs the latencies or counts
+//     against the threshold); the majority keeps the rule here and costs
+//     one window of delay (a window is settled when the next one ends: the
+//     factor starts falling two windows after the core does). With two
+//     gateways a tie is bad, so one unhealthy gateway of two still holds the
+//     factor down: run three or more.
 //   - A gateway that saw nothing (no call answered, no probe done) says
 //     nothing: it never pushes the factor up on no evidence. Nor does one
 //     whose window was too thin to call bad but not clean either (a share
@@ -46,12 +62,14 @@ import (
 // Why these numbers (each can be set, ONSALE_HEALTH_*; the same on every
 // gateway):
 //
-//   - Window 1 s: ten ticks; long enough for a hold p90 when the core is
+//   - Window 1 s: ten ticks (a window must be three ticks or more, so the
+//     verdicts reach Redis while their window is the one just closed);
+//     long enough for a hold p90 when the core is
 //     busy (the seeds' ~200 hold writes a second), short beside the faults
 //     it reacts to (a Patroni failover takes about 10 s here, a killed core
 //     leaves the balancer in about 1 s).
-//   - Decrease 0.5: from the dial to the floor in four bad windows, well
-//     inside a PostgreSQL failover, so the rest of it admits at a trickle; a
+//   - Decrease 0.5: from the dial to the floor in four bad windows (five
+//     seconds with the settling delay), well inside a PostgreSQL failover, so the rest of it admits at a trickle; a
 //     gentler cut (0.8) would spend most of the failover still admitting.
 //   - Increase 0.05 a window: from the floor back to the dial in 18 s
 //     without an operator. Gentle because the feedback lags: a fan let in

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,12 +34,14 @@ func report(t *testing.T, h *redis.Health, rule health.Rule, state health.State,
 	return sh
 }
 
-// nextWindow waits (on the Redis clock) until the window after w.
-func nextWindow(t *testing.T, h *redis.Health, rule health.Rule, w int64) health.Shared {
+// closedWindow waits (on the Redis clock) for a new window to start and
+// returns the one just closed: the window whose verdicts count now.
+func closedWindow(t *testing.T, h *redis.Health, rule health.Rule) int64 {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(rule.Window / 4) {
+	w := report(t, h, rule, health.None, 0, 1).Window
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(rule.Window / 20) {
 		if sh := report(t, h, rule, health.None, 0, 1); sh.Window > w {
-			return sh
+			return sh.Window - 1
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the Redis clock did not leave window %d", w)
@@ -46,90 +49,177 @@ func nextWindow(t *testing.T, h *redis.Health, rule health.Rule, w int64) health
 	}
 }
 
+// settled waits until window k can get no more verdicts and returns the
+// factor after the read that settles it.
+func settled(t *testing.T, h *redis.Health, rule health.Rule, k int64) health.Shared {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(rule.Window / 20) {
+		if sh := report(t, h, rule, health.None, 0, 1); sh.Window >= k+2 {
+			return sh
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Redis clock did not pass window %d", k+1)
+		}
+	}
+}
+
+// verdicts reports each verdict on the window just closed, concurrently
+// (one gateway each), and answers the window and whether every report
+// landed while it was the one just closed (a loaded machine may straddle
+// a boundary: the caller then tries again on a fresh key).
+func verdicts(t *testing.T, h *redis.Health, rule health.Rule, states ...health.State) (int64, bool) {
+	t.Helper()
+	k := closedWindow(t, h, rule)
+	var wg sync.WaitGroup
+	var late atomic.Bool
+	for _, st := range states {
+		wg.Go(func() {
+			if sh := report(t, h, rule, st, k, 1); sh.Window != k+1 {
+				late.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	return k, !late.Load()
+}
+
 // Three gateways that saw the same bad window decrease the shared factor
-// once, not three times; the control, each gateway cutting the factor it
-// read, cuts it three times.
+// once, not three times; the control, the same script with a key per
+// gateway, decreases three times.
 func TestHealthOneDecreasePerWindow(t *testing.T) {
 	forBoth(t, func(t *testing.T, s *redis.Store) {
 		rule := health.DefaultRule()
-		rule.Window = time.Minute // the three reports fall in one window (or the next: a just-closed window counts too)
-		h := healthKey(t, s)
-		w := report(t, h, rule, health.None, 0, 1).Window
-		var wg sync.WaitGroup
-		for range 3 {
-			wg.Go(func() { report(t, h, rule, health.Bad, w, 1) })
-		}
-		wg.Wait()
-		sh := report(t, h, rule, health.None, 0, 1)
-		if sh.Factor != 0.5 || sh.Decreases != 1 || sh.LastDecrease != w || sh.Reason != "test bad" {
-			t.Fatalf("after three bad reports of window %d: %+v; want factor 0.5, one decrease", w, sh)
-		}
-		// A good report on the window somebody called bad raises nothing.
-		if sh := report(t, h, rule, health.Good, w, 1); sh.Factor != 0.5 || sh.Increases != 0 {
-			t.Fatalf("good report on a bad window: %+v; want factor 0.5 kept", sh)
-		}
-		// A late report (a stalled gateway's window long gone) is only read.
-		if sh := report(t, h, rule, health.Bad, w-5, 1); sh.Factor != 0.5 || sh.Decreases != 1 {
-			t.Fatalf("stale bad report: %+v; want nothing changed", sh)
+		rule.Window = 500 * time.Millisecond
+		for attempt := 0; ; attempt++ {
+			h := healthKey(t, s)
+			k, ok := verdicts(t, h, rule, health.Bad, health.Bad, health.Bad)
+			if !ok && attempt < 5 {
+				continue
+			}
+			if sh := report(t, h, rule, health.None, 0, 1); sh.Factor != 1 || sh.Decreases != 0 {
+				t.Fatalf("window %d still collecting verdicts: %+v; want the factor unmoved until it is settled", k, sh)
+			}
+			sh := settled(t, h, rule, k)
+			if sh.Factor != 0.5 || sh.Decreases != 1 || sh.LastDecrease != k || sh.Reason != "test bad" {
+				t.Fatalf("after three bad reports of window %d: %+v; want factor 0.5, one decrease", k, sh)
+			}
+			// A late report (a window long gone) is only read.
+			if sh := report(t, h, rule, health.Bad, k, 1); sh.Factor != 0.5 || sh.Decreases != 1 {
+				t.Fatalf("stale bad report: %+v; want nothing changed", sh)
+			}
+			if sh := settled(t, h, rule, sh.Window); sh.Decreases != 1 {
+				t.Fatalf("stale bad report settled: %+v; want nothing changed", sh)
+			}
+			break
 		}
 
-		// The control: each gateway reads the factor and cuts it itself.
-		naive := fmt.Sprintf("onsale:health:naive-%d", rand.Int64())
-		t.Cleanup(func() { s.Client().Del(ctx, naive) })
-		s.Client().HSet(ctx, naive, "factor", 1)
-		var mu sync.Mutex // the cuts are serialised: even without a race the naive rule cuts thrice
-		for range 3 {
-			wg.Go(func() {
-				mu.Lock()
-				defer mu.Unlock()
-				f, _ := s.Client().HGet(ctx, naive, "factor").Float64()
-				s.Client().HSet(ctx, naive, "factor", f*rule.Decrease)
-			})
+		// The control: the same script, each gateway with its own key.
+		for attempt := 0; ; attempt++ {
+			var keys [3]*redis.Health
+			for i := range keys {
+				keys[i] = healthKey(t, s)
+			}
+			k := closedWindow(t, keys[0], rule)
+			late := false
+			for _, h := range keys {
+				late = late || report(t, h, rule, health.Bad, k, 1).Window != k+1
+			}
+			if late && attempt < 5 {
+				continue
+			}
+			var decs int64
+			for _, h := range keys {
+				decs += settled(t, h, rule, k).Decreases
+			}
+			if decs != 3 {
+				t.Fatalf("control: a key per gateway decreased %d times for one bad window; want 3 (the harness must see the triple cut)", decs)
+			}
+			break
 		}
-		wg.Wait()
-		if f, _ := s.Client().HGet(ctx, naive, "factor").Float64(); f != 0.125 {
-			t.Fatalf("control: three per-gateway cuts left %v; want 0.125 (the harness must see the triple cut)", f)
+	})
+}
+
+// A window is settled by a majority of the gateways that judged it: one
+// gateway calling a window bad while two call it good does not decrease
+// the factor (the others' increase stands); a tie is bad. The control,
+// the same lone bad verdict with nobody else reporting, decreases.
+func TestHealthMajorityPerWindow(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		rule := health.DefaultRule()
+		rule.Window = 500 * time.Millisecond
+		for _, tc := range []struct {
+			name   string
+			states []health.State
+			want   float64
+		}{
+			{"one bad of three", []health.State{health.Bad, health.Good, health.Good}, 0.55},
+			{"a tie", []health.State{health.Bad, health.Good}, 0.25},
+			{"control: one bad alone", []health.State{health.Bad}, 0.25},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				for attempt := 0; ; attempt++ {
+					h := healthKey(t, s)
+					report(t, h, rule, health.None, 0, 0.5) // the hash starts at 0.5
+					k, ok := verdicts(t, h, rule, tc.states...)
+					if !ok && attempt < 5 {
+						continue
+					}
+					if sh := settled(t, h, rule, k); math.Abs(sh.Factor-tc.want) > 1e-9 {
+						t.Fatalf("verdicts %v on window %d from 0.5: factor %v; want %v", tc.states, k, sh.Factor, tc.want)
+					}
+					return
+				}
+			})
 		}
 	})
 }
 
 // Bad windows halve the factor down to the floor and never below; good
 // windows then add the step, once a window, up to the dial and never
-// above; a window with no evidence moves nothing.
+// above; a window with no evidence moves nothing. The steps are counted
+// in windows settled, not wall time: a report that straddles a window's
+// end on a loaded machine only delays a step.
 func TestHealthFloorAndRecovery(t *testing.T) {
 	forBoth(t, func(t *testing.T, s *redis.Store) {
 		rule := health.DefaultRule()
-		rule.Window = 20 * time.Millisecond
+		rule.Window = 50 * time.Millisecond
 		h := healthKey(t, s)
-		sh := report(t, h, rule, health.None, 0, 1)
-		want := []float64{0.5, 0.25, 0.125, 0.1, 0.1, 0.1}
-		for i, f := range want {
-			sh = report(t, h, rule, health.Bad, sh.Window, 1)
-			if sh.Factor != f {
-				t.Fatalf("after %d bad windows the factor is %v; want %v", i+1, sh.Factor, f)
+		var sh health.Shared
+		for i := 0; sh.Decreases < 6; i++ {
+			if i > 60 {
+				t.Fatalf("%d decreases in 60 bad windows", sh.Decreases)
 			}
-			sh = nextWindow(t, h, rule, sh.Window)
+			before := sh.Decreases
+			k, _ := verdicts(t, h, rule, health.Bad, health.Bad)
+			sh = settled(t, h, rule, k)
+			if want := math.Max(0.1, math.Pow(0.5, float64(sh.Decreases))); sh.Decreases > before+1 || math.Abs(sh.Factor-want) > 1e-9 {
+				t.Fatalf("after %d decreases (%d in one window) the factor is %v; want %v", sh.Decreases, sh.Decreases-before, sh.Factor, want)
+			}
 		}
-		if sh = report(t, h, rule, health.None, sh.Window, 1); sh.Factor != 0.1 {
+		k := closedWindow(t, h, rule)
+		report(t, h, rule, health.None, k, 1)
+		if sh = settled(t, h, rule, k); sh.Factor != 0.1 {
 			t.Fatalf("no evidence moved the factor to %v", sh.Factor)
 		}
-		var got []float64
-		for range 25 {
-			w := sh.Window
-			report(t, h, rule, health.Good, w, 1)
-			// A second gateway's good verdict on the same window adds nothing.
-			sh = report(t, h, rule, health.Good, w, 1)
-			got = append(got, sh.Factor)
-			sh = nextWindow(t, h, rule, sh.Window)
-		}
-		for i, f := range got {
-			want := math.Min(1, 0.1+0.05*float64(i+1))
-			if math.Abs(f-want) > 1e-6 {
-				t.Fatalf("after %d good windows the factor is %v; want %v (one step of 0.05 a window): %v", i+1, f, want, got)
+		inc0 := sh.Increases
+		for i := 0; sh.Factor < 1; i++ {
+			if i > 200 {
+				t.Fatalf("the factor at %v after 200 good windows", sh.Factor)
+			}
+			before := sh.Increases
+			// Two gateways' good verdicts on one window add one step.
+			k, _ := verdicts(t, h, rule, health.Good, health.Good)
+			sh = settled(t, h, rule, k)
+			if want := math.Min(1, 0.1+0.05*float64(sh.Increases-inc0)); sh.Increases > before+1 || math.Abs(sh.Factor-want) > 1e-6 {
+				t.Fatalf("after %d increases (%d in one window) the factor is %v; want %v", sh.Increases-inc0, sh.Increases-before, sh.Factor, want)
 			}
 		}
-		if sh.Increases != 18 {
-			t.Fatalf("%d increases from 0.1 to 1; want 18", sh.Increases)
+		if sh.Increases-inc0 != 18 {
+			t.Fatalf("%d increases from 0.1 to 1; want 18", sh.Increases-inc0)
+		}
+		k, _ = verdicts(t, h, rule, health.Good)
+		if sh = settled(t, h, rule, k); sh.Factor != 1 {
+			t.Fatalf("a good window at the dial moved the factor to %v", sh.Factor)
 		}
 	})
 }

@@ -47,6 +47,9 @@ func TestConfig(t *testing.T) {
 	if c, err := load(map[string]string{"ONSALE_DEBUG_ADDR": "127.0.0.1:6060"}, "-tick", "50ms"); err != nil || c.DebugAddr != "127.0.0.1:6060" || c.Tick != 50*time.Millisecond {
 		t.Errorf("debug address and tick = %q %v, %v", c.DebugAddr, c.Tick, err)
 	}
+	if _, err := load(map[string]string{"ONSALE_HEALTH_WINDOW": "100ms", "ONSALE_TICK": "100ms", "ONSALE_HEALTH": "off"}); err != nil {
+		t.Errorf("a short health window with the feedback off = %v; want it accepted (unused)", err)
+	}
 	// The profiler's old name still works (an old deploy keeps its
 	// profiler); the new name wins when both are set.
 	if c, err := load(map[string]string{"ONSALE_PPROF_ADDR": "127.0.0.1:6061"}); err != nil || c.DebugAddr != "127.0.0.1:6061" {
@@ -82,6 +85,9 @@ func TestConfig(t *testing.T) {
 		// No one could send the header: every connection would be served
 		// as a client's, which is what off means; say so instead.
 		{"PROXY protocol with no one trusted", map[string]string{"ONSALE_PROXY_PROTOCOL": "on"}, nil, "ONSALE_TRUSTED_PROXIES"},
+		// A window's verdict must reach Redis while the window is the one
+		// just closed: a window of one tick would drop every verdict.
+		{"a health window shorter than three ticks", map[string]string{"ONSALE_HEALTH_WINDOW": "100ms", "ONSALE_TICK": "100ms"}, nil, "ONSALE_HEALTH_WINDOW"},
 	} {
 		if _, err := load(tc.env, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error naming %s", tc.name, err, tc.want)

@@ -115,6 +115,11 @@ func (c *Config) Validate() error {
 	if err := c.Health.Rule().Validate(); err != nil {
 		return fmt.Errorf("ONSALE_HEALTH_*: %w", err)
 	}
+	if c.Health.Mode == "on" && c.Health.Window < 3*c.Tick {
+		// A verdict counts only while its window is the one just closed
+		// (health.lua), and a gateway sees a window close at its next tick.
+		return fmt.Errorf("ONSALE_HEALTH_WINDOW (%v) must be at least three ONSALE_TICKs (%v): a window's verdict is sent a tick after it closes and must land in the next window", c.Health.Window, c.Tick)
+	}
 	return nil
 }
 
