@@ -60,15 +60,17 @@ type Room struct {
 	log     *slog.Logger
 	health  Health // nil: the dial
 
-	mu     sync.RWMutex
-	events map[int64]*View
-	ok     bool    // the last tick reached the store
-	factor float64 // the health's last factor; < 0: not read yet
+	mu      sync.RWMutex
+	events  map[int64]*View
+	ticking map[int64]bool // events whose tick is running
+	tickOK  map[int64]bool // whether each event's last tick reached the store
+	ok      bool           // the last tick of some event reached the store
+	factor  float64        // the health's last factor; < 0: not read yet
 }
 
 // Health is the share of the rate dial the core's health allows, read once
-// per tick (health.Monitor: the factor every gateway shares; 1 is the
-// dial).
+// per tick on its own ticker (health.Monitor: the factor every gateway
+// shares; 1 is the dial); the events' ticks use the last factor read.
 type Health interface {
 	Factor(ctx context.Context) float64
 }
@@ -79,7 +81,8 @@ func New(store gateway.Store, catalog gateway.Catalog, log *slog.Logger) *Room {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Room{store: store, catalog: catalog, log: log, events: make(map[int64]*View), factor: -1}
+	return &Room{store: store, catalog: catalog, log: log, events: make(map[int64]*View),
+		ticking: make(map[int64]bool), tickOK: make(map[int64]bool), factor: -1}
 }
 
 // WithHealth makes the room tick every bucket at h's factor (read once
@@ -146,8 +149,25 @@ func (r *Room) Healthy() bool {
 	return r.ok
 }
 
-// Run ticks every interval until ctx ends.
+// Run ticks every interval until ctx ends. Each event ticks on its own
+// goroutine (at most tickWorkers at once) with its own deadline
+// (tickDeadline), and an event whose last tick is still running is not
+// ticked again until it ends; the health's factor is read on its own
+// ticker. So a Redis master that times out, rather than refusing, delays
+// only its own events' ticks, never the other events' nor the factor.
 func (r *Room) Run(ctx context.Context, interval time.Duration) {
+	deadline := tickDeadline(interval)
+	var wg sync.WaitGroup // every tick and the health's reader end before Run returns
+	defer wg.Wait()
+	if r.health != nil {
+		// The first factor before the first tick, so no event ticks at an
+		// unread one; then on its own ticker.
+		hctx, cancel := context.WithTimeout(ctx, deadline)
+		r.readFactor(hctx)
+		cancel()
+		wg.Go(func() { r.runHealth(ctx, interval, deadline) })
+	}
+	sem := make(chan struct{}, tickWorkers)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var lastList time.Time
@@ -169,7 +189,7 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 				lastList = time.Now()
 			}
 		}
-		r.tickAll(ctx)
+		r.tickAll(ctx, deadline, &wg, sem)
 		select {
 		case <-ctx.Done():
 			return
@@ -178,36 +198,86 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (r *Room) tickAll(ctx context.Context) {
-	// The health's exchange has a tick's deadline, as every tick has: a
-	// Redis that hangs must not stop the ticker.
-	hctx, cancel := context.WithTimeout(ctx, time.Second)
-	r.readFactor(hctx)
-	cancel()
-	r.mu.RLock()
+// tickWorkers bounds the events ticking at once: a few Redis round trips
+// each, so a small pool keeps a gateway's connections and CPU for fans.
+const tickWorkers = 16
+
+// tickDeadline is how long one event's tick (or the health's exchange)
+// may take: several ticks, so a slow round trip is not a failure, and
+// never under 250 ms; well under the bucket's one second of burst.
+func tickDeadline(interval time.Duration) time.Duration {
+	return max(250*time.Millisecond, 5*interval)
+}
+
+// runHealth reads the health's factor every interval until ctx ends.
+func (r *Room) runHealth(ctx context.Context, interval, deadline time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, deadline)
+		r.readFactor(hctx)
+		cancel()
+	}
+}
+
+// tickAll starts a tick of every event not still ticking, as far as the
+// pool allows (an event left out is ticked next time), and does not wait
+// for them.
+func (r *Room) tickAll(ctx context.Context, deadline time.Duration, wg *sync.WaitGroup, sem chan struct{}) {
+	r.mu.Lock()
 	ids := make([]int64, 0, len(r.events))
 	for id := range r.events {
-		ids = append(ids, id)
-	}
-	r.mu.RUnlock()
-	// Ready while the store answers for some event: a Redis Cluster master
-	// failing over stops the ticks of its events only (the other masters'
-	// events keep ticking, and polls are answered from the views), so one
-	// event's failed tick must not take the whole gateway out of its load
-	// balancer. With no events, the tick loop has nothing to tell.
-	ok := len(ids) == 0
-	for _, id := range ids {
-		if err := r.Refresh(ctx, id); err == nil {
-			ok = true
-		} else {
-			if ctx.Err() == nil {
-				r.log.Warn("tick failed; serving from cache, admission paused", "event", id, "err", err)
-			}
+		if !r.ticking[id] {
+			ids = append(ids, id)
 		}
 	}
-	r.mu.Lock()
-	r.ok = ok
+	r.setHealthy()
 	r.mu.Unlock()
+	for _, id := range ids {
+		select {
+		case sem <- struct{}{}:
+		default:
+			return // the pool is busy (a master hangs): the rest next time
+		}
+		r.mu.Lock()
+		r.ticking[id] = true
+		r.mu.Unlock()
+		wg.Go(func() {
+			defer func() { <-sem }()
+			tctx, cancel := context.WithTimeout(ctx, deadline)
+			err := r.Refresh(tctx, id)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn("tick failed; serving from cache, admission paused", "event", id, "err", err)
+			}
+			r.mu.Lock()
+			delete(r.ticking, id)
+			if _, known := r.events[id]; known {
+				r.tickOK[id] = err == nil
+			}
+			r.setHealthy()
+			r.mu.Unlock()
+		})
+	}
+}
+
+// setHealthy (r.mu held) records whether the store answered the last tick
+// of some event. Ready while it does: a Redis Cluster master failing over
+// stops the ticks of its events only (the other masters' events keep
+// ticking, and polls are answered from the views), so one event's failed
+// tick must not take the whole gateway out of its load balancer. With no
+// events, the tick loop has nothing to tell.
+func (r *Room) setHealthy() {
+	ok := len(r.events) == 0
+	for id := range r.events {
+		ok = ok || r.tickOK[id]
+	}
+	r.ok = ok
 }
 
 // Refresh ticks one event and re-reads its dials when their version moved
@@ -279,6 +349,7 @@ func (r *Room) Views() map[int64]View {
 func (r *Room) Forget(id int64) {
 	r.mu.Lock()
 	delete(r.events, id)
+	delete(r.tickOK, id)
 	r.mu.Unlock()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,5 +172,57 @@ func TestReadyThroughOneEventsOutage(t *testing.T) {
 	}
 	if _, ok := r.View(1); !ok {
 		t.Fatal("no view of the event that ticks")
+	}
+}
+
+// stuckStore's ticks of one event never return until the test releases
+// them, whatever their deadline (a master that stopped answering), and it
+// counts the other events' ticks.
+type stuckStore struct {
+	gateway.Store
+	stuck   int64
+	release chan struct{}
+	ticks   atomic.Int64
+}
+
+func (s *stuckStore) Tick(ctx context.Context, event int64, factor float64) (gateway.Tick, error) {
+	if event == s.stuck {
+		<-s.release
+		return gateway.Tick{}, errors.New("i/o timeout")
+	}
+	s.ticks.Add(1)
+	return s.Store.Tick(ctx, event, factor)
+}
+
+// countHealth counts the factor's reads.
+type countHealth struct{ reads atomic.Int64 }
+
+func (h *countHealth) Factor(context.Context) float64 { h.reads.Add(1); return 0.5 }
+
+// One event whose tick hangs does not hold up the other events' ticks nor
+// the health's reads: they once ran one after another, each waiting for
+// the one before. (Before, this test waited for ever at the stuck tick.)
+func TestTicksThroughAStuckEvent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	mem := storetest.New()
+	d := gateway.DefaultDials(time.Now().Add(time.Hour), time.Now().Add(48*time.Hour))
+	for _, ev := range []int64{1, 2} {
+		if err := mem.InitDials(ctx, ev, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := &stuckStore{Store: mem, stuck: 2, release: make(chan struct{})}
+	h := &countHealth{}
+	r := room.New(store, &catalog{}, nil).WithHealth(h)
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx, 5*time.Millisecond) }()
+	defer func() { close(store.release); cancel(); <-done }()
+	waitUntil(t, "twenty ticks of the event that answers while the other's hangs", func() bool { return store.ticks.Load() >= 20 })
+	waitUntil(t, "twenty reads of the factor", func() bool { return h.reads.Load() >= 20 })
+	if !r.Healthy() {
+		t.Fatal("Healthy() = false while one of two events ticks; want ready")
+	}
+	if v, _ := r.View(1); v.Tick.Factor != 0.5 {
+		t.Fatalf("event 1 ticked at factor %v; want the health's 0.5", v.Tick.Factor)
 	}
 }
