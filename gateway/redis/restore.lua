@@ -32,8 +32,9 @@
 -- finds the fan's place beyond the line (frozen + seq: the bucket never
 -- offers past it, so a lost join at the back would wait for ever), and
 -- when a fan joins again holding its token, the gateway
--- (gateway/http/queue.go) runs this script with the token's place. Only a token of the room's current epoch restores (a room
--- Redis lost entirely starts a new epoch: its tokens rejoin). This script:
+-- (gateway/http/queue.go) runs this script with the token's place. Only a
+-- token of the room's current epoch restores (a room Redis lost entirely
+-- starts a new epoch: its tokens rejoin). This script:
 --   * a numbered place p: ids = p only if the identity is unknown or holds
 --     a smaller place, and seq = max(seq, p - frozen), so no later joiner
 --     is given p or any place before it again;
@@ -46,8 +47,14 @@
 --     fan drawn there. The draw itself cannot change: its ranks are places
 --     already handed out. The fan keeps an early fan's chance; the cost is
 --     one more admission at that place (rule 2);
---   * an admitted token: 'done' again (one session per identity), and the
---     session back in active while it lasts, so the cap counts it.
+--   * a drawn pre-queue fan whose move to the back was lost (ids still
+--     'pre', the token a place beyond the draw): the token's place, as for
+--     any lost move to the back;
+--   * an admitted token whose claim was lost: 'done' again (one session
+--     per identity), and the session back in active while it lasts, so the
+--     cap counts it. (When 'done' survived, the claim did too; a session
+--     then missing from active was ended by the fan's leave, and stays
+--     ended.)
 --
 -- Rule 2 (claim.lua): two identities at one place. A lost join, then a new
 -- joiner given the same place, then the restore: both hold p. The first
@@ -58,9 +65,12 @@
 -- The bound. Per failover, admissions beyond the dials are at most
 --     max(1, new_users_per_minute / 60)  +  L_claims  +  L_restored
 -- where L_claims is the claims acknowledged in the lost window (their
--- sessions are missing from active until the fans' tokens restore them,
--- so the cap undercounts by that many, and a lost 'done' can let such a
--- fan in once more) and L_restored the fans restored at a place another
+-- sessions are missing from active, so the cap undercounts by that many
+-- until each fan's token restores its session (only a join that carries
+-- the queue cookie does: an admitted fan's polls are answered from the
+-- token and never reach the store) or, at the latest, until the sessions
+-- would have ended, session_seconds after the claims; and a lost 'done'
+-- can let such a fan in once more) and L_restored the fans restored at a place another
 -- fan had been given meanwhile (at most the joins in the lost window). The
 -- one second of the rate is the bucket's own allowance at the failover:
 -- serving + tokens never exceeds rate x (time since admission began) + one
@@ -104,18 +114,30 @@ local identity, place, admitted = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local cur = redis.call('HGET', KEYS[3], identity)
 
 if admitted > 0 then
-  if cur ~= 'done' then redis.call('HSET', KEYS[3], identity, 'done') end
-  if admitted > now and not redis.call('ZSCORE', KEYS[7], identity) then
-    redis.call('ZADD', KEYS[7], admitted, identity)
+  -- 'done' already: the claim's writes survived (a claim writes 'done' and
+  -- the session in one script, so a failover loses both or neither), and
+  -- a session missing from active was ended by the fan (leave.lua): it
+  -- stays ended.
+  if cur ~= 'done' then
+    redis.call('HSET', KEYS[3], identity, 'done')
+    if admitted > now and not redis.call('ZSCORE', KEYS[7], identity) then
+      redis.call('ZADD', KEYS[7], admitted, identity)
+    end
   end
   return {'ended', 0}
 end
 if cur == 'done' then return {'ended', 0} end
 if cur == 'pre' then
   if redis.call('EXISTS', KEYS[4]) == 0 then return {'kept', 0} end
-  return {'kept', drawn_place(KEYS[2], identity)}
+  -- A token's place beyond the draw is not a drawn one: the fan's drawn
+  -- offer lapsed and claim.lua moved it to the back, and the failover
+  -- lost the move. It is restored below, like any lost move to the back.
+  if place <= tonumber(redis.call('GET', KEYS[4])) then
+    return {'kept', drawn_place(KEYS[2], identity)}
+  end
+elseif cur and tonumber(cur) >= place then
+  return {'kept', tonumber(cur)}
 end
-if cur and tonumber(cur) >= place then return {'kept', tonumber(cur)} end
 
 -- The identity is unknown, or at a smaller place than its token's.
 local onsale_at = dial(KEYS[1], 'onsale_at', 0)

@@ -215,3 +215,93 @@ func TestRestoreLostPrequeueJoin(t *testing.T) {
 		}
 	})
 }
+
+// A drawn pre-queue fan whose offer lapsed was moved to the back, and the
+// failover lost the move (ids says 'pre' again, seq is behind): the token's
+// place beyond the draw is restored, like any lost move to the back, and
+// the claim at it works. (It was answered kept at the drawn place, whose
+// offer had lapsed: the next claim requeued the fan at the current back,
+// losing its requeue place.)
+func TestRestoreLostRequeueOfADrawnFan(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		ev := redistest.Event(t, s)
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+			d.NewUsersPerMinute, d.TotalActiveUsers, d.ClaimSeconds = 60000, 100, 1
+		})
+		for f := 1; f <= 3; f++ {
+			s.Join(ctx, ev, fmt.Sprint(f))
+		}
+		setDials(t, s, ev, func(d *gateway.Dials) { d.OnsaleAt = time.Now().Add(-time.Second) })
+		drawn, err := s.Position(ctx, ev, "1")
+		if err != nil || drawn < 1 || drawn > 3 {
+			t.Fatalf("Position(1) = %d, %v; want a drawn place", drawn, err)
+		}
+		s.Tick(ctx, ev, 1)
+		time.Sleep(100 * time.Millisecond)
+		s.Tick(ctx, ev, 1)
+		time.Sleep(1100 * time.Millisecond) // fan 1's offer lapses
+		s.Tick(ctx, ev, 1)
+		st, back, _ := s.Claim(ctx, ev, "1", drawn)
+		if st != gateway.ClaimRequeued || back != 4 {
+			t.Fatalf("late claim = %s %d; want requeued to 4", st, back)
+		}
+		// The failover loses the move to the back.
+		p := "{evt:" + strconv.FormatInt(ev, 10) + "}:"
+		s.Client().HSet(ctx, p+"ids", "1", "pre")
+		s.Client().Set(ctx, p+"seq", 0, 0)
+		if st, n, _ := s.Claim(ctx, ev, "1", back); st != gateway.ClaimMoved || n != drawn {
+			t.Fatalf("claim after the loss = %s %d; want moved to the drawn place %d", st, n, drawn)
+		}
+		if out, n, _ := s.Restore(ctx, ev, "1", held(t, s, ev, back)); out != gateway.RestoreRestored || n != back {
+			t.Fatalf("Restore(1 at %d) = %s %d; want restored at %d (the requeue place)", back, out, n, back)
+		}
+		if r, _ := s.Join(ctx, ev, "late"); r.Position != back+1 {
+			t.Fatalf("next joiner at %d; want %d", r.Position, back+1)
+		}
+		// A drawn fan's own drawn token is still kept at its drawn place.
+		if out, n, _ := s.Restore(ctx, ev, "2", held(t, s, ev, 0)); out != gateway.RestoreKept || n < 1 || n > 3 {
+			t.Fatalf("Restore(2, pre-queue token) = %s %d; want kept at its drawn place", out, n)
+		}
+		s.Tick(ctx, ev, 1)
+		time.Sleep(100 * time.Millisecond)
+		s.Tick(ctx, ev, 1)
+		if st, _, _ := s.Claim(ctx, ev, "1", back); st != gateway.ClaimAdmitted {
+			t.Fatalf("claim at the restored place %d = %s; want admitted", back, st)
+		}
+	})
+}
+
+// An admitted fan who ended its session with Leave stays out of the
+// room's count: restoring its admitted token (a join carrying the cookie)
+// puts nothing back in active. The control, a claim the failover lost,
+// is restored (TestRestoreLostRequeueAndClaim).
+func TestRestoreAfterLeave(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		ev := redistest.Event(t, s)
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+			d.NewUsersPerMinute, d.TotalActiveUsers, d.SessionSeconds = 60000, 100, 600
+		})
+		s.Join(ctx, ev, "1")
+		s.Tick(ctx, ev, 1)
+		time.Sleep(100 * time.Millisecond)
+		s.Tick(ctx, ev, 1)
+		st, exp, _ := s.Claim(ctx, ev, "1", 1)
+		if st != gateway.ClaimAdmitted {
+			t.Fatalf("claim = %s; want admitted", st)
+		}
+		if out, err := s.Leave(ctx, ev, "1"); err != nil || out != gateway.LeaveEnded {
+			t.Fatalf("Leave = %s, %v; want ended", out, err)
+		}
+		h := held(t, s, ev, 1)
+		h.Admitted = exp
+		if out, _, _ := s.Restore(ctx, ev, "1", h); out != gateway.RestoreEnded {
+			t.Fatalf("Restore of an admitted token after leave = %s; want ended", out)
+		}
+		p := "{evt:" + strconv.FormatInt(ev, 10) + "}:"
+		if n, _ := s.Client().ZCard(ctx, p+"active").Result(); n != 0 {
+			t.Fatalf("%d sessions in active after the fan left and its token was restored; want 0", n)
+		}
+	})
+}

@@ -219,10 +219,12 @@ func (m *Memory) Restore(_ context.Context, ev int64, id string, held gateway.He
 	e.freeze(now)
 	have := e.places[id]
 	if held.Admitted > 0 {
-		e.places[id] = "done"
-		if exp := time.UnixMilli(held.Admitted); exp.After(now) {
-			if _, ok := e.active[id]; !ok {
-				e.active[id] = exp
+		if have != "done" { // 'done' kept: a session missing from active was left
+			e.places[id] = "done"
+			if exp := time.UnixMilli(held.Admitted); exp.After(now) {
+				if _, ok := e.active[id]; !ok {
+					e.active[id] = exp
+				}
 			}
 		}
 		return gateway.RestoreEnded, 0, nil
