@@ -46,7 +46,9 @@ if paused == 1 then
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now - 300000)
+-- Claims are kept five minutes (claims_last_minute), and as long as a
+-- claim can still admit a second fan at its place (claim.lua, rule 2).
+redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now - math.max(300000, claim_ms))
 local active = redis.call('ZCARD', KEYS[7])
 local claims = redis.call('ZCOUNT', KEYS[8], now - 60000, '+inf')
 

@@ -47,7 +47,10 @@ if not offer or offer <= now then
 end
 local exp = now + session_ms
 redis.call('ZADD', KEYS[4], exp, ARGV[1])
-redis.call('ZADD', KEYS[5], now, ARGV[2])
+-- NX: a second fan admitted at a shared place (rule 2) keeps the first
+-- claim's time, so the place's window is claim_seconds from its first
+-- claim, never extended for a third.
+redis.call('ZADD', KEYS[5], 'NX', now, ARGV[2])
 -- One session per identity: once it ends, the identity does not queue again.
 redis.call('HSET', KEYS[6], ARGV[1], 'done')
 return {'admitted', exp}

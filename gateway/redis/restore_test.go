@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/onsale/onsale/gateway"
 	"github.com/onsale/onsale/gateway/redis"
 	"github.com/onsale/onsale/gateway/redis/redistest"
@@ -302,6 +304,42 @@ func TestRestoreAfterLeave(t *testing.T) {
 		p := "{evt:" + strconv.FormatInt(ev, 10) + "}:"
 		if n, _ := s.Client().ZCard(ctx, p+"active").Result(); n != 0 {
 			t.Fatalf("%d sessions in active after the fan left and its token was restored; want 0", n)
+		}
+	})
+}
+
+// Rule 2 holds for the whole claim window, however long it is set: a
+// second fan at a shared place claiming more than five minutes after the
+// first (claim_seconds up to an hour) is admitted, and its claim does not
+// move the place's claim time (which would stretch the window for a third).
+// The claims were trimmed at five minutes, so that fan went to the back.
+func TestSharedPlaceLongClaimWindow(t *testing.T) {
+	forBoth(t, func(t *testing.T, s *redis.Store) {
+		ev := redistest.Event(t, s)
+		setDials(t, s, ev, func(d *gateway.Dials) {
+			d.PrequeueAt, d.OnsaleAt = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+			d.NewUsersPerMinute, d.TotalActiveUsers, d.ClaimSeconds = 60000, 100, 3600
+		})
+		s.Join(ctx, ev, "a")
+		if out, n, _ := s.Restore(ctx, ev, "b", held(t, s, ev, 1)); out != gateway.RestoreRestored || n != 1 {
+			t.Fatalf("Restore(b at 1) = %s %d; want restored at 1 (shared with a)", out, n)
+		}
+		s.Tick(ctx, ev, 1)
+		time.Sleep(100 * time.Millisecond)
+		s.Tick(ctx, ev, 1)
+		if st, _, _ := s.Claim(ctx, ev, "a", 1); st != gateway.ClaimAdmitted {
+			t.Fatalf("claim a at 1 = %s; want admitted", st)
+		}
+		// Six minutes pass (the first claim's time is moved back).
+		p := "{evt:" + strconv.FormatInt(ev, 10) + "}:"
+		first := float64(time.Now().Add(-6 * time.Minute).UnixMilli())
+		s.Client().ZAddXX(ctx, p+"claims", goredis.Z{Score: first, Member: "1"})
+		s.Tick(ctx, ev, 1) // trims old claims
+		if st, _, _ := s.Claim(ctx, ev, "b", 1); st != gateway.ClaimAdmitted {
+			t.Fatalf("claim b at shared place 1, six minutes after a's, claim window an hour = %s; want admitted", st)
+		}
+		if sc, err := s.Client().ZScore(ctx, p+"claims", "1").Result(); err != nil || sc != first {
+			t.Fatalf("place 1's claim time after the second claim = %v, %v; want the first claim's, %v", sc, err, first)
 		}
 	})
 }
