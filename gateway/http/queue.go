@@ -313,6 +313,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	// contexts are made only on the two paths that do.)
 	newTok := ""
 	// A pre-queue fan learns its drawn place once, after onsale.
+	learned := false
 	if q.Position == 0 && !now.Before(v.Dials.OnsaleAt) {
 		touched = "yes"
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -335,17 +336,21 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		}
 		if err == nil && pos > 0 {
 			q.Position = pos
+			learned = true
 			newTok, _ = s.cfg.Queue.Sign(ev, q.Subject, pos, 0, v.Dials.Epoch)
 		}
 	}
 	r := describe(v, q, now)
-	if q.Position > v.Tick.Queue && q.Position > 0 && r.State == gateway.StateWaiting {
+	if q.Position > v.Tick.Queue && q.Position > 0 && r.State == gateway.StateWaiting && !learned && tickedSince(v, q) {
 		// The line is shorter than this fan's place: a failover lost the
 		// join (and seq with it), and the bucket never offers a place
 		// beyond the line, so waiting for the claim would wait forever.
 		// The token puts the place back now (restore.lua), and the line
-		// with it. (Right after a join the view may lag by a tick: the
-		// restore then finds the place and changes nothing.)
+		// with it. Only when the view was read after the token was made:
+		// a view a tick older than the fan's join (or than the draw that
+		// just gave a pre-queue fan its place, learned) is lag, not loss,
+		// and at the onsale peak that lag would cost two round trips a
+		// poll.
 		touched = "yes"
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -409,6 +414,16 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	s.metrics.polls.WithLabelValues(r.State, touched).Inc()
 	writeJSON(ctx, fasthttp.StatusOK, r)
 	return nil
+}
+
+// tickedSince reports whether v's tick read the store after q was signed.
+// A token's issue time is in whole seconds (JWT's NumericDate), so the
+// tick (on the Redis clock, Tick.Now) must be a second past it.
+func tickedSince(v room.View, q *token.Queue) bool {
+	if q.IssuedAt == nil {
+		return true // not one of ours to reason about: the store decides
+	}
+	return v.Tick.Now.After(q.IssuedAt.Add(time.Second))
 }
 
 // heldToken is the queue token the joining fan holds, from its cookie,

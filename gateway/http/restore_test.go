@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,21 +110,37 @@ func TestStatusRestoresALostJoin(t *testing.T) {
 }
 
 // A fan who joins again (a reload) with its token after its join was
-// lost finds its place, not a new one at the back; a pre-queue fan whose
-// join was lost learns a place at onsale instead of waiting forever.
+// lost finds its place, not a new one at the back; the control, the same
+// fan joining again without its queue cookie, lands at the back. A
+// pre-queue fan whose join was lost learns a place at onsale instead of
+// waiting forever.
 func TestJoinAndPositionRestore(t *testing.T) {
-	f := newFake(t, openDials())
-	var a, b fan
-	f.join(t, &a)
-	f.join(t, &b)
-	f.store.Lose(fakeEvent, f.identity(t, &a))
-	if r := f.join(t, &a); r.body["position"] != 1.0 {
-		t.Fatalf("join again after the loss = %s; want place 1 kept", r.raw)
+	for _, tc := range []struct {
+		name   string
+		cookie bool
+		want   float64
+	}{
+		{"with the cookie", true, 1},
+		{"control: without the cookie", false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, openDials())
+			var a, b fan
+			f.join(t, &a)
+			f.join(t, &b)
+			f.store.Lose(fakeEvent, f.identity(t, &a))
+			if !tc.cookie {
+				a.token = ""
+			}
+			if r := f.join(t, &a); r.body["position"] != tc.want {
+				t.Fatalf("join again after the loss = %s; want place %v", r.raw, tc.want)
+			}
+		})
 	}
 
 	d := openDials()
 	d.OnsaleAt = time.Now().Add(time.Hour)
-	f = newFake(t, d)
+	f := newFake(t, d)
 	var pre fan
 	if r := f.join(t, &pre); r.body["state"] != gateway.StatePrequeue {
 		t.Fatalf("join before onsale = %s", r.raw)
@@ -138,5 +155,58 @@ func TestJoinAndPositionRestore(t *testing.T) {
 	}
 	if r := f.poll(t, &pre); r.status != 200 || r.body["state"] != gateway.StateWaiting || r.body["position"] != 1.0 {
 		t.Fatalf("pre-queue fan's poll after onsale = %d %s; want waiting at 1", r.status, r.raw)
+	}
+}
+
+// countRestores counts the store's restores.
+type countRestores struct {
+	*storetest.Memory
+	n atomic.Int64
+}
+
+func (c *countRestores) Restore(ctx context.Context, ev int64, id string, h gateway.Held) (gateway.RestoreOutcome, int64, error) {
+	c.n.Add(1)
+	return c.Memory.Restore(ctx, ev, id, h)
+}
+
+// A poll whose view is older than the fan's token (a tick has not run
+// since the join) shows a line shorter than the fan's place: that is lag,
+// not a lost join, and costs no store call. Once a tick newer than the
+// token still shows the place beyond the line, the join was lost: the
+// token restores it (the control: the same loss, seen).
+func TestBeyondTheLineOnlyOnAFreshView(t *testing.T) {
+	var store *countRestores
+	f := newFakeWith(t, openDials(), fakeOpts{wrap: func(m *storetest.Memory) gateway.Store {
+		store = &countRestores{Memory: m}
+		return store
+	}})
+	var a fan
+	f.join(t, &a) // place 1; the view was read before it (the line 0 long)
+	for range 3 {
+		if r := f.poll(t, &a); r.status != 200 || r.body["state"] != gateway.StateWaiting {
+			t.Fatalf("poll = %d %s; want waiting", r.status, r.raw)
+		}
+	}
+	if n := store.n.Load(); n != 0 {
+		t.Fatalf("%d restores for polls with a view older than the join; want none (lag, not loss)", n)
+	}
+	// The control: the join is lost, and a tick after the token's issue
+	// (a second: its time is in whole seconds) shows the line short.
+	f.store.Lose(fakeEvent, f.identity(t, &a))
+	time.Sleep(time.Second + 100*time.Millisecond)
+	if err := f.room.Refresh(ctx, fakeEvent); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.poll(t, &a); r.status != 200 || r.body["position"] != 1.0 {
+		t.Fatalf("poll after the loss = %d %s; want waiting at 1", r.status, r.raw)
+	}
+	if n := store.n.Load(); n != 1 {
+		t.Fatalf("%d restores for a poll with a fresh view of a lost join; want 1", n)
+	}
+	if err := f.room.Refresh(ctx, fakeEvent); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.room.View(fakeEvent); v.Tick.Queue < 1 {
+		t.Fatalf("the line after the restore is %d long; want the fan's place back in it", v.Tick.Queue)
 	}
 }
