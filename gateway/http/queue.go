@@ -482,6 +482,11 @@ func (s *Server) reclaim(c context.Context, ev int64, q *token.Queue) (gateway.C
 	switch {
 	case err != nil:
 		return "", 0, err
+	case pos == 0:
+		// In a draw not yet made (kept 0, or back in the open draw): no
+		// place to move the token to, and a token re-signed at 0 would
+		// lose the proof of its place. The fan waits.
+		return gateway.ClaimWaiting, 0, nil
 	case pos != q.Position:
 		// Restored elsewhere (the control's rejoin at the back): the
 		// token moves to the place the store has.

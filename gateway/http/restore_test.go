@@ -210,3 +210,33 @@ func TestBeyondTheLineOnlyOnAFreshView(t *testing.T) {
 		t.Fatalf("the line after the restore is %d long; want the fan's place back in it", v.Tick.Queue)
 	}
 }
+
+// keptZero is a store whose restore finds the fan in a draw not yet made.
+type keptZero struct{ *storetest.Memory }
+
+func (keptZero) Restore(context.Context, int64, string, gateway.Held) (gateway.RestoreOutcome, int64, error) {
+	return gateway.RestoreKept, 0, nil
+}
+
+// A claim that finds the fan unknown, then a restore that answers kept 0
+// (no numbered place yet), leaves the fan waiting with its token as it
+// was: the token was once re-signed at place 0, losing its proof of place.
+func TestReclaimKeptZeroKeepsTheToken(t *testing.T) {
+	f := newFakeWith(t, openDials(), fakeOpts{wrap: func(m *storetest.Memory) gateway.Store { return keptZero{m} }})
+	var a, b fan
+	f.join(t, &a)
+	f.join(t, &b)
+	f.store.Lose(fakeEvent, f.identity(t, &b))
+	f.store.Serve(fakeEvent, 2)
+	if err := f.room.Refresh(ctx, fakeEvent); err != nil {
+		t.Fatal(err)
+	}
+	before := b.token
+	r := f.poll(t, &b)
+	if r.status != 200 || r.body["state"] != gateway.StateWaiting || r.body["position"] != 2.0 || r.body["queue_token"] != nil {
+		t.Fatalf("poll after a restore kept 0 = %d %s; want waiting at 2, no new token", r.status, r.raw)
+	}
+	if q, err := f.queue.Verify(before, fakeEvent); err != nil || b.token != before || q.Position != 2 {
+		t.Fatalf("the token moved: %v; want place 2 kept", err)
+	}
+}
