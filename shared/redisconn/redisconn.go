@@ -117,9 +117,13 @@ func (h refreshRoutes) ProcessPipelineHook(next goredis.ProcessPipelineHook) gor
 }
 
 // StaleRoute reports whether err may come from a stale view of the cluster:
-// a connection that failed (no reply from Redis at all) or a CLUSTERDOWN or
-// TRYAGAIN reply. A reply error (a script's refusal, a wrong type) or the
-// caller's own deadline is not.
+// a connection that failed (no reply from Redis at all), a deadline that
+// ran out waiting for one, or a CLUSTERDOWN or TRYAGAIN reply. A deadline
+// counts (context.DeadlineExceeded, or the socket's own timeout): a master
+// that is gone without a reset (a network cut, a frozen host) shows only as
+// timeouts, and the reload is coalesced and cheap. A reply error (a
+// script's refusal, a wrong type), an empty reply or the caller's own
+// cancellation is not.
 func StaleRoute(err error) bool {
 	if err == nil || errors.Is(err, goredis.Nil) || errors.Is(err, context.Canceled) {
 		return false

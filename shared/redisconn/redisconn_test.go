@@ -3,8 +3,10 @@ package redisconn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -82,9 +84,10 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// StaleRoute: a failed connection or a cluster that says its slots are
-// down or moving re-reads the slot map; a script's own refusal, an empty
-// reply or the caller giving up does not.
+// StaleRoute: a failed connection, a deadline that ran out waiting for a
+// reply, or a cluster that says its slots are down or moving re-reads the
+// slot map; a script's own refusal, an empty reply or the caller's
+// cancellation does not.
 func TestStaleRoute(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
@@ -93,6 +96,10 @@ func TestStaleRoute(t *testing.T) {
 		{nil, false},
 		{goredis.Nil, false},
 		{context.Canceled, false},
+		{fmt.Errorf("evalsha: %w", context.Canceled), false},
+		{context.DeadlineExceeded, true},
+		{fmt.Errorf("evalsha: %w", context.DeadlineExceeded), true},
+		{&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
 		{io.EOF, true},
 		{goredis.ErrClosed, true},
