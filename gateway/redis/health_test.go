@@ -291,8 +291,9 @@ func TestTickAtFactor(t *testing.T) {
 }
 
 // The Redis cost of the health exchange: one EVALSHA per gateway per tick
-// (ten a second each at the default tick), read-only unless a window just
-// closed. Reports the round trip and Redis's own time per call:
+// (ten a second each at the default tick), plus one per window with the
+// gateway's verdict; a write only with a verdict or when a window is
+// settled. Reports the round trip and Redis's own time per call:
 //
 //	go test -run '^$' -bench HealthExchange ./gateway/redis
 func BenchmarkHealthExchange(b *testing.B) {
