@@ -65,7 +65,7 @@ func (p *PG) pids() []int {
 	pids := []int{p.etcd.pid()}
 	for _, m := range p.Members {
 		pids = append(pids, m.patroni.pid())
-		if pm := postmasterPID(m.DataDir); pm > 0 {
+		if pm := m.postmaster(); pm > 0 {
 			pids = append(pids, pm)
 			pids = append(pids, pgDescendants(pm)...)
 		}
@@ -140,7 +140,7 @@ func TestPGKillRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sync, _ := p.SyncStandby(ctx)
-	pm := postmasterPID(old.DataDir)
+	pm := old.postmaster()
 	procs := append([]int{old.patroni.pid(), pm}, pgDescendants(pm)...)
 	if err := p.Kill(old); err != nil {
 		t.Fatal(err)
