@@ -111,12 +111,20 @@ type DB struct {
 	free   freeLists           // free seats per band, for best-available
 }
 
+// ErrConfig marks an Open error that no retry can fix: the URL or an
+// option is wrong. Any other error (no server, no primary yet, a lock
+// wait) may pass.
+var ErrConfig = errors.New("bad configuration")
+
+// IsConfigError reports whether err is an ErrConfig.
+func IsConfigError(err error) bool { return errors.Is(err, ErrConfig) }
+
 // Open connects to url and applies pending migrations (several cores may
 // start at once: a session lock serializes them).
 func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, fmt.Errorf("%w: parse database url: %w", ErrConfig, err)
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
@@ -163,7 +171,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	}
 	if o.LatePolicy != core.PolicyRefund && o.LatePolicy != core.PolicyHonour {
 		pool.Close()
-		return nil, fmt.Errorf("late payment policy %q: want refund or honour", o.LatePolicy)
+		return nil, fmt.Errorf("%w: late payment policy %q: want refund or honour", ErrConfig, o.LatePolicy)
 	}
 	db := &DB{pool: pool, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, extend: o.ExtendBy, events: make(map[int64]eventInfo)}
 	if db.extend <= 0 {
