@@ -83,8 +83,17 @@ type Options struct {
 //     without the client: the decision was taken under the locks, in time.
 //
 // statement_timeout is not set: a running statement does not wait on its
-// client, and each request's context deadline already cancels its
-// statements (pgx sends a cancel request).
+// client, and each request's context deadline already ends the request's
+// wait for it. pgx v5 (its default DeadlineContextWatcherHandler) does
+// that by closing the connection, without a cancel request: the server
+// finishes the statement it is running and ends the session when it next
+// talks to the closed socket (an open transaction rolls back). That is
+// kept on purpose. A cancel request reaching a COMMIT that waits for the
+// synchronous standby ends the wait and leaves the commit local and
+// unreplicated ("canceling wait for synchronous replication"), which a
+// failover would then lose; a closed socket does not interrupt the wait,
+// so the commit is replicated before the server acts on it. Either way
+// the client saw an error and told no fan it was booked.
 //
 // The outbox: a job whose lease ran out while its worker was frozen may be
 // claimed by another worker. Both call the provider under the job's
