@@ -244,7 +244,11 @@ func (m *Main) Run(ctx context.Context) error {
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
+		// Above the longest request: a card confirmation works up to 20 s
+		// (workContext in core/http) after reading its body, and a
+		// response cut by WriteTimeout would lose an outcome already
+		// recorded. HAProxy's cores' backend waits 60 s (timeout server).
+		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
