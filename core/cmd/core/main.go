@@ -248,9 +248,9 @@ func (m *Main) Run(ctx context.Context) error {
 		// (workContext in core/http) after reading its body, and a
 		// response cut by WriteTimeout would lose an outcome already
 		// recorded. HAProxy's cores' backend waits 60 s (timeout server).
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
