@@ -47,6 +47,10 @@ type PGOptions struct {
 	// (make cluster-up); otherwise Patroni gets SIGTERM (a clean stop of its
 	// PostgreSQL) and etcd SIGKILL if the caller dies without Stop.
 	Detached bool
+
+	// inTopology: started by Start, whose Stop gives the port block back
+	// (not PG.Stop, while the rest of the topology still runs on it).
+	inTopology bool
 }
 
 // PG is a running PostgreSQL cluster under Patroni, with its etcd.
@@ -707,6 +711,9 @@ func (p *PG) Stop() error {
 	}
 	if p.tmpRoot && strings.HasPrefix(p.root, "/tmp/onsale-ha-") {
 		errs = append(errs, os.RemoveAll(p.root))
+	}
+	if !p.o.inTopology {
+		ReleaseBlock(p.o.Base)
 	}
 	return errors.Join(errs...)
 }
