@@ -347,6 +347,10 @@ func (p *PG) writeConfig(m *PGMember, tmpl, pgBin string) error {
 		"MAX_LAG":              strconv.FormatInt(p.o.MaxLagOnFailover, 10),
 		"MAX_CONNECTIONS":      strconv.Itoa(p.o.MaxConnections),
 		"SHARED_BUFFERS":       "64MB",
+		// loopback only, trusted: no TLS (the hostssl lines match nothing)
+		"SSL":           "off",
+		"SSL_CERT_FILE": "server.crt",
+		"SSL_KEY_FILE":  "server.key",
 	}
 	var unknown []string
 	out := os.Expand(tmpl, func(k string) string {
