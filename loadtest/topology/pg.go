@@ -44,8 +44,8 @@ type PGOptions struct {
 	// deploy/ha/patroni.yml of the repository holding the working directory.
 	Template string
 	// Detached leaves the processes running when the calling process exits
-	// (make cluster-up); otherwise Patroni gets SIGTERM (a clean stop of its
-	// PostgreSQL) and etcd SIGKILL if the caller dies without Stop.
+	// (make cluster-up); otherwise etcd and every Patroni get SIGTERM (a
+	// Patroni stops its PostgreSQL cleanly) if the caller dies without Stop.
 	Detached bool
 
 	// inTopology: started by Start, whose Stop gives the port block back
@@ -279,16 +279,65 @@ func (p *PG) prepareRoot() error {
 		sum := sha256.Sum256([]byte(p.o.Dir))
 		p.root = "/tmp/onsale-ha-" + hex.EncodeToString(sum[:8])
 		p.tmpRoot = true
+		removeStaleRoots(p.root)
 		if err := os.RemoveAll(p.root); err != nil {
 			return err
 		}
 		if err := os.Mkdir(p.root, 0o755); err != nil {
 			return err
 		}
+		// the mark removeStaleRoots looks for
+		os.WriteFile(filepath.Join(p.root, staleMark), []byte(p.o.Dir+"\n"), 0o644)
 		// what the postgres user needs to find it from Dir
 		os.WriteFile(filepath.Join(p.logDir, "members-dir"), []byte(p.root+"\n"), 0o644)
 	}
 	return p.chown(p.root)
+}
+
+// staleMark marks a /tmp/onsale-ha-* directory as one prepareRoot made.
+const staleMark = ".onsale-topology"
+
+// removeStaleRoots removes the /tmp/onsale-ha-* directories that a caller
+// killed before Stop left behind (a test binary at its timeout: its
+// processes die with it, their data stays), except keep. A directory goes
+// only when it carries prepareRoot's mark and no process runs in it or
+// names it on its command line (a Detached cluster's members do both).
+func removeStaleRoots(keep string) {
+	dirs, _ := filepath.Glob("/tmp/onsale-ha-*")
+	if len(dirs) == 0 {
+		return
+	}
+	var uses []string // every process's working directory and command line
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil {
+			uses = append(uses, cwd+"/")
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil {
+			uses = append(uses, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	for _, d := range dirs {
+		if d == keep {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, staleMark)); err != nil {
+			continue // not one of ours
+		}
+		busy := false
+		for _, u := range uses {
+			if strings.Contains(u, d+"/") {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // postgresCanReach reports whether the postgres user can enter dir (every

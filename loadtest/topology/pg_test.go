@@ -73,12 +73,13 @@ func (p *PG) pids() []int {
 	return pids
 }
 
-// A cluster started Detached (as make cluster-up starts it: it outlives
-// the command) has a leader and a synchronous standby, a second handle
-// from OpenPG (another process's view, as make cluster-down has) stops it,
-// and nothing is left behind.
+// A cluster has a leader and a synchronous standby, a second handle from
+// OpenPG (another process's view, as make cluster-down has) stops it, and
+// nothing is left behind. Not Detached: a test binary killed at its
+// timeout must take the cluster with it (Pdeathsig), which a Detached one
+// (make cluster-up's, in its own session) would outlive.
 func TestPGStartOpenStop(t *testing.T) {
-	p := startPG(t, PGOptions{Detached: true})
+	p := startPG(t, PGOptions{})
 	ctx := context.Background()
 	leader, err := p.Primary(ctx)
 	if err != nil {

@@ -47,3 +47,34 @@ func TestPGKillStopSparesReusedPids(t *testing.T) {
 		t.Fatalf("the process holding a stale pid is %q after Kill and Stop; want it running untouched", st)
 	}
 }
+
+// The data of a cluster whose test binary was killed stays in
+// /tmp/onsale-ha-*; the next start removes it, but only a directory the
+// topology made, and only when no process runs from it.
+func TestRemoveStaleRoots(t *testing.T) {
+	mk := func(name string, mark bool) string {
+		d := "/tmp/onsale-ha-zz" + name + fmt.Sprint(os.Getpid())
+		if err := os.MkdirAll(filepath.Join(d, "pg1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		if mark {
+			os.WriteFile(filepath.Join(d, staleMark), nil, 0o644)
+		}
+		return d
+	}
+	stale, busy, foreign, keep := mk("stale", true), mk("busy", true), mk("foreign", false), mk("keep", true)
+	run := exec.Command("sleep", "60")
+	run.Dir = filepath.Join(busy, "pg1")
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Process.Kill(); run.Wait() })
+
+	removeStaleRoots(keep)
+	for d, want := range map[string]bool{stale: false, busy: true, foreign: true, keep: true} {
+		if _, err := os.Stat(d); (err == nil) != want {
+			t.Errorf("%s exists = %v; want %v", d, err == nil, want)
+		}
+	}
+}
