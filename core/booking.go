@@ -132,6 +132,16 @@ func ParseBookingReference(ref string) (int64, bool) {
 	return id, err == nil && id > 0
 }
 
+// KeyFence names one claim of an idempotency key (ClaimKey's): saving,
+// releasing and renewing the key take it and change nothing once the key
+// belongs to a later claim (a retry that took over when this request's
+// lease ran out, its core frozen or cut off). So a late first request can
+// neither delete the retry's claim nor overwrite the response it stores.
+type KeyFence time.Time
+
+// ErrKeyLost: the key now belongs to a later claim (see KeyFence).
+var ErrKeyLost = errors.New("idempotency key taken over by another request")
+
 // StoredResponse is a response kept for replay under an idempotency key.
 type StoredResponse struct {
 	Status int

@@ -18,11 +18,14 @@ import (
 
 // KeyStore keeps idempotency keys (core/postgres implements it).
 type KeyStore interface {
-	ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*core.StoredResponse, error)
-	SaveResponse(ctx context.Context, account, key string, r core.StoredResponse) error
-	ReleaseKey(ctx context.Context, account, key string) error
-	// RenewKey extends the lease of a key still in flight.
-	RenewKey(ctx context.Context, account, key string, lease time.Duration) error
+	// ClaimKey returns the claim's fence, which the other three take: they
+	// change nothing once another request has claimed the key since.
+	ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (core.KeyFence, *core.StoredResponse, error)
+	SaveResponse(ctx context.Context, account, key string, fence core.KeyFence, r core.StoredResponse) error
+	ReleaseKey(ctx context.Context, account, key string, fence core.KeyFence) error
+	// RenewKey extends the lease of a key still in flight (core.ErrKeyLost:
+	// another request holds it now).
+	RenewKey(ctx context.Context, account, key string, fence core.KeyFence, lease time.Duration) error
 }
 
 // Provider is what the payment routes ask of the payment provider
@@ -64,7 +67,7 @@ type Payments struct {
 
 // keyLease is how long a request owns its idempotency key before a retry
 // may take over (the request died without answering, or could not release
-// the key). The request renews it every keyLease/2 while it runs (a card
+// the key). The request renews it every keyLease/3 while it runs (a card
 // confirm may take 20 s when the provider is slow), so the lease can be
 // short: when the database fails over under a request, its release fails
 // too, and its fan's retries are told request_in_flight (409) until the
@@ -115,7 +118,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 	h.Write(body)
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	stored, err := s.Payments.Keys.ClaimKey(ctx, account, key, h.Sum(nil), keyLease)
+	fence, stored, err := s.Payments.Keys.ClaimKey(ctx, account, key, h.Sum(nil), keyLease)
 	if err != nil {
 		if core.ErrorCode(err) == core.EIdemInFlight {
 			w.Header().Set("Retry-After", "1")
@@ -130,7 +133,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 		w.Write(stored.Body)
 		return
 	}
-	res := s.whileRenewing(account, key, fn)
+	res := s.whileRenewing(account, key, fence, fn)
 	b, err := json.Marshal(res.body)
 	if err != nil {
 		res = result{status: http.StatusInternalServerError, retry: true}
@@ -142,12 +145,16 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), requestTimeout)
 	defer scancel()
 	if res.retry {
-		err = s.Payments.Keys.ReleaseKey(sctx, account, key)
+		err = s.Payments.Keys.ReleaseKey(sctx, account, key, fence)
 		w.Header().Set("Retry-After", "2")
 	} else {
-		err = s.Payments.Keys.SaveResponse(sctx, account, key, core.StoredResponse{Status: res.status, Body: b})
+		err = s.Payments.Keys.SaveResponse(sctx, account, key, fence, core.StoredResponse{Status: res.status, Body: b})
 	}
-	if err != nil {
+	if errors.Is(err, core.ErrKeyLost) {
+		// a retry took the key over while this request ran: its own
+		// response is the one kept
+		s.Log.Warn("idempotency key taken over by a retry; this response not recorded")
+	} else if err != nil {
 		s.Log.Error("idempotency key not recorded", "err", err)
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -155,14 +162,16 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 	w.Write(b)
 }
 
-// whileRenewing runs fn, renewing the key's lease every keyLease/2 until
-// fn returns.
-func (s *Server) whileRenewing(account, key string, fn func() result) result {
+// whileRenewing runs fn, renewing the key's lease every keyLease/3 until
+// fn returns or the key is lost to another request. Each renewal gives up
+// before the next is due, so a slow database cannot pile renewals up, and
+// two missed renewals still leave a third inside the lease.
+func (s *Server) whileRenewing(account, key string, fence core.KeyFence, fn func() result) result {
 	done := make(chan struct{})
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		tick := time.NewTicker(keyLease / 2)
+		tick := time.NewTicker(keyLease / 3)
 		defer tick.Stop()
 		for {
 			select {
@@ -170,10 +179,15 @@ func (s *Server) whileRenewing(account, key string, fn func() result) result {
 				return
 			case <-tick.C:
 				ctx, cancel := context.WithTimeout(context.Background(), keyLease/4)
-				if err := s.Payments.Keys.RenewKey(ctx, account, key, keyLease); err != nil {
+				err := s.Payments.Keys.RenewKey(ctx, account, key, fence, keyLease)
+				cancel()
+				if errors.Is(err, core.ErrKeyLost) {
+					s.Log.Warn("idempotency key taken over by a retry; no longer renewed")
+					return
+				}
+				if err != nil {
 					s.Log.Warn("idempotency key lease not renewed", "err", err)
 				}
-				cancel()
 			}
 		}
 	}()

@@ -25,17 +25,22 @@ const (
 )
 
 // ClaimKey claims (account, key) for a request with the given fingerprint.
-// It returns nil, nil when the caller now owns the key and must run the
-// request; a stored response to replay when the same request already
-// completed; or EIdemReused (another request under this key) or
+// It returns the claim's fence and a nil response when the caller now owns
+// the key and must run the request (SaveResponse, ReleaseKey and RenewKey
+// then take the fence); a stored response to replay when the same request
+// already completed; or EIdemReused (another request under this key) or
 // EIdemInFlight (the first is still running; its lease has not run out).
-func (db *DB) ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*core.StoredResponse, error) {
+//
+// The fence is the row's created_at, which every claim sets afresh (a new
+// row, or reclaimKeySQL): a later claim of the key has a later one, since
+// it comes only after the earlier claim's lease ran out.
+func (db *DB) ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (core.KeyFence, *core.StoredResponse, error) {
 	for try := 0; ; try++ {
-		resp, err := db.claimKey(ctx, account, key, fingerprint, lease)
+		fence, resp, err := db.claimKey(ctx, account, key, fingerprint, lease)
 		if errors.Is(err, errKeyVanished) && try < 3 {
 			continue // released or purged between our insert and our read: claim again
 		}
-		return resp, err
+		return core.KeyFence(fence), resp, err
 	}
 }
 
@@ -46,7 +51,8 @@ var errKeyVanished = errors.New("idempotency key vanished")
 // $3 fingerprint, $4 lease seconds, $5 retention seconds.
 const claimNewKeySQL = `INSERT INTO idempotency_keys (account, key, fingerprint, state, locked_until, expires_at)
 VALUES ($1, $2, $3, ` + sqlKeyInFlight + `, now() + make_interval(secs => $4), now() + make_interval(secs => $5))
-ON CONFLICT (account, key) DO NOTHING`
+ON CONFLICT (account, key) DO NOTHING
+RETURNING created_at`
 
 // lockKeySQL reads a held key under its row lock, with whether its lease
 // and its retention are over. $1 account, $2 key.
@@ -57,14 +63,16 @@ const lockKeySQL = `SELECT fingerprint, state, status, body, coalesce(locked_unt
 // holding it, to this request. Same parameters as claimNewKeySQL.
 const reclaimKeySQL = `UPDATE idempotency_keys SET fingerprint = $3, state = ` + sqlKeyInFlight + `, status = NULL, body = NULL,
        locked_until = now() + make_interval(secs => $4), created_at = now(), expires_at = now() + make_interval(secs => $5)
- WHERE account = $1 AND key = $2`
+ WHERE account = $1 AND key = $2
+RETURNING created_at`
 
-func (db *DB) claimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*core.StoredResponse, error) {
+func (db *DB) claimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (time.Time, *core.StoredResponse, error) {
 	var resp *core.StoredResponse
+	var fence time.Time
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		resp = nil // inTx may run fn again: nothing from an aborted try
-		tag, err := tx.Exec(ctx, claimNewKeySQL, account, key, fingerprint, lease.Seconds(), IdempotencyTTL.Seconds())
-		if err != nil || tag.RowsAffected() == 1 {
+		err := tx.QueryRow(ctx, claimNewKeySQL, account, key, fingerprint, lease.Seconds(), IdempotencyTTL.Seconds()).Scan(&fence)
+		if err == nil || !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		var fp, body []byte
@@ -82,8 +90,7 @@ func (db *DB) claimKey(ctx context.Context, account, key string, fingerprint []b
 		case expired || (state == keyInFlight && leaseOver && bytes.Equal(fp, fingerprint)):
 			// A key past retention starts afresh; a request that died
 			// holding the key hands it to this retry.
-			_, err = tx.Exec(ctx, reclaimKeySQL, account, key, fingerprint, lease.Seconds(), IdempotencyTTL.Seconds())
-			return err
+			return tx.QueryRow(ctx, reclaimKeySQL, account, key, fingerprint, lease.Seconds(), IdempotencyTTL.Seconds()).Scan(&fence)
 		case !bytes.Equal(fp, fingerprint):
 			return core.Errorf(core.EIdemReused, "this Idempotency-Key was used for another request")
 		case state == keyInFlight:
@@ -93,49 +100,67 @@ func (db *DB) claimKey(ctx context.Context, account, key string, fingerprint []b
 		return nil
 	})
 	if errors.Is(err, errKeyVanished) {
-		return nil, err
+		return time.Time{}, nil, err
 	}
 	if err != nil {
-		return nil, translate(err)
+		return time.Time{}, nil, translate(err)
 	}
-	return resp, nil
+	if resp != nil {
+		return time.Time{}, resp, nil
+	}
+	return fence, nil, nil
 }
 
-// saveResponseSQL stores a claimed key's response for replay. $1 account,
-// $2 key, $3 status, $4 body.
+// saveResponseSQL stores a claimed key's response for replay, only while
+// the key is still the caller's claim. $1 account, $2 key, $3 status,
+// $4 body, $5 the claim's fence.
 const saveResponseSQL = `UPDATE idempotency_keys SET state = ` + sqlKeyDone + `, status = $3, body = $4, locked_until = NULL
- WHERE account = $1 AND key = $2`
+ WHERE account = $1 AND key = $2 AND state = ` + sqlKeyInFlight + ` AND created_at = $5`
 
-// SaveResponse stores the response of a claimed key for replay.
-func (db *DB) SaveResponse(ctx context.Context, account, key string, r core.StoredResponse) error {
-	_, err := db.pool.Exec(ctx, saveResponseSQL, account, key, r.Status, r.Body)
-	return translate(err)
+// SaveResponse stores the response of a claimed key for replay. It stores
+// nothing and returns core.ErrKeyLost when the key is no longer fence's
+// claim (another request took it over).
+func (db *DB) SaveResponse(ctx context.Context, account, key string, fence core.KeyFence, r core.StoredResponse) error {
+	tag, err := db.pool.Exec(ctx, saveResponseSQL, account, key, r.Status, r.Body, time.Time(fence))
+	if err != nil {
+		return translate(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return core.ErrKeyLost
+	}
+	return nil
 }
 
-// releaseKeySQL forgets a key still in flight (never a stored response).
-// $1 account, $2 key.
-const releaseKeySQL = `DELETE FROM idempotency_keys WHERE account = $1 AND key = $2 AND state = ` + sqlKeyInFlight
+// releaseKeySQL forgets a key still in flight under the caller's claim
+// (never a stored response, never a later claim). $1 account, $2 key,
+// $3 the claim's fence.
+const releaseKeySQL = `DELETE FROM idempotency_keys WHERE account = $1 AND key = $2 AND state = ` + sqlKeyInFlight + ` AND created_at = $3`
 
 // ReleaseKey forgets a claimed key whose request failed in a way worth
 // retrying (the database or provider was unreachable): the retry runs anew.
-func (db *DB) ReleaseKey(ctx context.Context, account, key string) error {
-	_, err := db.pool.Exec(ctx, releaseKeySQL, account, key)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
+// A key another request has claimed since is left alone.
+func (db *DB) ReleaseKey(ctx context.Context, account, key string, fence core.KeyFence) error {
+	_, err := db.pool.Exec(ctx, releaseKeySQL, account, key, time.Time(fence))
 	return translate(err)
 }
 
-// renewKeySQL extends the lease of a key still in flight. $1 account,
-// $2 key, $3 lease seconds.
+// renewKeySQL extends the lease of a key still in flight under the
+// caller's claim. $1 account, $2 key, $3 lease seconds, $4 the fence.
 const renewKeySQL = `UPDATE idempotency_keys SET locked_until = now() + make_interval(secs => $3)
- WHERE account = $1 AND key = $2 AND state = ` + sqlKeyInFlight
+ WHERE account = $1 AND key = $2 AND state = ` + sqlKeyInFlight + ` AND created_at = $4`
 
 // RenewKey extends the lease of a claimed key whose request is still
-// running.
-func (db *DB) RenewKey(ctx context.Context, account, key string, lease time.Duration) error {
-	_, err := db.pool.Exec(ctx, renewKeySQL, account, key, lease.Seconds())
-	return translate(err)
+// running. It returns core.ErrKeyLost when the key is no longer fence's
+// claim (done, released, or taken over: renewing is pointless then).
+func (db *DB) RenewKey(ctx context.Context, account, key string, fence core.KeyFence, lease time.Duration) error {
+	tag, err := db.pool.Exec(ctx, renewKeySQL, account, key, lease.Seconds(), time.Time(fence))
+	if err != nil {
+		return translate(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return core.ErrKeyLost
+	}
+	return nil
 }
 
 // purgeKeysSQL deletes keys past their retention.

@@ -17,30 +17,91 @@ import (
 func TestIdempotencyKeyRenewal(t *testing.T) {
 	db := postgrestest.NewDB(t, postgres.Options{})
 	fp := []byte("fingerprint")
-	if r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); r != nil || err != nil {
+	first, r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute)
+	if r != nil || err != nil {
 		t.Fatalf("claim = %v, %v", r, err)
 	}
 	// The lease ran out, then the request renewed it: still in flight.
 	db.Pool().Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE account = 'alice'`)
-	if err := db.RenewKey(ctx, "alice", "k", time.Minute); err != nil {
+	if err := db.RenewKey(ctx, "alice", "k", first, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); core.ErrorCode(err) != core.EIdemInFlight {
+	if _, _, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); core.ErrorCode(err) != core.EIdemInFlight {
 		t.Fatalf("claim of a renewed key = %v; want request_in_flight", err)
 	}
 	// Not renewed past its lease: the retry takes it over.
 	db.Pool().Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE account = 'alice'`)
-	if r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); r != nil || err != nil {
+	retry, r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute)
+	if r != nil || err != nil {
 		t.Fatalf("claim after the lease = %v, %v; want the key handed over", r, err)
 	}
-	if err := db.SaveResponse(ctx, "alice", "k", core.StoredResponse{Status: 201, Body: []byte(`{}`)}); err != nil {
+	if err := db.SaveResponse(ctx, "alice", "k", retry, core.StoredResponse{Status: 201, Body: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RenewKey(ctx, "alice", "k", time.Minute); err != nil {
-		t.Fatal(err)
+	if err := db.RenewKey(ctx, "alice", "k", retry, time.Minute); !errors.Is(err, core.ErrKeyLost) {
+		t.Fatalf("renewal of a stored response = %v; want ErrKeyLost", err)
 	}
-	if r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); err != nil || r == nil || r.Status != 201 {
+	if _, r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); err != nil || r == nil || r.Status != 201 {
 		t.Fatalf("replay after a late renewal = %+v, %v; want the stored response", r, err)
+	}
+}
+
+// A first request whose lease ran out (its core frozen, then thawed) has
+// lost its key to the retry: its late release must not delete the retry's
+// claim (a third attempt would then run the payment again beside the
+// retry), its late renewal must not extend the retry's lease, and its late
+// response must not overwrite the retry's. The control runs the statements
+// as they were, without the fence, and shows each of those losses.
+func TestIdempotencyKeyFence(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	fp := []byte("fingerprint")
+	stale, _, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire := func() {
+		db.Pool().Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE account = 'alice'`)
+	}
+	expire()
+	fresh, r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute)
+	if r != nil || err != nil {
+		t.Fatalf("retry's claim = %v, %v", r, err)
+	}
+	if fresh == stale {
+		t.Fatal("the retry's claim has the first request's fence")
+	}
+	if err := db.RenewKey(ctx, "alice", "k", stale, time.Hour); !errors.Is(err, core.ErrKeyLost) {
+		t.Errorf("stale renewal = %v; want ErrKeyLost", err)
+	}
+	if err := db.ReleaseKey(ctx, "alice", "k", stale); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); core.ErrorCode(err) != core.EIdemInFlight {
+		t.Fatalf("claim after the stale release = %v; want request_in_flight (the retry's claim kept)", err)
+	}
+	if err := db.SaveResponse(ctx, "alice", "k", stale, core.StoredResponse{Status: 502, Body: []byte(`{"late":true}`)}); !errors.Is(err, core.ErrKeyLost) {
+		t.Errorf("stale save = %v; want ErrKeyLost", err)
+	}
+	if err := db.SaveResponse(ctx, "alice", "k", fresh, core.StoredResponse{Status: 201, Body: []byte(`{"retry":true}`)}); err != nil {
+		t.Fatalf("the retry's save: %v", err)
+	}
+	if err := db.SaveResponse(ctx, "alice", "k", stale, core.StoredResponse{Status: 502, Body: []byte(`{"late":true}`)}); !errors.Is(err, core.ErrKeyLost) {
+		t.Errorf("stale save over the stored response = %v; want ErrKeyLost", err)
+	}
+	if _, r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); err != nil || r == nil || r.Status != 201 {
+		t.Fatalf("replay = %+v, %v; want the retry's 201", r, err)
+	}
+
+	// The control: the unfenced statements, in a transaction rolled back.
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	tx.Exec(ctx, `UPDATE idempotency_keys SET state = 'IN_FLIGHT', status = NULL, body = NULL, locked_until = now() + interval '1 minute' WHERE account = 'alice'`)
+	tag, _ := tx.Exec(ctx, `DELETE FROM idempotency_keys WHERE account = $1 AND key = $2 AND state = 'IN_FLIGHT'`, "alice", "k")
+	if tag.RowsAffected() != 1 {
+		t.Fatal("control: the unfenced release left the retry's claim; the test cannot see a stale release")
 	}
 }
 

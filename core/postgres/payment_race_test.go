@@ -528,16 +528,17 @@ func TestOutboxRetries(t *testing.T) {
 func TestIdempotencyKeyRetention(t *testing.T) {
 	db := postgrestest.NewDB(t, postgres.Options{})
 	fp := []byte("fingerprint")
-	if r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); r != nil || err != nil {
+	fence, r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute)
+	if r != nil || err != nil {
 		t.Fatalf("first claim = %v, %v", r, err)
 	}
-	if err := db.SaveResponse(ctx, "alice", "k", core.StoredResponse{Status: 201, Body: []byte(`{"ok":true}`)}); err != nil {
+	if err := db.SaveResponse(ctx, "alice", "k", fence, core.StoredResponse{Status: 201, Body: []byte(`{"ok":true}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := db.ClaimKey(ctx, "bob", "k", []byte("other"), time.Minute); r != nil || err != nil {
+	if _, r, err := db.ClaimKey(ctx, "bob", "k", []byte("other"), time.Minute); r != nil || err != nil {
 		t.Fatalf("the same key of another account = %v, %v; keys are per account", r, err)
 	}
-	if r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); err != nil || r == nil || r.Status != 201 {
+	if _, r, err := db.ClaimKey(ctx, "alice", "k", fp, time.Minute); err != nil || r == nil || r.Status != 201 {
 		t.Fatalf("replay = %+v, %v", r, err)
 	}
 	// Past retention the key is purged, and may then be used afresh.
@@ -545,15 +546,15 @@ func TestIdempotencyKeyRetention(t *testing.T) {
 	if n, err := db.PurgeKeys(ctx); err != nil || n != 1 {
 		t.Fatalf("purge = %d, %v; want 1", n, err)
 	}
-	if r, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); r != nil || err != nil {
+	if _, r, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); r != nil || err != nil {
 		t.Fatalf("claim after purge = %v, %v; want a fresh claim", r, err)
 	}
 	// A request that died holding its key frees it when the lease runs out.
 	db.Pool().Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE account = 'alice'`)
-	if r, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); r != nil || err != nil {
+	if _, r, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); r != nil || err != nil {
 		t.Fatalf("retry after a dead request = %v, %v; want the key handed over", r, err)
 	}
-	if _, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); core.ErrorCode(err) != core.EIdemInFlight {
+	if _, _, err := db.ClaimKey(ctx, "alice", "k", []byte("new request"), time.Minute); core.ErrorCode(err) != core.EIdemInFlight {
 		t.Fatalf("claim while leased = %v; want request_in_flight", err)
 	}
 }

@@ -83,8 +83,17 @@ type Options struct {
 //     without the client: the decision was taken under the locks, in time.
 //
 // statement_timeout is not set: a running statement does not wait on its
-// client, and each request's context deadline already cancels its
-// statements (pgx sends a cancel request).
+// client, and each request's context deadline already ends the request's
+// wait for it. pgx v5 (its default DeadlineContextWatcherHandler) does
+// that by closing the connection, without a cancel request: the server
+// finishes the statement it is running and ends the session when it next
+// talks to the closed socket (an open transaction rolls back). That is
+// kept on purpose. A cancel request reaching a COMMIT that waits for the
+// synchronous standby ends the wait and leaves the commit local and
+// unreplicated ("canceling wait for synchronous replication"), which a
+// failover would then lose; a closed socket does not interrupt the wait,
+// so the commit is replicated before the server acts on it. Either way
+// the client saw an error and told no fan it was booked.
 //
 // The outbox: a job whose lease ran out while its worker was frozen may be
 // claimed by another worker. Both call the provider under the job's
@@ -111,12 +120,20 @@ type DB struct {
 	free   freeLists           // free seats per band, for best-available
 }
 
+// ErrConfig marks an Open error that no retry can fix: the URL or an
+// option is wrong. Any other error (no server, no primary yet, a lock
+// wait) may pass.
+var ErrConfig = errors.New("bad configuration")
+
+// IsConfigError reports whether err is an ErrConfig.
+func IsConfigError(err error) bool { return errors.Is(err, ErrConfig) }
+
 // Open connects to url and applies pending migrations (several cores may
 // start at once: a session lock serializes them).
 func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, fmt.Errorf("%w: parse database url: %w", ErrConfig, err)
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
@@ -163,7 +180,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	}
 	if o.LatePolicy != core.PolicyRefund && o.LatePolicy != core.PolicyHonour {
 		pool.Close()
-		return nil, fmt.Errorf("late payment policy %q: want refund or honour", o.LatePolicy)
+		return nil, fmt.Errorf("%w: late payment policy %q: want refund or honour", ErrConfig, o.LatePolicy)
 	}
 	db := &DB{pool: pool, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, extend: o.ExtendBy, events: make(map[int64]eventInfo)}
 	if db.extend <= 0 {

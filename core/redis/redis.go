@@ -7,6 +7,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -23,11 +24,26 @@ type SeatMaps struct {
 // Open connects to url (see redisconn.Options: redis://host:port/db, or a
 // cluster's host:port list) and checks that it answers.
 func Open(ctx context.Context, url string) (*SeatMaps, error) {
+	if _, err := redisconn.Options(url); err != nil {
+		return nil, configError{err}
+	}
 	rdb, err := redisconn.Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	return &SeatMaps{rdb: rdb}, nil
+}
+
+// configError is an Open error that no retry can fix: a malformed address.
+type configError struct{ error }
+
+func (e configError) Unwrap() error { return e.error }
+
+// IsConfigError reports whether Open failed on its address rather than on
+// reaching Redis (which may answer later).
+func IsConfigError(err error) bool {
+	var c configError
+	return errors.As(err, &c)
 }
 
 // Close closes the client.

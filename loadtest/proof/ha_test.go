@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -164,6 +165,7 @@ type crowd struct {
 	samples []sample
 	orphans int // a hold retried after a lost answer found its seat taken (by the lost hold itself)
 	odd     []string
+	oddN    int // every noted answer (odd keeps the first 20)
 }
 
 func newCrowd(s *proofStack) *crowd {
@@ -223,10 +225,33 @@ func (c *crowd) call(op, method, url, account string, body any, hdr ...string) (
 
 func (c *crowd) note(format string, args ...any) {
 	c.mu.Lock()
+	c.oddN++
 	if len(c.odd) < 20 {
 		c.odd = append(c.odd, fmt.Sprintf(format, args...))
 	}
 	c.mu.Unlock()
+}
+
+// checkAnswers fails t on any answer a fan must not get from a core during
+// a fault: one the crowd did not expect (noted: a 4xx other than the
+// retryable ones, a 503 without Retry-After) and any 5xx but 503
+// unavailable. A 502 is retried by the crowd as a fan's app would, but a
+// core answering directly never sends one (it would be a crash or a
+// proxy's complaint), so here it is a failure too.
+func (c *crowd) checkAnswers(t *testing.T, st map[string]int) {
+	t.Helper()
+	for k, n := range st {
+		i := strings.LastIndexByte(k, ' ')
+		code, _ := strconv.Atoi(k[i+1:])
+		if code >= 500 && code != http.StatusServiceUnavailable {
+			t.Errorf("%d answers %q; want only 503 unavailable among 5xx", n, k)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.oddN > 0 {
+		t.Errorf("%d unexpected answers (the first: %s)", c.oddN, strings.Join(c.odd, "; "))
+	}
 }
 
 // retryable: what a fan's app retries after a pause.

@@ -457,7 +457,10 @@ func (p *Proc) Start(ctx context.Context) error {
 	p.mu.Unlock()
 	go func() { cmd.Wait(); logf.Close(); close(done) }()
 	if err := waitReady(ctx, p.client, p.ready, p.wait, done); err != nil {
-		p.Kill()
+		// this start's process, not whatever p runs by now (a concurrent
+		// Start after this one's exited)
+		cmd.Process.Kill()
+		<-done
 		return fmt.Errorf("%s (log %s): %w%s", p.Name, p.log, err, tail(p.log))
 	}
 	return nil
@@ -553,7 +556,12 @@ func (p *Proc) Stop() error {
 	case <-done:
 		return nil
 	case <-time.After(30 * time.Second):
-		return p.Kill()
+		// the process SIGTERM went to, not whatever p runs by now
+		if err := proc.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+		<-done
+		return nil
 	}
 }
 

@@ -37,8 +37,12 @@ type HAProxyConfig struct {
 	PGPrimaryPort, PGReplicasPort, StatsPort int
 	StatsSocket                              string
 	MaxConn                                  int
-	Gateways, Cores                          []string // host:port, named gw1.., core1.. in order
-	PG                                       []PGServer
+	// Privileges are the global lines that drop root (user, group,
+	// chroot), newline-separated; "" = none (HAProxy runs as whoever
+	// starts it, as the local topology does): a comment line says so.
+	Privileges      string
+	Gateways, Cores []string // host:port, named gw1.., core1.. in order
+	PG              []PGServer
 }
 
 // PGServer is a PostgreSQL member as HAProxy checks it: its port and its
@@ -62,6 +66,15 @@ func RenderHAProxy(template string, c HAProxyConfig) (string, error) {
 		}
 		return strings.TrimSuffix(b.String(), "\n")
 	}
+	// a Unix socket's path holds at most 107 bytes; HAProxy would refuse
+	// a longer one only when it starts
+	if len(c.StatsSocket) > 107 {
+		return "", fmt.Errorf("haproxy: admin socket path %s is %d bytes; at most 107 fit a Unix socket", c.StatsSocket, len(c.StatsSocket))
+	}
+	privileges := c.Privileges
+	if privileges == "" {
+		privileges = "    # no user, group or chroot: runs as the user that started it (PRIVILEGES empty)"
+	}
 	var pg strings.Builder
 	for _, s := range c.PG {
 		fmt.Fprintf(&pg, "    server %s %s check port %d\n", s.Name, s.Addr, s.CheckPort)
@@ -75,6 +88,7 @@ func RenderHAProxy(template string, c HAProxyConfig) (string, error) {
 		"STATS_PORT":       strconv.Itoa(c.StatsPort),
 		"STATS_SOCKET":     c.StatsSocket,
 		"MAXCONN":          strconv.Itoa(c.MaxConn),
+		"PRIVILEGES":       privileges,
 		"GATEWAY_SERVERS":  servers("gw", c.Gateways, "", ""),
 		// every gateway (core) again, unchecked: HAProxy's fallback while
 		// no checked one is UP (Redis lost by every gateway; PostgreSQL

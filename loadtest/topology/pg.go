@@ -44,9 +44,13 @@ type PGOptions struct {
 	// deploy/ha/patroni.yml of the repository holding the working directory.
 	Template string
 	// Detached leaves the processes running when the calling process exits
-	// (make cluster-up); otherwise Patroni gets SIGTERM (a clean stop of its
-	// PostgreSQL) and etcd SIGKILL if the caller dies without Stop.
+	// (make cluster-up); otherwise etcd and every Patroni get SIGTERM (a
+	// Patroni stops its PostgreSQL cleanly) if the caller dies without Stop.
 	Detached bool
+
+	// inTopology: started by Start, whose Stop gives the port block back
+	// (not PG.Stop, while the rest of the topology still runs on it).
+	inTopology bool
 }
 
 // PG is a running PostgreSQL cluster under Patroni, with its etcd.
@@ -275,16 +279,65 @@ func (p *PG) prepareRoot() error {
 		sum := sha256.Sum256([]byte(p.o.Dir))
 		p.root = "/tmp/onsale-ha-" + hex.EncodeToString(sum[:8])
 		p.tmpRoot = true
+		removeStaleRoots(p.root)
 		if err := os.RemoveAll(p.root); err != nil {
 			return err
 		}
 		if err := os.Mkdir(p.root, 0o755); err != nil {
 			return err
 		}
+		// the mark removeStaleRoots looks for
+		os.WriteFile(filepath.Join(p.root, staleMark), []byte(p.o.Dir+"\n"), 0o644)
 		// what the postgres user needs to find it from Dir
 		os.WriteFile(filepath.Join(p.logDir, "members-dir"), []byte(p.root+"\n"), 0o644)
 	}
 	return p.chown(p.root)
+}
+
+// staleMark marks a /tmp/onsale-ha-* directory as one prepareRoot made.
+const staleMark = ".onsale-topology"
+
+// removeStaleRoots removes the /tmp/onsale-ha-* directories that a caller
+// killed before Stop left behind (a test binary at its timeout: its
+// processes die with it, their data stays), except keep. A directory goes
+// only when it carries prepareRoot's mark and no process runs in it or
+// names it on its command line (a Detached cluster's members do both).
+func removeStaleRoots(keep string) {
+	dirs, _ := filepath.Glob("/tmp/onsale-ha-*")
+	if len(dirs) == 0 {
+		return
+	}
+	var uses []string // every process's working directory and command line
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil {
+			uses = append(uses, cwd+"/")
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil {
+			uses = append(uses, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	for _, d := range dirs {
+		if d == keep {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, staleMark)); err != nil {
+			continue // not one of ours
+		}
+		busy := false
+		for _, u := range uses {
+			if strings.Contains(u, d+"/") {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // postgresCanReach reports whether the postgres user can enter dir (every
@@ -343,6 +396,10 @@ func (p *PG) writeConfig(m *PGMember, tmpl, pgBin string) error {
 		"MAX_LAG":              strconv.FormatInt(p.o.MaxLagOnFailover, 10),
 		"MAX_CONNECTIONS":      strconv.Itoa(p.o.MaxConnections),
 		"SHARED_BUFFERS":       "64MB",
+		// loopback only, trusted: no TLS (the hostssl lines match nothing)
+		"SSL":           "off",
+		"SSL_CERT_FILE": "server.crt",
+		"SSL_KEY_FILE":  "server.key",
 	}
 	var unknown []string
 	out := os.Expand(tmpl, func(k string) string {
@@ -608,11 +665,15 @@ func (p *PG) WaitPrimary(ctx context.Context, not *PGMember) (*PGMember, error) 
 // listed.
 func (p *PG) Kill(m *PGMember) error {
 	var pids []int
-	if pid := m.patroni.pid(); pid > 0 {
+	// Only processes that are still the member's: a Patroni that exited
+	// (killed before) and a postmaster.pid left behind by a kill -9 name
+	// pids the kernel may have handed to anything since.
+	if m.patroni.running() {
+		pid := m.patroni.pid()
 		syscall.Kill(pid, syscall.SIGSTOP)
 		pids = append(pids, pid)
 	}
-	if pm := postmasterPID(m.DataDir); pm > 0 {
+	if pm := m.postmaster(); pm > 0 {
 		syscall.Kill(pm, syscall.SIGSTOP)
 		pids = append(pids, pm)
 	}
@@ -633,7 +694,7 @@ func (p *PG) Restart(ctx context.Context, m *PGMember) error {
 	if m.patroni.running() {
 		return fmt.Errorf("%s is running", m.Name)
 	}
-	if pm := postmasterPID(m.DataDir); pm > 0 && pgAlive(pm) {
+	if pm := m.postmaster(); pm > 0 {
 		return fmt.Errorf("%s: its postmaster %d is still running", m.Name, pm)
 	}
 	if err := m.patroni.start(); err != nil {
@@ -659,7 +720,7 @@ func (p *PG) Restart(ctx context.Context, m *PGMember) error {
 }
 
 // Stop stops every member (SIGTERM to Patroni, which stops PostgreSQL
-// cleanly; SIGKILL of what is left after 60 s), then etcd, and removes the
+// cleanly; SIGKILL of what is still the members' after 60 s), then etcd, and removes the
 // data directories kept outside Dir. It is idempotent.
 func (p *PG) Stop() error {
 	p.mu.Lock()
@@ -669,27 +730,29 @@ func (p *PG) Stop() error {
 	}
 	p.stopped = true
 	var errs []error
-	var pids []int
 	for _, m := range p.Members {
-		if m.patroni == nil {
-			continue
-		}
-		if pid := m.patroni.pid(); pid > 0 && m.patroni.running() {
-			syscall.Kill(pid, syscall.SIGTERM)
-			pids = append(pids, pid)
-		}
-		if pm := postmasterPID(m.DataDir); pm > 0 && pgAlive(pm) {
-			pids = append(pids, pm)
+		if m.patroni != nil && m.patroni.running() {
+			syscall.Kill(m.patroni.pid(), syscall.SIGTERM)
 		}
 	}
-	if err := pgWaitGone(pids, 60*time.Second); err != nil {
-		for _, pid := range pids {
-			for _, c := range append(pgDescendants(pid), pid) {
-				syscall.Kill(c, syscall.SIGKILL)
+	if err := p.waitMembersDown(60 * time.Second); err != nil {
+		// Whatever is still the members' own now (checked again: a pid
+		// seen before the wait may have exited and been reused since).
+		for _, m := range p.Members {
+			var roots []int
+			if m.patroni != nil && m.patroni.running() {
+				roots = append(roots, m.patroni.pid())
+			}
+			if pm := m.postmaster(); pm > 0 {
+				roots = append(roots, pm)
+			}
+			for _, r := range roots {
+				for _, c := range append(pgDescendants(r), r) {
+					syscall.Kill(c, syscall.SIGKILL)
+				}
 			}
 		}
-		errs = append(errs, err)
-		errs = append(errs, pgWaitGone(pids, 10*time.Second))
+		errs = append(errs, err, p.waitMembersDown(10*time.Second))
 	}
 	for _, m := range p.Members {
 		if m.patroni != nil {
@@ -701,6 +764,9 @@ func (p *PG) Stop() error {
 	}
 	if p.tmpRoot && strings.HasPrefix(p.root, "/tmp/onsale-ha-") {
 		errs = append(errs, os.RemoveAll(p.root))
+	}
+	if !p.o.inTopology {
+		ReleaseBlock(p.o.Base)
 	}
 	return errors.Join(errs...)
 }
@@ -865,6 +931,54 @@ func postmasterPID(dataDir string) int {
 	line, _, _ := strings.Cut(string(b), "\n")
 	pid, _ := strconv.Atoi(strings.TrimSpace(line))
 	return pid
+}
+
+// postmaster is the pid of m's running postmaster, or 0. postmaster.pid
+// outlives a postmaster killed with SIGKILL, and by then its pid may belong
+// to any process: it counts only while that process runs in m's data
+// directory (a postmaster's working directory is its data directory).
+func (m *PGMember) postmaster() int {
+	pid := postmasterPID(m.DataDir)
+	if pid <= 0 || !pgAlive(pid) || !pgRunsIn(pid, m.DataDir) {
+		return 0
+	}
+	return pid
+}
+
+// pgRunsIn reports whether process pid's working directory is dir.
+func pgRunsIn(pid int, dir string) bool {
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return false
+	}
+	want, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		want = filepath.Clean(dir)
+	}
+	return cwd == want
+}
+
+// waitMembersDown waits until no member's Patroni or postmaster runs.
+func (p *PG) waitMembersDown(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		var left []string
+		for _, m := range p.Members {
+			if m.patroni != nil && m.patroni.running() {
+				left = append(left, m.patroni.name)
+			}
+			if pm := m.postmaster(); pm > 0 {
+				left = append(left, fmt.Sprintf("%s postmaster %d", m.Name, pm))
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still running after %v", strings.Join(left, ", "), d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // descendants lists every process below pid, from /proc.

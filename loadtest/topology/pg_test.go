@@ -65,7 +65,7 @@ func (p *PG) pids() []int {
 	pids := []int{p.etcd.pid()}
 	for _, m := range p.Members {
 		pids = append(pids, m.patroni.pid())
-		if pm := postmasterPID(m.DataDir); pm > 0 {
+		if pm := m.postmaster(); pm > 0 {
 			pids = append(pids, pm)
 			pids = append(pids, pgDescendants(pm)...)
 		}
@@ -73,12 +73,13 @@ func (p *PG) pids() []int {
 	return pids
 }
 
-// A cluster started Detached (as make cluster-up starts it: it outlives
-// the command) has a leader and a synchronous standby, a second handle
-// from OpenPG (another process's view, as make cluster-down has) stops it,
-// and nothing is left behind.
+// A cluster has a leader and a synchronous standby, a second handle from
+// OpenPG (another process's view, as make cluster-down has) stops it, and
+// nothing is left behind. Not Detached: a test binary killed at its
+// timeout must take the cluster with it (Pdeathsig), which a Detached one
+// (make cluster-up's, in its own session) would outlive.
 func TestPGStartOpenStop(t *testing.T) {
-	p := startPG(t, PGOptions{Detached: true})
+	p := startPG(t, PGOptions{})
 	ctx := context.Background()
 	leader, err := p.Primary(ctx)
 	if err != nil {
@@ -140,7 +141,7 @@ func TestPGKillRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sync, _ := p.SyncStandby(ctx)
-	pm := postmasterPID(old.DataDir)
+	pm := old.postmaster()
 	procs := append([]int{old.patroni.pid(), pm}, pgDescendants(pm)...)
 	if err := p.Kill(old); err != nil {
 		t.Fatal(err)

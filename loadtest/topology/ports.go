@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -20,18 +23,69 @@ const (
 	BlockSize   = 100  // ports a topology may use from its base
 )
 
-// FreeBlock returns the base of a block of n consecutive ports in
-// 9000-11999 none of which accepts connections right now (for a test's own
-// topology: several tests and runs side by side each take their own).
+// FreeBlock reserves a block of n (at most BlockSize) consecutive ports in
+// 9000-11999 none of which accepts connections right now, for a test's own
+// topology, and returns its first port. Blocks start at multiples of
+// BlockSize; each is reserved by an exclusive flock on
+// /tmp/onsale-topology-<base>.lock, so test binaries of several packages
+// (and several worktrees) starting topologies at the same moment never
+// pick the same block: probing alone would let both see it free. The
+// reservation lasts until ReleaseBlock (Stop of the topology, PG or Redis
+// Cluster started on it calls it) or the process's exit, when the kernel
+// drops the lock.
 func FreeBlock(n int) (int, error) {
-	for try := 0; try < 200; try++ {
-		base := 9000 + rand.IntN(3000-n)
-		if BlockFree(base, n) {
-			return base, nil
+	if n < 1 || n > BlockSize {
+		return 0, fmt.Errorf("FreeBlock(%d): 1 to %d ports", n, BlockSize)
+	}
+	const first, blocks = 9000, 30 // 9000-11999
+	for _, i := range rand.Perm(blocks) {
+		base := first + i*BlockSize
+		if reserveBlock(base) {
+			if BlockFree(base, n) {
+				return base, nil
+			}
+			ReleaseBlock(base) // someone else's listener, not a topology of ours
 		}
 	}
-	return 0, fmt.Errorf("no %d free consecutive ports in 9000-11999", n)
+	return 0, fmt.Errorf("no block of %d free ports in 9000-11999 (each of the 30 is reserved or in use)", n)
 }
+
+var reserved = struct {
+	sync.Mutex
+	m map[int]*os.File // base -> its locked file
+}{m: map[int]*os.File{}}
+
+// reserveBlock takes base's lock, unless this process or another holds it.
+func reserveBlock(base int) bool {
+	reserved.Lock()
+	defer reserved.Unlock()
+	if _, mine := reserved.m[base]; mine {
+		return false
+	}
+	f, err := os.OpenFile(blockLockPath(base), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return false // another user's file we may not open: theirs
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	reserved.m[base] = f
+	return true
+}
+
+// ReleaseBlock gives back the reservation FreeBlock made of base; a block
+// this process did not reserve is left alone.
+func ReleaseBlock(base int) {
+	reserved.Lock()
+	defer reserved.Unlock()
+	if f, ok := reserved.m[base]; ok {
+		f.Close() // drops the flock
+		delete(reserved.m, base)
+	}
+}
+
+func blockLockPath(base int) string { return fmt.Sprintf("/tmp/onsale-topology-%d.lock", base) }
 
 // BlockFree reports whether nothing listens on 127.0.0.1 at base..base+n-1.
 func BlockFree(base, n int) bool {

@@ -29,6 +29,9 @@ type RedisOptions struct {
 	// Conf is the configuration template; "" = deploy/ha/redis.conf of the
 	// repository holding the working directory.
 	Conf string
+
+	// inTopology: started by Start, whose Stop gives the port block back.
+	inTopology bool
 }
 
 // RedisCluster is a running Redis Cluster: n1..n3 start as masters (a third
@@ -483,6 +486,9 @@ func (r *RedisCluster) Stop() error {
 		go func() { defer wg.Done(); n.stop() }()
 	}
 	wg.Wait()
+	if !r.o.inTopology {
+		ReleaseBlock(r.o.Base)
+	}
 	return nil
 }
 

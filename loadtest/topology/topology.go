@@ -166,9 +166,9 @@ func (t *Topology) secrets() error {
 // by side: both take several seconds, mostly waiting.
 func (t *Topology) startEngines(ctx context.Context) error {
 	po := t.o.PG
-	po.Dir, po.Base = t.dir, t.base
+	po.Dir, po.Base, po.inTopology = t.dir, t.base, true
 	ro := t.o.Redis
-	ro.Dir, ro.Base = t.dir, t.base
+	ro.Dir, ro.Base, ro.inTopology = t.dir, t.base, true
 	var wg sync.WaitGroup
 	var pgErr, redisErr error
 	var pg *PG
@@ -219,6 +219,7 @@ func (t *Topology) Stop() error {
 	if t.PG != nil {
 		errs = append(errs, t.PG.Stop())
 	}
+	ReleaseBlock(t.base) // FreeBlock's reservation, if it was ours
 	return errors.Join(errs...)
 }
 

@@ -83,6 +83,18 @@ func TestRenderHAProxy(t *testing.T) {
 	if b, err := exec.Command(haproxy, "-c", "-f", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("haproxy -c: %v\n%s", err, b)
 	}
+	// an operator's privilege lines (Debian's haproxy user; checked by
+	// haproxy -c only where that user exists)
+	c.Privileges = "    user haproxy\n    group haproxy\n    chroot /var/lib/haproxy"
+	if out, err := RenderHAProxy(string(tmpl), c); err != nil || !strings.Contains(out, "\n    user haproxy\n    group haproxy\n    chroot /var/lib/haproxy\n") {
+		t.Errorf("RenderHAProxy with privileges: %v; lines missing", err)
+	}
+	c.Privileges = ""
+	long := c
+	long.StatsSocket = "/tmp/" + strings.Repeat("d", 110) + "/admin.sock"
+	if _, err := RenderHAProxy(string(tmpl), long); err == nil || !strings.Contains(err.Error(), "107") {
+		t.Errorf("RenderHAProxy with a %d-byte socket path = %v; want an error", len(long.StatsSocket), err)
+	}
 	c.Cores = nil
 	if _, err := RenderHAProxy(string(tmpl), c); err == nil || !strings.Contains(err.Error(), "CORE_SERVERS") {
 		t.Errorf("RenderHAProxy without cores = %v; want an error naming CORE_SERVERS", err)

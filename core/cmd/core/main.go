@@ -166,8 +166,13 @@ func (m *Main) Run(ctx context.Context) error {
 	var keeper *seatmap.Keeper
 	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy,
 		IdleInTxTimeout: c.DBIdleTxTimeout, LockTimeout: c.DBLockTimeout}
+	// A core started while PostgreSQL fails over (about 10 s without a
+	// primary) or before Redis answers waits for them instead of exiting:
+	// systemd's restart limit would otherwise leave it failed for good.
 	if c.Redis != "" {
-		maps, err := redis.Open(ctx, c.Redis)
+		maps, err := openRetry(ctx, log, "redis", redis.IsConfigError, func(ctx context.Context) (*redis.SeatMaps, error) {
+			return redis.Open(ctx, c.Redis)
+		})
 		if err != nil {
 			return err
 		}
@@ -175,7 +180,13 @@ func (m *Main) Run(ctx context.Context) error {
 		keeper = &seatmap.Keeper{Cache: maps, Log: log}
 		opts.OnSeats = keeper.Changed
 	}
-	db, err := postgres.Open(ctx, c.DatabaseURL, opts)
+	// postgres.Open applies the migrations too: each attempt runs them
+	// under the pool's lock_timeout, so a migration waiting on a busy
+	// table's lock fails after ONSALE_DB_LOCK_TIMEOUT and is tried again
+	// rather than queueing every request behind its lock.
+	db, err := openRetry(ctx, log, "postgresql", postgres.IsConfigError, func(ctx context.Context) (*postgres.DB, error) {
+		return postgres.Open(ctx, c.DatabaseURL, opts)
+	})
 	if err != nil {
 		return err
 	}
@@ -233,9 +244,13 @@ func (m *Main) Run(ctx context.Context) error {
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Above the longest request: a card confirmation works up to 20 s
+		// (workContext in core/http) after reading its body, and a
+		// response cut by WriteTimeout would lose an outcome already
+		// recorded. HAProxy's cores' backend waits 60 s (timeout server).
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
@@ -295,6 +310,40 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// Backoff between start-up attempts to reach a store: doubled from
+// openFirstDelay up to openMaxDelay, so a core waiting out a failover
+// connects within seconds of the new primary without hammering it.
+var openFirstDelay, openMaxDelay = 500 * time.Millisecond, 10 * time.Second
+
+// openRetry calls open until it succeeds, fails for a reason retrying
+// cannot fix (permanent: a malformed URL, a bad setting), or ctx ends
+// (SIGTERM). Every failed attempt is logged.
+func openRetry[T any](ctx context.Context, log *slog.Logger, what string, permanent func(error) bool, open func(context.Context) (T, error)) (T, error) {
+	delay := openFirstDelay
+	for attempt := 1; ; attempt++ {
+		v, err := open(ctx)
+		if err == nil {
+			if attempt > 1 {
+				log.Info(what+" reached", "attempt", attempt)
+			}
+			return v, nil
+		}
+		if permanent(err) {
+			return v, err
+		}
+		if ctx.Err() != nil {
+			return v, fmt.Errorf("%s: gave up at start-up: %w", what, err)
+		}
+		log.Warn(what+" not reachable at start-up; trying again", "attempt", attempt, "retry_in", delay.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return v, fmt.Errorf("%s: gave up at start-up: %w", what, err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, openMaxDelay)
+	}
 }
 
 // purge deletes rows past their retention (idempotency keys after 24

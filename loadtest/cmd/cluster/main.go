@@ -268,7 +268,16 @@ func up(c config) error {
 		fmt.Fprintf(os.Stderr, "cluster: already running (pid %d); `make cluster-down` stops it\n", s.pid)
 		return summary(c)
 	}
-	// a fresh topology every time: the last one's data, keys and logs go
+	// a fresh topology every time: the last one's data, keys and logs go,
+	// but only once nothing of it runs any more (a supervisor that died
+	// leaves PostgreSQL stopping for seconds; wiping under it would leave
+	// the new cluster's ports and files fighting the old one's)
+	if pids := running(c.Dir); len(pids) > 0 {
+		return fmt.Errorf("cluster: processes of the last cluster still run from %s (%v); wait for them, or `make cluster-down`", c.Dir, pids)
+	}
+	if !topology.BlockFree(c.Base, topology.BlockSize) {
+		return fmt.Errorf("cluster: something still listens in %d-%d; wait for the last cluster to stop, or `make cluster-down`", c.Base, c.Base+topology.BlockSize-1)
+	}
 	if err := wipe(c.Dir); err != nil {
 		return err
 	}
@@ -337,6 +346,40 @@ func up(c config) error {
 
 // wipe empties dir of a stopped topology's files (the postgres user's
 // data directories included).
+// running lists the processes working in dir or naming it on their
+// command line (etcd, Patroni, PostgreSQL, Redis, HAProxy, the apps), and in
+// the PostgreSQL members' directory when the topology put it under /tmp.
+func running(dir string) []int {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil
+	}
+	roots := []string{abs + "/"}
+	if b, err := os.ReadFile(filepath.Join(abs, "pg", "members-dir")); err == nil {
+		if m := strings.TrimSpace(string(b)); strings.HasPrefix(m, "/tmp/onsale-ha-") {
+			roots = append(roots, m+"/")
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || pid == os.Getppid() {
+			continue
+		}
+		cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		uses := cwd + "/ " + strings.ReplaceAll(string(cmdline), "\x00", " ")
+		for _, r := range roots {
+			if strings.Contains(uses, r) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
 func wipe(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
