@@ -32,6 +32,7 @@ import (
 	"github.com/onsale/onsale/core/token"
 	"github.com/onsale/onsale/shared/admission"
 	"github.com/onsale/onsale/shared/config"
+	"github.com/onsale/onsale/shared/startup"
 )
 
 func main() {
@@ -170,7 +171,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// primary) or before Redis answers waits for them instead of exiting:
 	// systemd's restart limit would otherwise leave it failed for good.
 	if c.Redis != "" {
-		maps, err := openRetry(ctx, log, "redis", redis.IsConfigError, func(ctx context.Context) (*redis.SeatMaps, error) {
+		maps, err := startup.Retry(ctx, log, "redis", redis.IsConfigError, func(ctx context.Context) (*redis.SeatMaps, error) {
 			return redis.Open(ctx, c.Redis)
 		})
 		if err != nil {
@@ -184,7 +185,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// under the pool's lock_timeout, so a migration waiting on a busy
 	// table's lock fails after ONSALE_DB_LOCK_TIMEOUT and is tried again
 	// rather than queueing every request behind its lock.
-	db, err := openRetry(ctx, log, "postgresql", postgres.IsConfigError, func(ctx context.Context) (*postgres.DB, error) {
+	db, err := startup.Retry(ctx, log, "postgresql", postgres.IsConfigError, func(ctx context.Context) (*postgres.DB, error) {
 		return postgres.Open(ctx, c.DatabaseURL, opts)
 	})
 	if err != nil {
@@ -310,40 +311,6 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// Backoff between start-up attempts to reach a store: doubled from
-// openFirstDelay up to openMaxDelay, so a core waiting out a failover
-// connects within seconds of the new primary without hammering it.
-var openFirstDelay, openMaxDelay = 500 * time.Millisecond, 10 * time.Second
-
-// openRetry calls open until it succeeds, fails for a reason retrying
-// cannot fix (permanent: a malformed URL, a bad setting), or ctx ends
-// (SIGTERM). Every failed attempt is logged.
-func openRetry[T any](ctx context.Context, log *slog.Logger, what string, permanent func(error) bool, open func(context.Context) (T, error)) (T, error) {
-	delay := openFirstDelay
-	for attempt := 1; ; attempt++ {
-		v, err := open(ctx)
-		if err == nil {
-			if attempt > 1 {
-				log.Info(what+" reached", "attempt", attempt)
-			}
-			return v, nil
-		}
-		if permanent(err) {
-			return v, err
-		}
-		if ctx.Err() != nil {
-			return v, fmt.Errorf("%s: gave up at start-up: %w", what, err)
-		}
-		log.Warn(what+" not reachable at start-up; trying again", "attempt", attempt, "retry_in", delay.String(), "err", err)
-		select {
-		case <-ctx.Done():
-			return v, fmt.Errorf("%s: gave up at start-up: %w", what, err)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, openMaxDelay)
-	}
 }
 
 // purge deletes rows past their retention (idempotency keys after 24

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/startup"
 )
 
 // A core started while PostgreSQL has no primary (a failover at the moment
@@ -68,8 +69,8 @@ func TestMainWaitsForDatabase(t *testing.T) {
 	if err := admission.WritePublicKeyFile(keyFile, priv.Public().(ed25519.PublicKey)); err != nil {
 		t.Fatal(err)
 	}
-	openFirstDelay, openMaxDelay = 50*time.Millisecond, 100*time.Millisecond
-	t.Cleanup(func() { openFirstDelay, openMaxDelay = 500*time.Millisecond, 10*time.Second })
+	startup.FirstDelay, startup.MaxDelay = 50*time.Millisecond, 100*time.Millisecond
+	t.Cleanup(func() { startup.FirstDelay, startup.MaxDelay = 500*time.Millisecond, 10*time.Second })
 
 	m := NewMain()
 	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-database-url", u.String(), "-admit-public-key", keyFile}); err != nil {

@@ -28,6 +28,8 @@ import (
 	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/admission"
 	"github.com/onsale/onsale/shared/config"
+	"github.com/onsale/onsale/shared/redisconn"
+	"github.com/onsale/onsale/shared/startup"
 )
 
 func main() {
@@ -194,7 +196,15 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if m.store, err = redis.Open(ctx, c.Redis); err != nil {
+	// A gateway started before Redis answers (a master failing over, a
+	// whole-fleet restart) waits for it instead of exiting; a malformed
+	// address is refused at once.
+	if _, err := redisconn.Options(c.Redis); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if m.store, err = startup.Retry(ctx, log, "redis", nil, func(ctx context.Context) (*redis.Store, error) {
+		return redis.Open(ctx, c.Redis)
+	}); err != nil {
 		return err
 	}
 	core := coreclient.New(c.CoreURL, log)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 	"github.com/onsale/onsale/gateway/redis/redistest"
 	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/startup"
 )
 
 var ctx = context.Background()
@@ -660,3 +662,64 @@ func TestAccountsFromTheCoresJWKS(t *testing.T) {
 		}
 	}
 }
+
+// A gateway started while Redis does not answer (a whole-fleet restart
+// during a master's failover) waits for it and then serves, instead of
+// exiting: a unit whose restarts ran out would stay down. Redis is behind
+// a relay that refuses every connection until the test opens it.
+func TestWaitsForRedisAtStart(t *testing.T) {
+	startup.FirstDelay, startup.MaxDelay = 20*time.Millisecond, 50*time.Millisecond
+	t.Cleanup(func() { startup.FirstDelay, startup.MaxDelay = 500*time.Millisecond, 10*time.Second })
+	u, err := url.Parse(redistest.Addrs(t, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := newRelay(t, u.Host)
+	rl.cut()
+	u.Host = rl.ln.Addr().String()
+	key, _ := admission.GenerateKey()
+	keyFile := t.TempDir() + "/admit.key"
+	admission.WritePrivateKeyFile(keyFile, key)
+	env := map[string]string{"ONSALE_QUEUE_SECRET": strings.Repeat("s", 32)}
+	m := NewMain()
+	m.Getenv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-redis", u.String(), "-admit-keys", keyFile,
+		"-core-url", "http://127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	m.Log = slog.New(slog.NewJSONHandler(logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; m.Close() })
+	for strings.Count(logs.String(), "not reachable at start-up") < 3 {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned while Redis was unreachable: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	rl.restore()
+	base := "http://" + m.Addr().String()
+	waitFor(t, "the gateway to serve once Redis answers", 10*time.Second, func() bool {
+		r, err := http.Get(base + "/healthz")
+		if err == nil {
+			r.Body.Close()
+		}
+		return err == nil && r.StatusCode == 200
+	})
+}
+
+// lockedBuffer is a log sink safe for the gateway's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
