@@ -36,11 +36,12 @@ type Sample struct {
 	Dial, Cap         int64
 	Serving           int64 // every place up to this one has been offered
 	// Effective is the admission rate the gateway applies (per minute;
-	// the dial or less, lowered while the core is unhealthy), and
-	// EffectiveReason why it differs from the dial; both zero when the
-	// gateway does not report one.
-	Effective       int64
-	EffectiveReason string
+	// the dial or less, lowered while the core is unhealthy) and Health
+	// why it differs from the dial (the gateway's health state and the
+	// reason of its last decrease); Effective is -1 when the gateway does
+	// not report one.
+	Effective float64
+	Health    string
 }
 
 // Admission is one fan's way through the line, as the crowd saw it.
