@@ -41,7 +41,10 @@ func (c *fakeCluster) WaitPGPrimary(_ context.Context, not string) (string, erro
 	c.primary = "pg2"
 	return c.primary, nil
 }
-func (c *fakeCluster) RestartPG(_ context.Context, n string) error { c.did("restart pg %s", n); return nil }
+func (c *fakeCluster) RestartPG(_ context.Context, n string) error {
+	c.did("restart pg %s", n)
+	return nil
+}
 func (c *fakeCluster) RedisMasterOf(_ context.Context, key string) (string, error) {
 	c.did("master of %s", key)
 	return c.master, nil
