@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,17 +61,22 @@ type Options struct {
 	Ready                          time.Duration // how long each app may take to answer; 0 = 60 s
 }
 
+// Keys are the run's key files (PEM). The gateway signs admit tokens with
+// AdmitKey, the core trusts AdmitPub; the core signs tickets with TicketKey
+// (TicketPub verifies them, e.g. bin/ticketverify). SigningKey is the core's
+// own key (account tokens, hold grants, ticket links, staff tokens);
+// SigningPub verifies them. Every gateway of a topology shares AdmitKey,
+// every core SigningKey and TicketKey.
+type Keys struct {
+	AdmitKey, AdmitPub, TicketKey, TicketPub string
+	SigningKey, SigningPub                   string
+}
+
 // Stack is a set of running apps. The URLs of apps not started are empty.
 type Stack struct {
 	PaysimURL, CoreURL, GatewayURL string
 	AdminToken                     string
-	// Key files (PEM): the gateway signs admit tokens with AdmitKey, the core
-	// trusts AdmitPub; the core signs tickets with TicketKey (TicketPub
-	// verifies them, e.g. bin/ticketverify).
-	AdmitKey, AdmitPub, TicketKey, TicketPub string
-	// SigningKey is the core's own key (account tokens, hold grants,
-	// ticket links, staff tokens); SigningPub verifies them.
-	SigningKey, SigningPub string
+	Keys
 	// The processes, nil when not started (started in this order, stopped in reverse).
 	Paysim, Core, Gateway *Proc
 }
@@ -165,9 +171,6 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 	if has(Paysim) && o.PaysimURL != "" {
 		return nil, errors.New("stack: PaysimURL names a running simulator; do not also start one")
 	}
-	if err := os.MkdirAll(filepath.Join(o.Dir, "keys"), 0o755); err != nil {
-		return nil, err
-	}
 	// s, not the result: `return nil, err` must not hide it from the defers
 	s := &Stack{PaysimURL: o.PaysimURL, AdminToken: o.AdminToken}
 	defer func() {
@@ -175,7 +178,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 			s.Stop()
 		}
 	}()
-	if err := s.keys(o.Dir); err != nil {
+	if s.Keys, err = WriteKeys(o.Dir); err != nil {
 		return nil, err
 	}
 	if s.AdminToken == "" {
@@ -213,9 +216,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 	coreURL := "http://" + o.CoreAddr
 	if has(Paysim) {
 		s.PaysimURL = "http://" + o.PaysimAddr
-		env := []string{"ONSALE_PAYSIM_ADDR=" + o.PaysimAddr, "ONSALE_PAYSIM_CONTROL=true", "ONSALE_PAYSIM_API_KEY=" + ProviderKey,
-			"ONSALE_PAYSIM_WEBHOOK_SECRET=" + WebhookSecret, "ONSALE_PAYSIM_WEBHOOK_URL=" + coreURL + "/v1/webhooks/payments"}
-		if s.Paysim, err = start(ctx, o, Paysim, append(env, o.PaysimEnv...), s.PaysimURL+"/healthz"); err != nil {
+		if s.Paysim, err = start(ctx, o, Paysim, append(PaysimEnv(o.PaysimAddr, coreURL), o.PaysimEnv...), s.PaysimURL+"/healthz"); err != nil {
 			return nil, err
 		}
 	}
@@ -230,14 +231,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		if has(Gateway) {
 			publicURL = "http://" + o.GatewayAddr
 		}
-		env := []string{"DATABASE_URL=" + o.DatabaseURL, "ONSALE_CORE_ADDR=" + o.CoreAddr, "ONSALE_REDIS=" + o.RedisURL,
-			"ONSALE_ADMIT_PUBLIC_KEY=" + s.AdmitPub, "ONSALE_ADMIT_JWKS_URL=", "ONSALE_TICKET_KEY=" + s.TicketKey,
-			"ONSALE_SIGNING_KEY=" + s.SigningKey,
-			"ONSALE_PUBLIC_URL=" + publicURL}
-		if s.PaysimURL != "" {
-			env = append(env, "ONSALE_PROVIDER_URL="+s.PaysimURL, "ONSALE_PROVIDER_KEY="+ProviderKey,
-				"ONSALE_WEBHOOK_SECRET="+WebhookSecret, "ONSALE_SMS_URL="+s.PaysimURL+"/sms")
-		}
+		env := CoreEnv(s.Keys, o.CoreAddr, o.DatabaseURL, o.RedisURL, publicURL, s.PaysimURL)
 		if s.Core, err = start(ctx, o, Core, append(env, o.CoreEnv...), coreURL+"/readyz"); err != nil {
 			return nil, err
 		}
@@ -247,11 +241,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, errors.New("stack: the gateway needs Options.RedisURL")
 		}
 		s.GatewayURL = "http://" + o.GatewayAddr
-		env := []string{"ONSALE_GATEWAY_ADDR=" + o.GatewayAddr, "ONSALE_REDIS=" + o.RedisURL, "ONSALE_CORE_URL=" + coreURL,
-			"ONSALE_ADMIT_KEYS=" + s.AdmitKey, "ONSALE_QUEUE_SECRET=" + randomHex(32), "ONSALE_ADMIN_TOKEN=" + s.AdminToken}
-		if s.PaysimURL != "" {
-			env = append(env, "ONSALE_CHECKOUT_URL="+s.PaysimURL+"/checkout")
-		}
+		env := GatewayEnv(s.Keys, o.GatewayAddr, o.RedisURL, coreURL, randomHex(32), s.AdminToken, s.PaysimURL)
 		if s.Gateway, err = start(ctx, o, Gateway, append(env, o.GatewayEnv...), s.GatewayURL+"/readyz"); err != nil {
 			return nil, err
 		}
@@ -259,14 +249,18 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 	return s, nil
 }
 
-// keys writes the run's admit, ticket and signing key pairs into
-// dir/keys, once: a restarted stack keeps trusting tokens and tickets it
-// signed before.
-func (s *Stack) keys(dir string) error {
+// WriteKeys writes the admit, ticket and signing key pairs into dir/keys,
+// once: keys already there are kept, so a restarted stack keeps trusting
+// the tokens and tickets it signed before.
+func WriteKeys(dir string) (Keys, error) {
+	var ks Keys
+	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o755); err != nil {
+		return ks, err
+	}
 	for _, k := range []struct {
 		name      string
 		priv, pub *string
-	}{{"admit", &s.AdmitKey, &s.AdmitPub}, {"ticket", &s.TicketKey, &s.TicketPub}, {"signing", &s.SigningKey, &s.SigningPub}} {
+	}{{"admit", &ks.AdmitKey, &ks.AdmitPub}, {"ticket", &ks.TicketKey, &ks.TicketPub}, {"signing", &ks.SigningKey, &ks.SigningPub}} {
 		name := k.name
 		*k.priv = filepath.Join(dir, "keys", name+".key")
 		*k.pub = *k.priv + ".pub"
@@ -277,17 +271,55 @@ func (s *Stack) keys(dir string) error {
 		}
 		key, err := admission.GenerateKey()
 		if err != nil {
-			return err
+			return ks, err
 		}
 		if err := admission.WritePrivateKeyFile(*k.priv, key); err != nil {
-			return err
+			return ks, err
 		}
 		if err := admission.WritePublicKeyFile(*k.pub, key.Public().(ed25519.PublicKey)); err != nil {
-			return err
+			return ks, err
 		}
 	}
-	return nil
+	return ks, nil
 }
+
+// PaysimEnv is the payment simulator's environment: it listens on addr and
+// posts its webhooks to coreURL (a core, or a load balancer in front of
+// several).
+func PaysimEnv(addr, coreURL string) []string {
+	return []string{"ONSALE_PAYSIM_ADDR=" + addr, "ONSALE_PAYSIM_CONTROL=true", "ONSALE_PAYSIM_API_KEY=" + ProviderKey,
+		"ONSALE_PAYSIM_WEBHOOK_SECRET=" + WebhookSecret, "ONSALE_PAYSIM_WEBHOOK_URL=" + coreURL + "/v1/webhooks/payments"}
+}
+
+// CoreEnv is a core's environment: it listens on addr, on the database
+// dbURL, with redis (its seat-map cache; "" = none), the gateways' public
+// URL in its ticket links, and payments through paysimURL ("" = off).
+func CoreEnv(k Keys, addr, dbURL, redis, publicURL, paysimURL string) []string {
+	env := []string{"DATABASE_URL=" + dbURL, "ONSALE_CORE_ADDR=" + addr, "ONSALE_REDIS=" + redis,
+		"ONSALE_ADMIT_PUBLIC_KEY=" + k.AdmitPub, "ONSALE_ADMIT_JWKS_URL=", "ONSALE_TICKET_KEY=" + k.TicketKey,
+		"ONSALE_SIGNING_KEY=" + k.SigningKey, "ONSALE_PUBLIC_URL=" + publicURL}
+	if paysimURL != "" {
+		env = append(env, "ONSALE_PROVIDER_URL="+paysimURL, "ONSALE_PROVIDER_KEY="+ProviderKey,
+			"ONSALE_WEBHOOK_SECRET="+WebhookSecret, "ONSALE_SMS_URL="+paysimURL+"/sms")
+	}
+	return env
+}
+
+// GatewayEnv is a gateway's environment: it listens on addr, with redis,
+// in front of coreURL, signing admit tokens with k.AdmitKey and queue
+// tokens (and visitor cookies) with queueSecret; gateways that serve the
+// same fans share queueSecret, the admit key and the admin token.
+func GatewayEnv(k Keys, addr, redis, coreURL, queueSecret, adminToken, paysimURL string) []string {
+	env := []string{"ONSALE_GATEWAY_ADDR=" + addr, "ONSALE_REDIS=" + redis, "ONSALE_CORE_URL=" + coreURL,
+		"ONSALE_ADMIT_KEYS=" + k.AdmitKey, "ONSALE_QUEUE_SECRET=" + queueSecret, "ONSALE_ADMIN_TOKEN=" + adminToken}
+	if paysimURL != "" {
+		env = append(env, "ONSALE_CHECKOUT_URL="+paysimURL+"/checkout")
+	}
+	return env
+}
+
+// RandomHex is n random bytes in hex (secrets and tokens of a run).
+func RandomHex(n int) string { return randomHex(n) }
 
 // Stop stops the apps, gateway first (SIGTERM, then SIGKILL after 30 s).
 func (s *Stack) Stop() error {
@@ -300,29 +332,84 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
-// Proc is one running app.
-type Proc struct {
-	Name  string
-	Addr  string // host:port it listens on
-	path  string
-	env   []string
-	ready string // URL answering 200 when the app is ready
-	log   string
-	wait  time.Duration
-	cmd   *exec.Cmd
-	done  chan struct{}
-	err   error // the exit, once done is closed
+// App says how to run one process: which binary, with what environment,
+// where it listens and how to tell it is ready. The topology starts several
+// cores and gateways, and HAProxy, this way.
+type App struct {
+	Name   string        // what it is called in messages and its log file (Dir/Name.log); "" = Binary
+	Binary string        // a binary in Bin (Paysim, Core, Gateway, ...), or an absolute path
+	Bin    string        // directory of the binaries; "" = BinDir()
+	Args   []string      // command-line arguments
+	Env    []string      // KEY=VALUE over this process's environment less DATABASE_URL and REDIS_URL
+	Addr   string        // host:port it listens on
+	Ready  string        // URL answering 200 once it is ready; "" = http://Addr/readyz
+	Dir    string        // directory of its log (required)
+	Wait   time.Duration // how long it may take to answer Ready; 0 = 60 s
+	// ReadyClient makes the ready checks; nil = http.DefaultClient. A
+	// gateway that requires a PROXY header from 127.0.0.1 is checked from
+	// another loopback address.
+	ReadyClient *http.Client
 }
 
-func start(ctx context.Context, o Options, name string, env []string, ready string) (*Proc, error) {
-	path, err := Binary(o.Bin, name)
+// NewProc resolves the app's binary and returns its handle, not started.
+func NewProc(a App) (*Proc, error) {
+	path := a.Binary
+	if !filepath.IsAbs(path) {
+		var err error
+		if path, err = Binary(a.Bin, a.Binary); err != nil {
+			return nil, err
+		}
+	}
+	if a.Dir == "" {
+		return nil, errors.New("stack: App.Dir is required")
+	}
+	if a.Name == "" {
+		a.Name = filepath.Base(a.Binary)
+	}
+	if a.Ready == "" {
+		a.Ready = "http://" + a.Addr + "/readyz"
+	}
+	if a.Wait == 0 {
+		a.Wait = 60 * time.Second
+	}
+	return &Proc{Name: a.Name, Addr: a.Addr, path: path, args: a.Args, env: childEnv(a.Env), ready: a.Ready,
+		log: filepath.Join(a.Dir, a.Name+".log"), wait: a.Wait, client: a.ReadyClient}, nil
+}
+
+// StartApp starts one app and waits until it answers on a.Ready.
+func StartApp(ctx context.Context, a App) (*Proc, error) {
+	p, err := NewProc(a)
 	if err != nil {
 		return nil, err
 	}
-	addr := strings.TrimPrefix(ready, "http://")
-	p := &Proc{Name: name, Addr: addr[:strings.IndexByte(addr, '/')], path: path, env: childEnv(env), ready: ready,
-		log: filepath.Join(o.Dir, name+".log"), wait: o.Ready}
 	return p, p.Start(ctx)
+}
+
+// Proc is one app's process. Its methods may be called from several
+// goroutines (a fault runner kills what a test reads the pid of). Start
+// may be called again once the process has exited (after Kill or Stop): it
+// runs the same binary with the same arguments and environment, on the same
+// address.
+type Proc struct {
+	Name   string
+	Addr   string // host:port it listens on
+	path   string
+	args   []string
+	env    []string
+	ready  string // URL answering 200 when the app is ready
+	log    string
+	wait   time.Duration
+	client *http.Client
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+func start(ctx context.Context, o Options, name string, env []string, ready string) (*Proc, error) {
+	addr := strings.TrimPrefix(ready, "http://")
+	return StartApp(ctx, App{Name: name, Binary: name, Bin: o.Bin, Env: env, Addr: addr[:strings.IndexByte(addr, '/')],
+		Ready: ready, Dir: o.Dir, Wait: o.Ready})
 }
 
 // childEnv is our environment without the service URLs an app would fall
@@ -337,44 +424,75 @@ func childEnv(env []string) []string {
 	return append(out, env...) // later entries win (os/exec keeps the last of duplicates)
 }
 
-// Start (re)starts the app and waits until it answers on its health route.
+// Log is the path of the app's log file (stdout and stderr, appended to
+// across restarts).
+func (p *Proc) Log() string { return p.log }
+
+// Start starts the app (again, after it exited) and waits until it answers
+// on its health route. It refuses a process that is still running.
 func (p *Proc) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.runningLocked() {
+		p.mu.Unlock()
+		return fmt.Errorf("start %s: already running (pid %d)", p.Name, p.cmd.Process.Pid)
+	}
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		p.mu.Unlock()
 		return err
 	}
-	p.cmd = exec.Command(p.path)
-	p.cmd.Env = p.env
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = logf, logf
 	// The app dies with its starter (a test binary killed at its timeout, a
 	// SIGKILLed bin/stack) instead of holding its port and database.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	p.done = make(chan struct{})
-	go func() { p.err = p.cmd.Wait(); logf.Close(); close(p.done) }()
-	if err := waitReady(ctx, p.ready, p.wait, p.done); err != nil {
+	done := make(chan struct{})
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	if err := waitReady(ctx, p.client, p.ready, p.wait, done); err != nil {
 		p.Kill()
 		return fmt.Errorf("%s (log %s): %w%s", p.Name, p.log, err, tail(p.log))
 	}
 	return nil
 }
 
-// Pid is the app's process id (0 when not started).
+// Pid is the app's process id (0 when never started; the last one's after
+// it exited).
 func (p *Proc) Pid() int {
-	if p == nil || p.cmd == nil || p.cmd.Process == nil {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
 		return 0
 	}
 	return p.cmd.Process.Pid
 }
 
-// Done is closed when the process has exited.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+// Done is closed when the current process has exited (a restart makes a
+// new one; nil before the first Start).
+func (p *Proc) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
 
-// running reports whether the process was started and has not exited.
-func (p *Proc) running() bool {
+// Running reports whether the process was started and has not exited.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runningLocked()
+}
+
+func (p *Proc) runningLocked() bool {
 	if p.cmd == nil || p.done == nil {
 		return false
 	}
@@ -386,25 +504,53 @@ func (p *Proc) running() bool {
 	}
 }
 
+// live returns the running process and its done channel, or nil.
+func (p *Proc) live() (*os.Process, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.runningLocked() {
+		return nil, nil
+	}
+	return p.cmd.Process, p.done
+}
+
+// Signal sends sig to the running process: SIGSTOP freezes it (a long GC
+// pause, a partition seen from outside), SIGCONT thaws it. A process that
+// is not running is an error.
+func (p *Proc) Signal(sig os.Signal) error {
+	proc, _ := p.live()
+	if proc == nil {
+		return fmt.Errorf("signal %s: not running", p.Name)
+	}
+	return proc.Signal(sig)
+}
+
 // Kill sends SIGKILL (no cleanup of any kind: the crash experiments) and
-// waits for the process to be gone.
+// waits for the process to be gone. A process not running is left alone.
 func (p *Proc) Kill() error {
-	if !p.running() {
+	proc, done := p.live()
+	if proc == nil {
 		return nil
 	}
-	err := p.cmd.Process.Kill()
-	<-p.done
+	err := proc.Kill()
+	<-done
+	if errors.Is(err, os.ErrProcessDone) {
+		err = nil
+	}
 	return err
 }
 
-// Stop sends SIGTERM (graceful shutdown) and waits; SIGKILL after 30 s.
+// Stop sends SIGTERM (graceful shutdown) and waits; SIGKILL after 30 s. A
+// frozen process (SIGSTOP) is thawed so that it can act on the SIGTERM.
 func (p *Proc) Stop() error {
-	if !p.running() {
+	proc, done := p.live()
+	if proc == nil {
 		return nil
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = proc.Signal(syscall.SIGTERM)
+	_ = proc.Signal(syscall.SIGCONT)
 	select {
-	case <-p.done:
+	case <-done:
 		return nil
 	case <-time.After(30 * time.Second):
 		return p.Kill()
@@ -412,7 +558,10 @@ func (p *Proc) Stop() error {
 }
 
 // waitReady polls url until it answers 200, the process exits, or d passes.
-func waitReady(ctx context.Context, url string, d time.Duration, exited <-chan struct{}) error {
+func waitReady(ctx context.Context, client *http.Client, url string, d time.Duration, exited <-chan struct{}) error {
+	if client == nil {
+		client = http.DefaultClient
+	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -420,7 +569,7 @@ func waitReady(ctx context.Context, url string, d time.Duration, exited <-chan s
 	var last error
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()

@@ -1,0 +1,910 @@
+package topology
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PGOptions says how to start the PostgreSQL cluster: one etcd and three
+// Patroni members from deploy/ha/patroni.yml.
+type PGOptions struct {
+	Dir   string // etcd and Patroni files under Dir/etcd, Dir/pg
+	Base  int    // port block (see ports.go)
+	Scope string // Patroni scope; "" = "onsale"
+	// NoSync turns synchronous_mode off: only the failover test's control,
+	// which shows what asynchronous replication loses.
+	NoSync                      bool
+	TTL, LoopWait, RetryTimeout int   // seconds; 0 = 10, 2, 4 (LoopWait + 2*RetryTimeout <= TTL)
+	MaxLagOnFailover            int64 // bytes; 0 = 1 MiB
+	// ReplicationAddr, when set, gives the address member i (0-based)
+	// advertises to replicas (Patroni's postgresql.connect_address): a
+	// test's lag proxy in front of it. nil = direct.
+	ReplicationAddr func(i int) string
+	// MaxConnections is PostgreSQL's max_connections; 0 = 200 (two cores'
+	// pools of 16 to 64 each, operators, Patroni and replication).
+	MaxConnections int
+	// Template is the Patroni configuration template; "" =
+	// deploy/ha/patroni.yml of the repository holding the working directory.
+	Template string
+	// Detached leaves the processes running when the calling process exits
+	// (make cluster-up); otherwise Patroni gets SIGTERM (a clean stop of its
+	// PostgreSQL) and etcd SIGKILL if the caller dies without Stop.
+	Detached bool
+}
+
+// PG is a running PostgreSQL cluster under Patroni, with its etcd.
+type PG struct {
+	Members []*PGMember
+
+	o       PGOptions
+	etcd    *pgProc
+	root    string // what the postgres user must reach: data dirs, sockets, pgpass, configs
+	tmpRoot bool   // root is /tmp/onsale-ha-<hash>, removed at Stop
+	logDir  string
+	cred    *syscall.Credential // nil when not root: run as ourselves
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// PGMember is one Patroni member and its PostgreSQL.
+type PGMember struct {
+	Name          string
+	Port, APIPort int
+	Config        string // its Patroni configuration file (for patronictl -c)
+	DataDir       string
+
+	index   int
+	patroni *pgProc
+}
+
+// the postgres user's passwords: loopback is trusted (pg_hba), so these only
+// matter for an operator's networks; the local topology keeps them fixed.
+const (
+	pgSuperPassword = "onsale-super"
+	pgReplPassword  = "onsale-repl"
+	pgRewindPasswd  = "onsale-rewind"
+)
+
+func (o *PGOptions) defaults() {
+	if o.Scope == "" {
+		o.Scope = "onsale"
+	}
+	if o.TTL == 0 {
+		o.TTL = 10
+	}
+	if o.LoopWait == 0 {
+		o.LoopWait = 2
+	}
+	if o.RetryTimeout == 0 {
+		o.RetryTimeout = 4
+	}
+	if o.MaxLagOnFailover == 0 {
+		o.MaxLagOnFailover = 1 << 20
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = 200
+	}
+}
+
+// StartPG starts etcd and three Patroni members and returns once a leader
+// answers /primary and both replicas stream from it (one of them
+// synchronous unless NoSync). On error whatever it started is stopped.
+func StartPG(ctx context.Context, o PGOptions) (_ *PG, err error) {
+	o.defaults()
+	if o.Dir == "" || o.Base == 0 {
+		return nil, errors.New("topology: PGOptions.Dir and Base are required")
+	}
+	if o.LoopWait+2*o.RetryTimeout > o.TTL {
+		return nil, fmt.Errorf("topology: loop_wait %d + 2 * retry_timeout %d > ttl %d", o.LoopWait, o.RetryTimeout, o.TTL)
+	}
+	bins, err := pgBinaries()
+	if err != nil {
+		return nil, err
+	}
+	tmpl := o.Template
+	if tmpl == "" {
+		if tmpl, err = pgRepoFile("deploy/ha/patroni.yml"); err != nil {
+			return nil, err
+		}
+	}
+	text, err := os.ReadFile(tmpl)
+	if err != nil {
+		return nil, fmt.Errorf("patroni template: %w", err)
+	}
+	p := &PG{o: o, logDir: filepath.Join(o.Dir, "pg")}
+	defer func() {
+		if err != nil {
+			p.Stop()
+		}
+	}()
+	if err := os.MkdirAll(p.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	if p.cred, err = postgresCredential(); err != nil {
+		return nil, err
+	}
+	if err := p.prepareRoot(); err != nil {
+		return nil, err
+	}
+	if err := p.startEtcd(ctx, bins.etcd); err != nil {
+		return nil, err
+	}
+	for i := range 3 {
+		m := &PGMember{Name: fmt.Sprintf("pg%d", i+1), Port: o.Base + 11 + i, APIPort: o.Base + 21 + i, index: i,
+			DataDir: filepath.Join(p.root, fmt.Sprintf("pg%d", i+1), "data")}
+		m.Config = filepath.Join(p.root, m.Name+".yml")
+		if err := p.writeConfig(m, string(text), bins.pgBin); err != nil {
+			return nil, err
+		}
+		p.Members = append(p.Members, m)
+	}
+	for _, m := range p.Members {
+		if err := p.startPatroni(m); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.waitHealthy(ctx, 90*time.Second); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+type pgBins struct{ etcd, patroni, pgBin string }
+
+// pgBinaries finds etcd, patroni and the newest PostgreSQL's bin directory.
+func pgBinaries() (pgBins, error) {
+	var b pgBins
+	var missing []string
+	for _, x := range []struct {
+		name string
+		dst  *string
+	}{{"etcd", &b.etcd}, {"patroni", &b.patroni}} {
+		p, err := exec.LookPath(x.name)
+		if err != nil {
+			missing = append(missing, x.name)
+			continue
+		}
+		*x.dst = p
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, c string) int {
+		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
+		vc, _ := strconv.Atoi(filepath.Base(filepath.Dir(c)))
+		return vc - va
+	})
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			b.pgBin = d
+			break
+		}
+	}
+	if b.pgBin == "" {
+		missing = append(missing, "postgresql (/usr/lib/postgresql/*/bin/initdb)")
+	}
+	if len(missing) > 0 {
+		return b, fmt.Errorf("%w: %s (Debian packages etcd-server, patroni, postgresql; make test installs them)",
+			ErrNoPGEngine, strings.Join(missing, ", "))
+	}
+	return b, nil
+}
+
+// ErrNoPGEngine: an engine the topology needs is not installed.
+var ErrNoPGEngine = errors.New("engine not installed")
+
+// pgRepoFile is rel in the repository holding the working directory (the
+// directory with go.work), or in the parent of ONSALE_BIN.
+func pgRepoFile(rel string) (string, error) {
+	var tried []string
+	if d := os.Getenv("ONSALE_BIN"); d != "" {
+		p := filepath.Join(filepath.Dir(filepath.Clean(d)), rel)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		tried = append(tried, p)
+	}
+	dir, err := os.Getwd()
+	if err == nil {
+		for d := dir; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+				p := filepath.Join(d, rel)
+				if _, err := os.Stat(p); err == nil {
+					return p, nil
+				}
+				tried = append(tried, p)
+				break
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", fmt.Errorf("topology: no %s (looked at %v; run from inside the repository)", rel, tried)
+}
+
+// postgresCredential is the postgres OS user's when we are root
+// (PostgreSQL refuses to run as root), nil otherwise (run as ourselves).
+func postgresCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("topology: running as root needs the postgres OS user (Debian's postgresql package makes it): %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	c := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if gids, err := u.GroupIds(); err == nil {
+		for _, g := range gids {
+			if n, err := strconv.Atoi(g); err == nil && n != gid {
+				c.Groups = append(c.Groups, uint32(n))
+			}
+		}
+	}
+	return c, nil
+}
+
+// prepareRoot picks where the postgres user's files go: Dir/pg when that
+// user can reach it, else /tmp/onsale-ha-<hash of Dir> (a clone inside a
+// 0700 mktemp directory), removed again at Stop.
+func (p *PG) prepareRoot() error {
+	p.root = filepath.Join(p.o.Dir, "pg", "members")
+	if err := os.MkdirAll(p.root, 0o755); err != nil {
+		return err
+	}
+	if p.cred != nil && !p.postgresCanReach(p.root) {
+		sum := sha256.Sum256([]byte(p.o.Dir))
+		p.root = "/tmp/onsale-ha-" + hex.EncodeToString(sum[:8])
+		p.tmpRoot = true
+		if err := os.RemoveAll(p.root); err != nil {
+			return err
+		}
+		if err := os.Mkdir(p.root, 0o755); err != nil {
+			return err
+		}
+		// what the postgres user needs to find it from Dir
+		os.WriteFile(filepath.Join(p.logDir, "members-dir"), []byte(p.root+"\n"), 0o644)
+	}
+	return p.chown(p.root)
+}
+
+// postgresCanReach reports whether the postgres user can enter dir (every
+// directory on its path searchable).
+func (p *PG) postgresCanReach(dir string) bool {
+	cmd := exec.Command("/usr/bin/test", "-x", dir)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	return cmd.Run() == nil
+}
+
+func (p *PG) chown(path string) error {
+	if p.cred == nil {
+		return nil
+	}
+	return os.Chown(path, int(p.cred.Uid), int(p.cred.Gid))
+}
+
+// writeConfig expands the template for member m.
+func (p *PG) writeConfig(m *PGMember, tmpl, pgBin string) error {
+	runDir := filepath.Join(p.root, m.Name)
+	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
+		return err
+	}
+	for _, d := range []string{runDir, m.DataDir} {
+		if err := p.chown(d); err != nil {
+			return err
+		}
+	}
+	connect := fmt.Sprintf("127.0.0.1:%d", m.Port)
+	if p.o.ReplicationAddr != nil {
+		if a := p.o.ReplicationAddr(m.index); a != "" {
+			connect = a
+		}
+	}
+	vars := map[string]string{
+		"SCOPE":                p.o.Scope,
+		"NAME":                 m.Name,
+		"ETCD_HOSTS":           fmt.Sprintf("127.0.0.1:%d", p.o.Base+1),
+		"REST_LISTEN":          fmt.Sprintf("127.0.0.1:%d", m.APIPort),
+		"REST_CONNECT":         fmt.Sprintf("127.0.0.1:%d", m.APIPort),
+		"PG_LISTEN":            fmt.Sprintf("127.0.0.1:%d", m.Port),
+		"PG_CONNECT":           connect,
+		"DATA_DIR":             m.DataDir,
+		"BIN_DIR":              pgBin,
+		"RUN_DIR":              runDir,
+		"CLIENT_NET":           "127.0.0.1/32",
+		"PEER_NET":             "127.0.0.1/32",
+		"SUPERUSER_PASSWORD":   pgSuperPassword,
+		"REPLICATION_PASSWORD": pgReplPassword,
+		"REWIND_PASSWORD":      pgRewindPasswd,
+		"SYNC_MODE":            strconv.FormatBool(!p.o.NoSync),
+		"TTL":                  strconv.Itoa(p.o.TTL),
+		"LOOP_WAIT":            strconv.Itoa(p.o.LoopWait),
+		"RETRY_TIMEOUT":        strconv.Itoa(p.o.RetryTimeout),
+		"MAX_LAG":              strconv.FormatInt(p.o.MaxLagOnFailover, 10),
+		"MAX_CONNECTIONS":      strconv.Itoa(p.o.MaxConnections),
+		"SHARED_BUFFERS":       "64MB",
+	}
+	var unknown []string
+	out := os.Expand(tmpl, func(k string) string {
+		v, ok := vars[k]
+		if !ok {
+			unknown = append(unknown, k)
+		}
+		return v
+	})
+	if len(unknown) > 0 {
+		return fmt.Errorf("topology: patroni template: unknown placeholders %v", unknown)
+	}
+	if err := os.WriteFile(m.Config, []byte(out), 0o644); err != nil {
+		return err
+	}
+	// a copy beside the logs, where an operator of the local topology looks
+	if p.tmpRoot {
+		os.WriteFile(filepath.Join(p.logDir, m.Name+".yml"), []byte(out), 0o644)
+	}
+	return nil
+}
+
+func (p *PG) startEtcd(ctx context.Context, bin string) error {
+	data := filepath.Join(p.o.Dir, "etcd", "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return err
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", p.o.Base+1)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", p.o.Base+2)
+	args := []string{"--name", "etcd1", "--data-dir", data, "--initial-cluster-state", "new",
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "etcd1=" + peer, "--initial-cluster-token", "onsale-" + p.o.Scope}
+	p.etcd = &pgProc{name: "etcd", path: bin, args: args, log: filepath.Join(p.o.Dir, "etcd", "etcd.log"), detached: p.o.Detached}
+	if err := p.etcd.start(); err != nil {
+		return err
+	}
+	return pgWaitFor(ctx, 30*time.Second, p.etcd, func() error {
+		return pgHTTPStatus(client+"/health", http.StatusOK)
+	})
+}
+
+func (p *PG) startPatroni(m *PGMember) error {
+	if m.patroni == nil {
+		path, err := exec.LookPath("patroni")
+		if err != nil {
+			return err
+		}
+		m.patroni = &pgProc{name: "patroni " + m.Name, path: path, args: []string{m.Config},
+			log: filepath.Join(p.logDir, m.Name+".log"), cred: p.cred, detached: p.o.Detached,
+			env: []string{"HOME=" + filepath.Join(p.root, m.Name), "PATH=/usr/bin:/bin", "LANG=C.UTF-8"}}
+	}
+	return m.patroni.start()
+}
+
+// waitHealthy waits for a leader and both replicas streaming from it, one
+// of them synchronous unless NoSync.
+func (p *PG) waitHealthy(ctx context.Context, d time.Duration) error {
+	return pgWaitFor(ctx, d, nil, func() error {
+		for _, m := range p.Members {
+			if !m.patroni.running() {
+				return fmt.Errorf("%s exited%s", m.patroni.name, pgTail(m.patroni.log))
+			}
+		}
+		leader, err := p.Primary(ctx)
+		if err != nil {
+			return err
+		}
+		reps, err := p.replication(ctx, leader)
+		if err != nil {
+			return err
+		}
+		sync := 0
+		for _, m := range p.Members {
+			if m == leader {
+				continue
+			}
+			r, ok := reps[m.Name]
+			if !ok || r.state != "streaming" {
+				return fmt.Errorf("%s not streaming from %s yet", m.Name, leader.Name)
+			}
+			if r.sync == "sync" {
+				sync++
+			}
+		}
+		if !p.o.NoSync {
+			if sync == 0 {
+				return errors.New("no synchronous standby yet")
+			}
+			// Patroni records the standby in the DCS (/sync) just after
+			// PostgreSQL reports it synchronous: wait for both.
+			if _, err := p.SyncStandby(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+type pgReplica struct{ state, sync string }
+
+// replication is pg_stat_replication on the leader, by application_name
+// (Patroni sets it to the member's name).
+func (p *PG) replication(ctx context.Context, leader *PGMember) (map[string]pgReplica, error) {
+	conn, err := p.connect(ctx, leader, "postgres")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT application_name, state, sync_state FROM pg_stat_replication`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]pgReplica{}
+	for rows.Next() {
+		var name string
+		var r pgReplica
+		if err := rows.Scan(&name, &r.state, &r.sync); err != nil {
+			return nil, err
+		}
+		out[name] = r
+	}
+	return out, rows.Err()
+}
+
+// connect opens a connection to one member.
+func (p *PG) connect(ctx context.Context, m *PGMember, db string) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2", m.Port, db))
+}
+
+// DSN is the multi-host URL of database db: pgx tries each member in turn
+// and keeps the one that accepts writes, so a client follows a failover by
+// reconnecting.
+func (p *PG) DSN(db string) string {
+	hosts := make([]string, len(p.Members))
+	for i, m := range p.Members {
+		hosts[i] = fmt.Sprintf("127.0.0.1:%d", m.Port)
+	}
+	return fmt.Sprintf("postgres://postgres@%s/%s?target_session_attrs=read-write&connect_timeout=2&sslmode=disable",
+		strings.Join(hosts, ","), db)
+}
+
+// CreateDatabase creates database name on the primary (replicated to the
+// others like any other write).
+func (p *PG) CreateDatabase(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// Primary is the member whose Patroni answers 200 on /primary (it holds the
+// leader key and runs PostgreSQL read-write).
+func (p *PG) Primary(ctx context.Context) (*PGMember, error) {
+	return p.memberAnswering(ctx, "/primary")
+}
+
+// SyncStandby is the member Patroni has made the synchronous standby.
+func (p *PG) SyncStandby(ctx context.Context) (*PGMember, error) {
+	return p.memberAnswering(ctx, "/sync")
+}
+
+func (p *PG) memberAnswering(ctx context.Context, path string) (*PGMember, error) {
+	for _, m := range p.Members {
+		if !m.patroni.running() {
+			continue
+		}
+		if pgHTTPStatusCtx(ctx, fmt.Sprintf("http://127.0.0.1:%d%s", m.APIPort, path), http.StatusOK) == nil {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("no member answers %s", path)
+}
+
+// WaitPrimary waits until a member other than not is the primary and
+// accepts writes, and returns it.
+func (p *PG) WaitPrimary(ctx context.Context, not *PGMember) (*PGMember, error) {
+	var found *PGMember
+	err := pgWaitFor(ctx, 120*time.Second, nil, func() error {
+		m, err := p.Primary(ctx)
+		if err != nil {
+			return err
+		}
+		if m == not {
+			return fmt.Errorf("%s is still the primary", m.Name)
+		}
+		conn, err := p.connect(ctx, m, "postgres")
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		var rec bool
+		if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&rec); err != nil {
+			return err
+		}
+		if rec {
+			return fmt.Errorf("%s is still in recovery", m.Name)
+		}
+		found = m
+		return nil
+	})
+	return found, err
+}
+
+// Kill is the member's machine dying: SIGKILL of its Patroni, its
+// postmaster and every process the postmaster started (backends, WAL
+// sender, checkpointer...), none of which gets to send another byte. The
+// postmaster is stopped first so it forks nothing while its children are
+// listed.
+func (p *PG) Kill(m *PGMember) error {
+	var pids []int
+	if pid := m.patroni.pid(); pid > 0 {
+		syscall.Kill(pid, syscall.SIGSTOP)
+		pids = append(pids, pid)
+	}
+	if pm := postmasterPID(m.DataDir); pm > 0 {
+		syscall.Kill(pm, syscall.SIGSTOP)
+		pids = append(pids, pm)
+	}
+	for _, root := range slices.Clone(pids) {
+		pids = append(pids, pgDescendants(root)...)
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	m.patroni.reap()
+	return pgWaitGone(pids, 10*time.Second)
+}
+
+// Restart starts the member's Patroni again with the same configuration and
+// returns once it streams from the primary (as a replica: Patroni rewinds a
+// former primary with pg_rewind first).
+func (p *PG) Restart(ctx context.Context, m *PGMember) error {
+	if m.patroni.running() {
+		return fmt.Errorf("%s is running", m.Name)
+	}
+	if pm := postmasterPID(m.DataDir); pm > 0 && pgAlive(pm) {
+		return fmt.Errorf("%s: its postmaster %d is still running", m.Name, pm)
+	}
+	if err := p.startPatroni(m); err != nil {
+		return err
+	}
+	return pgWaitFor(ctx, 120*time.Second, m.patroni, func() error {
+		leader, err := p.Primary(ctx)
+		if err != nil {
+			return err
+		}
+		if leader == m {
+			return nil // it won an election meanwhile: it is serving
+		}
+		reps, err := p.replication(ctx, leader)
+		if err != nil {
+			return err
+		}
+		if reps[m.Name].state != "streaming" {
+			return fmt.Errorf("%s not streaming from %s yet", m.Name, leader.Name)
+		}
+		return nil
+	})
+}
+
+// Stop stops every member (SIGTERM to Patroni, which stops PostgreSQL
+// cleanly; SIGKILL of what is left after 60 s), then etcd, and removes the
+// data directories kept outside Dir. It is idempotent.
+func (p *PG) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return nil
+	}
+	p.stopped = true
+	var errs []error
+	var pids []int
+	for _, m := range p.Members {
+		if m.patroni == nil {
+			continue
+		}
+		if pid := m.patroni.pid(); pid > 0 && m.patroni.running() {
+			syscall.Kill(pid, syscall.SIGTERM)
+			pids = append(pids, pid)
+		}
+		if pm := postmasterPID(m.DataDir); pm > 0 && pgAlive(pm) {
+			pids = append(pids, pm)
+		}
+	}
+	if err := pgWaitGone(pids, 60*time.Second); err != nil {
+		for _, pid := range pids {
+			for _, c := range append(pgDescendants(pid), pid) {
+				syscall.Kill(c, syscall.SIGKILL)
+			}
+		}
+		errs = append(errs, err)
+		errs = append(errs, pgWaitGone(pids, 10*time.Second))
+	}
+	for _, m := range p.Members {
+		if m.patroni != nil {
+			m.patroni.reap()
+		}
+	}
+	if p.etcd != nil {
+		errs = append(errs, p.etcd.stop(10*time.Second))
+	}
+	if p.tmpRoot && strings.HasPrefix(p.root, "/tmp/onsale-ha-") {
+		errs = append(errs, os.RemoveAll(p.root))
+	}
+	return errors.Join(errs...)
+}
+
+// pgProc is one process the cluster runs (etcd or a Patroni).
+type pgProc struct {
+	name, path string
+	args, env  []string
+	log        string
+	cred       *syscall.Credential
+	detached   bool
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (x *pgProc) start() error {
+	logf, err := os.OpenFile(x.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(x.path, x.args...)
+	cmd.Dir = "/"
+	if x.env != nil {
+		cmd.Env = x.env
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	attr := &syscall.SysProcAttr{Credential: x.cred, Setpgid: true}
+	if !x.detached {
+		// The caller's death (a test binary killed at its timeout) stops
+		// Patroni, which stops its PostgreSQL: nothing holds the ports.
+		// Go sets the signal after the change of user, so it holds.
+		attr.Pdeathsig = syscall.SIGTERM
+	}
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", x.name, err)
+	}
+	done := make(chan struct{})
+	x.mu.Lock()
+	x.cmd, x.done = cmd, done
+	x.mu.Unlock()
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	return nil
+}
+
+func (x *pgProc) pid() int {
+	if x == nil {
+		return 0
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.cmd == nil || x.cmd.Process == nil {
+		return 0
+	}
+	return x.cmd.Process.Pid
+}
+
+func (x *pgProc) running() bool {
+	if x == nil {
+		return false
+	}
+	x.mu.Lock()
+	done := x.done
+	x.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// reap waits (briefly) for the exit of a process that was killed.
+func (x *pgProc) reap() {
+	x.mu.Lock()
+	done := x.done
+	x.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func (x *pgProc) stop(d time.Duration) error {
+	if !x.running() {
+		return nil
+	}
+	syscall.Kill(x.pid(), syscall.SIGTERM)
+	select {
+	case <-x.done:
+		return nil
+	case <-time.After(d):
+		syscall.Kill(x.pid(), syscall.SIGKILL)
+		<-x.done
+		return fmt.Errorf("%s did not stop in %v; killed", x.name, d)
+	}
+}
+
+// postmasterPID is the first line of the data directory's postmaster.pid
+// (0 when there is none).
+func postmasterPID(dataDir string) int {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}
+
+// descendants lists every process below pid, from /proc.
+func pgDescendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp := pgPPID(c); pp > 0 {
+			children[pp] = append(children[pp], c)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, c := range children[n] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// procStat is the state letter and parent of a process ("" when gone).
+func pgProcStat(pid int) (state string, parent int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return "", 0
+	}
+	parent, _ = strconv.Atoi(f[1])
+	return f[0], parent
+}
+
+func pgPPID(pid int) int { _, pp := pgProcStat(pid); return pp }
+
+// alive: the process exists and is not a zombie (a zombie is dead, only
+// not yet reaped by its parent).
+func pgAlive(pid int) bool {
+	st, _ := pgProcStat(pid)
+	return st != "" && st != "Z" && st != "X"
+}
+
+func pgWaitGone(pids []int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		var left []int
+		for _, pid := range pids {
+			if pgAlive(pid) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v still running after %v", left, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitFor calls check every 100 ms until it returns nil, proc exits, ctx
+// ends or d passes.
+func pgWaitFor(ctx context.Context, d time.Duration, proc *pgProc, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = check(); last == nil {
+			return nil
+		}
+		if proc != nil && !proc.running() {
+			return fmt.Errorf("%s exited: %v%s", proc.name, last, pgTail(proc.log))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %v: %v", d, last)
+		case <-tick.C:
+		}
+	}
+}
+
+func pgHTTPStatus(url string, want int) error {
+	return pgHTTPStatusCtx(context.Background(), url, want)
+}
+
+var pgHTTP = &http.Client{Timeout: 2 * time.Second}
+
+func pgHTTPStatusCtx(ctx context.Context, url string, want int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := pgHTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+// tail is the end of a log file, for error messages.
+func pgTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return "\n--- end of " + path + ":\n" + string(b)
+}

@@ -1,0 +1,303 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/loadtest/stack"
+)
+
+// needTopology skips (or, under ONSALE_REQUIRE_SERVICES=1, fails) when an
+// engine or a binary the topology runs is missing.
+func needTopology(t *testing.T) {
+	t.Helper()
+	var missing []string
+	for _, b := range []string{"etcd", "patroni", "haproxy", "redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if _, err := pgBinaries(); err != nil {
+		missing = append(missing, err.Error())
+	}
+	for _, b := range []string{stack.Paysim, stack.Core, stack.Gateway} {
+		if _, err := stack.Binary("", b); err != nil {
+			missing = append(missing, err.Error())
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if os.Getenv("ONSALE_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("missing: %s", strings.Join(missing, "; "))
+	}
+	t.Skipf("missing (ONSALE_REQUIRE_SERVICES=1 makes this a failure): %s", strings.Join(missing, "; "))
+}
+
+// The template expands to a configuration HAProxy accepts; a placeholder
+// left without a value is refused before HAProxy sees it.
+func TestRenderHAProxy(t *testing.T) {
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		if os.Getenv("ONSALE_REQUIRE_SERVICES") == "1" {
+			t.Fatal("no haproxy")
+		}
+		t.Skip("no haproxy")
+	}
+	path, err := pgRepoFile("deploy/ha/haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := HAProxyConfig{Bind: "127.0.0.1", FansPort: 7480, CoresPort: 7481, PGPrimaryPort: 7410, PGReplicasPort: 7409,
+		StatsPort: 7489, StatsSocket: filepath.Join(dir, "admin.sock"), MaxConn: 1000,
+		Gateways: []string{"127.0.0.1:7451", "127.0.0.1:7452", "127.0.0.1:7453"}, Cores: []string{"127.0.0.1:7461", "127.0.0.1:7462"},
+		PG: []PGServer{{"pg1", "127.0.0.1:7411", 7421}, {"pg2", "127.0.0.1:7412", 7422}, {"pg3", "127.0.0.1:7413", 7423}}}
+	out, err := RenderHAProxy(string(tmpl), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"server gw3 127.0.0.1:7453", "server core2 127.0.0.1:7462", "server pg2 127.0.0.1:7412 check port 7422",
+		"send-proxy-v2", "check-send-proxy", "retry-on conn-failure", "option redispatch"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered config lacks %q", want)
+		}
+	}
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command(haproxy, "-c", "-f", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, b)
+	}
+	c.Cores = nil
+	if _, err := RenderHAProxy(string(tmpl), c); err == nil || !strings.Contains(err.Error(), "CORE_SERVERS") {
+		t.Errorf("RenderHAProxy without cores = %v; want an error naming CORE_SERVERS", err)
+	}
+}
+
+// The whole topology, through HAProxy: the fans' frontend answers and
+// passes a request on to a core; each gateway counts a fan by the address
+// HAProxy's PROXY v2 header names (not HAProxy's own); a core killed with
+// SIGKILL is taken out of rotation and requests through the cores'
+// frontend keep succeeding; a killed core starts again; Stop leaves no
+// process behind.
+func TestTopology(t *testing.T) {
+	needTopology(t)
+	base, err := FreeBlock(BlockSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// one join every 2 s per address, a burst of 2: a few joins from one
+	// address reach the limit, and it stays reached for the test's moment
+	began := time.Now()
+	topo, err := Start(ctx, Options{Dir: t.TempDir(), Base: base, Gateways: 2, Cores: 2, GatewayEnv: []string{"ONSALE_IP_RATE=0.5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the topology started in %v", time.Since(began).Round(10*time.Millisecond))
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			topo.Stop()
+		}
+	})
+
+	fan := FanClient(FanAddr)
+	if code, body := get(t, fan, topo.GatewayURL+"/readyz"); code != http.StatusOK {
+		t.Fatalf("GET /readyz through HAProxy = %d %s", code, body)
+	}
+	// the catalog: HAProxy -> a gateway -> HAProxy -> a core -> PostgreSQL
+	if code, body := get(t, fan, topo.GatewayURL+"/v1/events"); code != http.StatusOK || !strings.HasPrefix(body, `{"events"`) {
+		t.Fatalf("GET /v1/events through HAProxy = %d %s", code, body)
+	}
+
+	t.Run("client address from PROXY v2", func(t *testing.T) {
+		// Joins of an event that does not exist are counted per client
+		// address (in each gateway's memory) before the event is looked up.
+		// Every connection is new, so HAProxy deals them to the gateways in
+		// turn: once one address is refused by every gateway in a row,
+		// another address is refused by none. Were the gateways counting
+		// HAProxy's address, both would share one exhausted bucket.
+		busy, other := FanClient("127.0.0.3"), FanClient("127.0.0.4")
+		busy.Transport.(*http.Transport).DisableKeepAlives = true
+		other.Transport.(*http.Transport).DisableKeepAlives = true
+		inRow := 0
+		for i := 0; i < 40 && inRow < len(topo.Gateways); i++ {
+			if code, _ := post(t, busy, topo.GatewayURL+"/v1/events/999999999/queue"); code == http.StatusTooManyRequests {
+				inRow++
+			} else {
+				inRow = 0
+			}
+		}
+		if inRow < len(topo.Gateways) {
+			t.Fatalf("40 joins from 127.0.0.3 were never refused by every gateway in a row: the control failed")
+		}
+		for range topo.Gateways {
+			if code, body := post(t, other, topo.GatewayURL+"/v1/events/999999999/queue"); code == http.StatusTooManyRequests || code == 0 {
+				t.Fatalf("a join from 127.0.0.4 = %d %s: it shares 127.0.0.3's limit (the gateway does not see the fan's address)", code, body)
+			}
+		}
+	})
+
+	t.Run("core killed", func(t *testing.T) {
+		direct := &http.Client{Timeout: 10 * time.Second}
+		if err := topo.Cores[0].Kill(); err != nil {
+			t.Fatal(err)
+		}
+		// right after the kill, before HAProxy's checks notice: a failed
+		// connection is retried on the other core
+		early := 0
+		for range 20 {
+			if code, _ := get(t, direct, topo.CoreURL+"/v1/events"); code != http.StatusOK {
+				early++
+			}
+		}
+		t.Logf("requests failed between the kill and HAProxy marking the core down: %d of 20", early)
+		if err := topo.WaitServers(ctx, BackendCores, 1, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			if code, body := get(t, direct, topo.CoreURL+"/v1/events"); code != http.StatusOK {
+				t.Fatalf("request %d through the cores' frontend with core1 down = %d %s", i, code, body)
+			}
+		}
+		if code, body := get(t, fan, topo.GatewayURL+"/v1/events"); code != http.StatusOK {
+			t.Fatalf("GET /v1/events through a gateway with core1 down = %d %s", code, body)
+		}
+		if err := topo.Cores[0].Start(ctx); err != nil {
+			t.Fatalf("restart core1: %v", err)
+		}
+		if err := topo.WaitServers(ctx, BackendCores, 2, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("gateways restarted", func(t *testing.T) {
+		if err := topo.RestartGateways(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := get(t, fan, topo.GatewayURL+"/v1/events"); code != http.StatusOK {
+			t.Fatalf("GET /v1/events after RestartGateways = %d %s", code, body)
+		}
+	})
+
+	before := descendants(os.Getpid())
+	if len(before) < 10 {
+		t.Fatalf("only %d processes under the test before Stop: %v", len(before), before)
+	}
+	stopped = true
+	began = time.Now()
+	if err := topo.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	t.Logf("Stop took %v", time.Since(began).Round(10*time.Millisecond))
+	if left := descendants(os.Getpid()); len(left) > 0 {
+		t.Errorf("after Stop %d processes are left: %v", len(left), left)
+	}
+	if err := topo.Stop(); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+	if !BlockFree(base, BlockSize) {
+		t.Errorf("something still listens in %d-%d after Stop", base, base+BlockSize-1)
+	}
+}
+
+// A Start that fails once the engines run (here: no app binaries) stops
+// them again and leaves no process behind.
+func TestStartFailureLeavesNothing(t *testing.T) {
+	needTopology(t)
+	base, err := FreeBlock(BlockSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = Start(ctx, Options{Dir: t.TempDir(), Base: base, Gateways: 1, Cores: 1, Bin: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "make build") {
+		t.Fatalf("Start with no binaries = %v; want the missing binary named", err)
+	}
+	if left := descendants(os.Getpid()); len(left) > 0 {
+		t.Errorf("after a failed Start %d processes are left: %v", len(left), left)
+	}
+	if !BlockFree(base, BlockSize) {
+		t.Errorf("something still listens in %d-%d after a failed Start", base, base+BlockSize-1)
+	}
+}
+
+func get(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	return do(t, c, http.MethodGet, url)
+}
+
+func post(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	return do(t, c, http.MethodPost, url)
+}
+
+func do(t *testing.T, c *http.Client, method, url string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, string(b)
+}
+
+// descendants lists the live processes below pid ("pid name"), zombies
+// left out.
+func descendants(pid int) []string {
+	children := map[int][]int{}
+	names := map[int]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+		names[p] = s[strings.IndexByte(s, '(')+1 : i]
+	}
+	var out []string
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			out = append(out, fmt.Sprintf("%d %s", c, names[c]))
+			walk(c)
+		}
+	}
+	walk(pid)
+	return out
+}
