@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,8 +67,8 @@ type Config struct {
 	Seats           int      `flag:"seats" default:"1600" min:"1" max:"40000" help:"with -topology cluster: the stadium's seats (bin/seed -stadium-seats)"`
 	HoldSeconds     int      `flag:"hold-seconds" default:"30" min:"1" max:"86400" help:"with -topology cluster: the concert's holds, in seconds (bin/seed -concert-hold-seconds)"`
 	PaysimBehaviour string   `flag:"paysim-behaviour" help:"with -topology cluster: the payment simulator's misbehaviour, JSON (ONSALE_PAYSIM_BEHAVIOUR)"`
-	CoreEnv         []string `flag:"core-env" help:"with -topology cluster: settings of every core, KEY=VALUE, comma-separated"`
-	GatewayEnv      []string `flag:"gateway-env" help:"with -topology cluster: settings of every gateway, KEY=VALUE, comma-separated"`
+	CoreEnv         envList  `flag:"core-env" help:"with -topology cluster: KEY=VALUE for every core's environment (repeatable)"`
+	GatewayEnv      envList  `flag:"gateway-env" help:"with -topology cluster: KEY=VALUE for every gateway's environment (repeatable)"`
 
 	// Faults injected during the sale (loadtest/faults).
 	Faults    string        `flag:"faults" help:"faults injected during the sale: all, or names separated by commas (pg-primary, redis-master, core, gateway, freeze-core, provider, gateways-restart), each optionally with its time after onsale (core@60s); all but provider need -topology cluster"`
@@ -76,6 +77,20 @@ type Config struct {
 	CoreKills int           `flag:"core-kills" default:"3" min:"1" max:"20" help:"the core fault kills its core this many times"`
 	Freeze    time.Duration `flag:"freeze" default:"35s" min:"1s" help:"the freeze-core fault stops a core this long (longer than its 20 s work deadline and the demo's 30 s holds)"`
 	Outage    time.Duration `flag:"outage" default:"30s" min:"1s" help:"the provider fault's outage"`
+}
+
+// envList is a repeatable KEY=VALUE flag, as bin/stack's: each use adds
+// one entry (a value may hold commas).
+type envList []string
+
+func (l *envList) MarshalText() ([]byte, error) { return []byte(strings.Join(*l, " ")), nil }
+
+func (l *envList) UnmarshalText(b []byte) error {
+	if !strings.Contains(string(b), "=") {
+		return errors.New("want KEY=VALUE")
+	}
+	*l = append(*l, string(b))
+	return nil
 }
 
 // Validate checks the rules across settings.

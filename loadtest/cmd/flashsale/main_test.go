@@ -29,7 +29,7 @@ func TestConfig(t *testing.T) {
 	// The fault sale's flags (deploy/local/demo.sh with TOPOLOGY=cluster FAULTS=...).
 	var fc Config
 	args = append(args, "-topology", "cluster", "-dir", "/tmp/x", "-seats", "800", "-hold-seconds", "30", "-faults", "all",
-		"-core-env", "ONSALE_SWEEP_INTERVAL=5s,ONSALE_EXTEND_BY=20s", "-gateway-env", "ONSALE_IP_RATE=100000",
+		"-core-env", "ONSALE_SWEEP_INTERVAL=5s", "-core-env=ONSALE_EXTEND_BY=20s", "-gateway-env", "ONSALE_IP_RATE=100000",
 		"-paysim-behaviour", `{"fail_rate":0.05,"upi_delay_min":"1s"}`, "-freeze", "20s", "-result", "/tmp/r/result.txt")
 	if err := config.Load(&fc, args, lookup); err != nil {
 		t.Fatal(err)
