@@ -59,6 +59,14 @@ func (o *Operators) SetDials(ctx context.Context, d Dials) error {
 	if r.Status != 200 {
 		return fmt.Errorf("setting the dials: %d %v", r.Status, r.Body)
 	}
+	// The gateway that took the PATCH has the dials now; every other
+	// gateway (several behind a load balancer) reads them at its next tick
+	// (ONSALE_TICK, at most a second). Until then one of them would still
+	// let a guest join an event that now requires an account.
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
 	return nil
 }
 
