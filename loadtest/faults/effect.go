@@ -84,11 +84,14 @@ func Effects(events []Event, o Observed) []Effect {
 	return out
 }
 
+// errorsIn counts the error answers of the seconds from from's to until's
+// (the answers are counted by second: the second a fault was injected in
+// is its own, the one the next came in is the next one's).
 func errorsIn(answers []check.Answer, from, until time.Time) []Errors {
 	type key struct{ route, class string }
 	m := map[key]*Errors{}
 	for _, a := range answers {
-		if a.At.Before(from.Truncate(time.Second)) || !a.At.Before(until) || !check.IsError(a.Class) {
+		if a.At.Before(from.Truncate(time.Second)) || !a.At.Before(until.Truncate(time.Second)) || !check.IsError(a.Class) {
 			continue
 		}
 		k := key{a.Route, a.Class}

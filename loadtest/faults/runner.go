@@ -92,8 +92,9 @@ type Runner struct {
 	Provider Provider // nil: no provider fault
 	Event    int64    // the sale's event (its Redis slot)
 	Options  Options
-	// Log, when set, is told of each fault as it happens.
-	Log func(format string, args ...any)
+	// Log, when set, is told of each fault once its target is back (or
+	// could not be brought back).
+	Log func(Event)
 
 	mu     sync.Mutex
 	events []Event
@@ -147,11 +148,7 @@ func (r *Runner) record(e Event) {
 	r.events = append(r.events, e)
 	r.mu.Unlock()
 	if r.Log != nil {
-		msg := fmt.Sprintf("fault %s: %s", e.Fault, e.Detail)
-		if e.Err != "" {
-			msg += "; error: " + e.Err
-		}
-		r.Log("%s", msg)
+		r.Log(e)
 	}
 }
 

@@ -203,8 +203,16 @@ func run(ctx context.Context, c Config) error {
 		defer close(watched)
 		ops.Watch(sale, onsale, &screens, func(r crowd.Reading) { progress(r, onsale, st, ev.Capacity) })
 	}()
-	runner.Log = func(format string, args ...any) {
-		fmt.Printf("  t%+4.0fs  %s\n", time.Since(onsale).Seconds(), fmt.Sprintf(format, args...))
+	runner.Log = func(e faults.Event) {
+		if e.At.IsZero() {
+			fmt.Printf("  t%+4.0fs  fault %s: not injected: %s\n", time.Since(onsale).Seconds(), e.Fault, e.Err)
+			return
+		}
+		fmt.Printf("  t%+4.0fs  fault %s: %s", e.At.Sub(onsale).Seconds(), e.Fault, e.Detail)
+		if e.Err != "" {
+			fmt.Printf("; ERROR %s", e.Err)
+		}
+		fmt.Println()
 	}
 	injected := make(chan []faults.Event, 1)
 	go func() { injected <- runner.Run(sale, onsale, steps) }()
