@@ -42,8 +42,8 @@ const (
 	// again after Options.GatewayDown.
 	Gateway = "gateway"
 	// FreezeCore: SIGSTOP of a core for Options.Freeze, longer than its
-	// timeouts (its 20 s work deadline, the hold it was working on), then
-	// SIGCONT: a GC pause, or a partition as seen from outside.
+	// timeouts (its 20 s work deadline, HAProxy's checks), then SIGCONT: a
+	// GC pause, or a partition as seen from outside.
 	FreezeCore = "freeze-core"
 	// ProviderDown: the payment provider down for Options.Outage: its API
 	// answers 503 with Retry-After, webhooks wait and go out after.
@@ -54,9 +54,12 @@ const (
 )
 
 // All is every fault, in the default timeline's order: the engines first,
-// while holds and payments commit at their busiest, then the apps, the
-// provider, and the restart of every gateway last.
-var All = []string{PGPrimary, RedisMaster, Core, Gateway, FreezeCore, ProviderDown, GatewaysRestart}
+// while holds and payments commit at their busiest and fans poll, join and
+// claim; then every gateway at once, which is over in a second or two;
+// then one core again and again while webhooks and refunds are in flight,
+// one gateway, and the two longest (the provider's outage, a core frozen)
+// last, so that a short sale still sees the rest.
+var All = []string{PGPrimary, RedisMaster, GatewaysRestart, Core, Gateway, ProviderDown, FreezeCore}
 
 // NeedsCluster says whether a fault needs the HA topology's handles (every
 // fault but the provider's outage, which the simulator's control API

@@ -16,7 +16,7 @@ func TestParse(t *testing.T) {
 		want string // the steps, or the error's start
 	}{
 		{"", ""},
-		{"all", "[pg-primary@15s redis-master@40s core@1m5s gateway@1m30s freeze-core@1m55s provider@2m20s gateways-restart@2m45s]"},
+		{"all", "[pg-primary@15s redis-master@40s gateways-restart@1m5s core@1m30s gateway@1m55s provider@2m20s freeze-core@2m45s]"},
 		{"core,provider", "[core@15s provider@40s]"},
 		{"provider@5s, pg-primary", "[provider@5s pg-primary@30s]"},
 		{"gateway@50s,core@10s", "[core@10s gateway@50s]"},

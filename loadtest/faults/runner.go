@@ -62,7 +62,7 @@ type Options struct {
 	CoreGap     time.Duration // between its kills; 0 = 8 s
 	CoreDown    time.Duration // how long a killed core stays down; 0 = 3 s
 	GatewayDown time.Duration // how long the killed gateway stays down; 0 = 10 s
-	Freeze      time.Duration // how long a core is frozen; 0 = 35 s
+	Freeze      time.Duration // how long a core is frozen; 0 = 25 s
 	Outage      time.Duration // the provider's outage; 0 = 30 s
 	// Recover bounds each wait for a target to come back; 0 = 2 minutes.
 	Recover time.Duration
@@ -80,7 +80,7 @@ func (o Options) withDefaults() Options {
 	def(&o.CoreGap, 8*time.Second)
 	def(&o.CoreDown, 3*time.Second)
 	def(&o.GatewayDown, 10*time.Second)
-	def(&o.Freeze, 35*time.Second)
+	def(&o.Freeze, 25*time.Second)
 	def(&o.Outage, 30*time.Second)
 	def(&o.Recover, 2*time.Minute)
 	return o

@@ -117,11 +117,11 @@ func TestRunnerAll(t *testing.T) {
 	events := r.Run(context.Background(), onsale, steps)
 	want := "kill pg pg1; wait primary not pg1; restart pg pg1; " +
 		"master of {evt:42}; kill redis n2; wait failover of n2; restart redis n2; " +
+		"restart every gateway; " +
 		"kill core1; start core1; kill core1; start core1; " +
 		"kill gw1; start gw1; " +
-		"SIGSTOP core2; SIGCONT core2; " +
 		"outage 1.1s; " +
-		"restart every gateway"
+		"SIGSTOP core2; SIGCONT core2"
 	if got := c.Log(); got != want {
 		t.Errorf("the runner did\n%s\nwant\n%s", got, want)
 	}
@@ -135,7 +135,7 @@ func TestRunnerAll(t *testing.T) {
 			t.Errorf("event %+v: rejoined %v; want a rejoin for the engines alone", e, e.Rejoined)
 		}
 	}
-	if got := strings.Join(names, ","); got != "pg-primary,redis-master,core,core,gateway,freeze-core,provider,gateways-restart" {
+	if got := strings.Join(names, ","); got != "pg-primary,redis-master,gateways-restart,core,core,gateway,provider,freeze-core" {
 		t.Errorf("events %s", got)
 	}
 	if p.end.Sub(p.start) != quick.Outage || p.start.Before(onsale) {
@@ -144,8 +144,8 @@ func TestRunnerAll(t *testing.T) {
 	if !strings.Contains(events[6].Detail, "4 webhooks held") || events[6].Down() < quick.Outage-time.Second {
 		t.Errorf("provider event %+v; want the held webhooks and the outage's length", events[6])
 	}
-	if !strings.Contains(events[0].Detail, "pg2 promoted") || !strings.Contains(events[2].Detail, "kill 1 of 2") {
-		t.Errorf("details %q, %q", events[0].Detail, events[2].Detail)
+	if !strings.Contains(events[0].Detail, "pg2 promoted") || !strings.Contains(events[3].Detail, "kill 1 of 2") {
+		t.Errorf("details %q, %q", events[0].Detail, events[3].Detail)
 	}
 }
 

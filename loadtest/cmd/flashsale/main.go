@@ -75,7 +75,7 @@ type Config struct {
 	FaultAt   time.Duration `flag:"fault-at" default:"15s" min:"0s" help:"the first fault without a time comes this long after onsale"`
 	FaultGap  time.Duration `flag:"fault-gap" default:"25s" min:"1s" help:"each further fault without a time comes this long after the one before"`
 	CoreKills int           `flag:"core-kills" default:"3" min:"1" max:"20" help:"the core fault kills its core this many times"`
-	Freeze    time.Duration `flag:"freeze" default:"35s" min:"1s" help:"the freeze-core fault stops a core this long (longer than its 20 s work deadline and the demo's 30 s holds)"`
+	Freeze    time.Duration `flag:"freeze" default:"25s" min:"1s" help:"the freeze-core fault stops a core this long (longer than its 20 s work deadline)"`
 	Outage    time.Duration `flag:"outage" default:"30s" min:"1s" help:"the provider fault's outage"`
 }
 
