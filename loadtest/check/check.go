@@ -80,6 +80,13 @@ type Input struct {
 	// Outages are the provider's outage windows during the sale: the
 	// money check says how many bookings had money move around them.
 	Outages []Window
+	// Skew is how much older than its time a sample's reading may be:
+	// with several gateways a fan is admitted by one gateway's view while
+	// the operators read another's, whose as_of is when it finished
+	// refreshing (the tick, then the dials), not when the tick ran. The
+	// queue-order rule compares an admission with the first sample taken
+	// Skew after it. 0 with one gateway.
+	Skew time.Duration
 }
 
 // Window is a span of time, [Start, End).
@@ -216,7 +223,7 @@ func queueOrder(in Input) Result {
 			continue
 		}
 		admitted++
-		i := sort.Search(len(in.Samples), func(i int) bool { return !in.Samples[i].At.Before(a.AdmittedAt) })
+		i := sort.Search(len(in.Samples), func(i int) bool { return !in.Samples[i].At.Before(a.AdmittedAt.Add(in.Skew)) })
 		if i < len(in.Samples) {
 			checked++
 			if a.Position > in.Samples[i].Serving {

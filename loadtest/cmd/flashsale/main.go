@@ -235,7 +235,7 @@ func run(ctx context.Context, c Config) error {
 	}
 	res, err := check.Run(ctx, check.Input{DatabaseURL: c.DatabaseURL, Event: c.Event, LedgerURL: c.Paysim + "/v1/ledger",
 		ProviderKey: c.ProviderKey, SweepInterval: c.Sweep, Samples: screens.Samples(), Admissions: admissions,
-		RedisURL: c.Redis, AccountsRequired: c.Accounts, Confirmations: cr.Confirmations(), Claim: c.Claim, Outages: outages})
+		RedisURL: c.Redis, AccountsRequired: c.Accounts, Confirmations: cr.Confirmations(), Claim: c.Claim, Outages: outages, Skew: skew(c)})
 	if err != nil {
 		return err
 	}
@@ -276,6 +276,16 @@ func run(ctx context.Context, c Config) error {
 		return fmt.Errorf("%d invariants broken", failed)
 	}
 	return nil
+}
+
+// skew is how much older than its as_of an admin-stats sample may be:
+// with several gateways, a second (a gateway's longest tick, in which its
+// view refreshes); with one, none (check.Input.Skew).
+func skew(c Config) time.Duration {
+	if c.Topology == "cluster" && c.Gateways > 1 {
+		return time.Second
+	}
+	return 0
 }
 
 // watchProcesses samples the processes named in list (name=pid,...) and
