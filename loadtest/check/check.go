@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -140,6 +141,9 @@ SELECT count(*) FROM (SELECT account, tickets FROM account_tickets WHERE event_i
 SELECT count(*) FROM holds WHERE event_id = $1 AND status = 'EXPIRED' AND ended_at > expires_at + make_interval(secs => $2)`, ev, margin.Seconds())
 	count("no booking left unsettled (every payment ended confirmed, refunded or failed)", ev0.bookings, `
 SELECT count(*) FROM bookings WHERE event_id = $1 AND status IN ('PAYMENT_PENDING', 'REFUND_DUE')`, ev)
+	if r := &out[len(out)-1]; !r.Pass && ev0.bookings.N > 0 {
+		r.Detail += unsettled(ctx, conn, ev)
+	}
 
 	// Money: every booking's ledger adds up to the paisa (money.go).
 	m, err := money(ctx, conn, in)
@@ -235,6 +239,33 @@ func queueOrder(in Input) Result {
 	return evidenceOf{checked, "no admission with a sample taken after it"}.rule(Result{"every fan admitted in queue order (pre-queue shuffle excepted)", pass,
 		fmt.Sprintf("%d admissions (%d checked against a later sample), %d before their place was offered; pre-queue places up to %d, later arrivals from %d",
 			admitted, checked, early, maxPre, minLate)})
+}
+
+// unsettledSQL is a few of the event's unsettled bookings, oldest first,
+// for the verdict's detail. $1 event.
+const unsettledSQL = `
+SELECT id, status, flow, coalesce(payment_id, ''), extract(epoch FROM now() - created_at)::int, extract(epoch FROM now() - updated_at)::int
+  FROM bookings WHERE event_id = $1 AND status IN ('PAYMENT_PENDING', 'REFUND_DUE') ORDER BY id LIMIT 3`
+
+// unsettled names a few unsettled bookings: what a failure needs to be
+// looked into.
+func unsettled(ctx context.Context, conn *pgx.Conn, ev int64) string {
+	rows, err := conn.Query(ctx, unsettledSQL, ev)
+	if err != nil {
+		return ""
+	}
+	var ex []string
+	var id int64
+	var status, flow, payment string
+	var age, idle int
+	pgx.ForEachRow(rows, []any{&id, &status, &flow, &payment, &age, &idle}, func() error {
+		ex = append(ex, fmt.Sprintf("booking %d %s (%s, payment %q, created %d s ago, last changed %d s ago)", id, status, flow, payment, age, idle))
+		return nil
+	})
+	if len(ex) == 0 {
+		return ""
+	}
+	return ", e.g. " + strings.Join(ex, "; ")
 }
 
 func rupees(paise int64) string { return fmt.Sprintf("₹%d.%02d", paise/100, paise%100) }

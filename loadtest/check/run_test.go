@@ -88,4 +88,14 @@ VALUES (1, 'A-1', 1, 'A', 'A', 1, 1, 'gold', 'BOOKED', 7), (1, 'A-2', 2, 'A', 'A
 			t.Errorf("handed no samples, admissions or confirmations: failures\n%s\nwant %q failing for want of evidence", strings.Join(failed, "\n"), want)
 		}
 	}
+
+	// An unsettled booking fails its rule, named in the detail.
+	if _, err := conn.Exec(ctx, `INSERT INTO bookings (id, hold_id, event_id, account, seat_ids, quantity, amount_paise, flow, status, payment_id)
+VALUES (9, '00000000-0000-0000-0000-000000000002', 1, 'acct:2', '{A-3}', 1, 2500, 'async', 'PAYMENT_PENDING', 'pay_x')`); err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Join(failures(in), "\n")
+	if !strings.Contains(f, "no booking left unsettled") || !strings.Contains(f, `booking 9 PAYMENT_PENDING (async, payment "pay_x"`) {
+		t.Errorf("an unsettled booking: failures\n%s\nwant the unsettled rule naming booking 9", f)
+	}
 }
