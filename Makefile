@@ -10,7 +10,7 @@ STACK := deploy/local/stack.sh
 # every command of the four modules; the only `go build` of the harness
 CMDS := ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...
 
-.PHONY: all build up down test vuln bench demo clean
+.PHONY: all build up down test vuln bench demo clean cluster-up cluster-down
 
 all: build
 
@@ -26,6 +26,24 @@ down:
 
 test: build
 	$(STACK) run -- deploy/local/test.sh
+
+# The highly available topology (loadtest/topology, bin/cluster) on 127.0.0.1:7400-7499, in the
+# background: 3 gateways and 2 cores behind HAProxy, PostgreSQL under Patroni on etcd, a Redis
+# Cluster of 3 masters and 3 replicas, the payment simulator. State and logs in .run/cluster/.
+# It runs beside `make up` and the runs of test, demo and bench (other ports). Debian's engines
+# are installed when missing.
+cluster-up: build
+	@ONSALE_RUN_DIR=$(CURDIR)/.run bash -c '. deploy/local/apps.sh && need_ha || exit 1; \
+		if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
+			echo "+ installing redis-server redis-tools (log in .run/apt-redis.log)"; \
+			apt_get_install .run/apt-redis.log redis-server redis-tools || exit 1; fi; \
+		if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then \
+			echo "+ installing postgresql (log in .run/apt-postgresql.log)"; \
+			apt_get_install .run/apt-postgresql.log postgresql || exit 1; fi'
+	bin/cluster up
+
+cluster-down:
+	@if [ -x bin/cluster ]; then bin/cluster down; else echo "no bin/cluster: nothing was started by make cluster-up"; fi
 
 # govulncheck against a vulnerability database built locally from golang.org/x/vulndb
 vuln:
@@ -57,6 +75,9 @@ clean:
 	rmdir .run/runs 2>/dev/null || true; \
 	if [ -n "$$(ls -A .run/started 2>/dev/null)" ]; then \
 		keep="$$keep .run/started (make up; 'make down' stops it)"; \
+	fi; \
+	if [ -f .run/cluster/cluster.pid ] && [ -d "/proc/$$(cut -d' ' -f1 .run/cluster/cluster.pid)" ]; then \
+		keep="$$keep .run/cluster (make cluster-up; 'make cluster-down' stops it)"; \
 	fi; \
 	if [ -n "$$keep" ]; then \
 		echo "clean: keeping .run/:$$keep"; \

@@ -61,6 +61,28 @@ const (
 	ClaimUnknown  ClaimOutcome = "unknown"  // the identity is not in line
 )
 
+// Held is the place a fan's signed queue token says it holds: the fan's
+// proof of place when a Redis failover lost the write that gave it (the
+// rule is in gateway/redis/restore.lua).
+type Held struct {
+	Position int64  // 0: the pre-queue
+	Admitted int64  // the session's end (unix ms) once admitted; 0: not admitted
+	Epoch    string // the room the place belongs to (Dials.Epoch)
+}
+
+// RestoreOutcome is what a restore did.
+type RestoreOutcome string
+
+// Restore outcomes; N is the number Restore returns beside the outcome.
+const (
+	RestoreKept     RestoreOutcome = "kept"     // the store had the place (N; 0: in the draw): nothing changed
+	RestoreRestored RestoreOutcome = "restored" // N: the place the identity holds again
+	RestorePrequeue RestoreOutcome = "prequeue" // back in the draw, which is not made yet
+	RestoreEnded    RestoreOutcome = "ended"    // the identity's session is over (recorded again if lost)
+	RestoreRejoin   RestoreOutcome = "rejoin"   // the token is of another room (epoch), or none: its place is gone
+	RestoreOff      RestoreOutcome = "off"      // the rule is switched off (the failover test's control only)
+)
+
 // LeaveOutcome is what a leave did; fans see it as "outcome".
 type LeaveOutcome string
 
@@ -84,6 +106,10 @@ type Store interface {
 	Position(ctx context.Context, event int64, identity string) (int64, error)
 	// Claim takes an offered place and starts identity's session.
 	Claim(ctx context.Context, event int64, identity string, position int64) (ClaimOutcome, int64, error)
+	// Restore puts identity back at the place held proves, when the store
+	// has lost it (restore.lua: what a failover loses, and the bound on
+	// what restoring costs). A no-op (kept) when the store has it.
+	Restore(ctx context.Context, event int64, identity string, held Held) (RestoreOutcome, int64, error)
 	// Leave ends identity's session early or gives up its place in line.
 	Leave(ctx context.Context, event int64, identity string) (LeaveOutcome, error)
 	// Tick advances the admission bucket and reports the event's state.

@@ -21,6 +21,8 @@ type KeyStore interface {
 	ClaimKey(ctx context.Context, account, key string, fingerprint []byte, lease time.Duration) (*core.StoredResponse, error)
 	SaveResponse(ctx context.Context, account, key string, r core.StoredResponse) error
 	ReleaseKey(ctx context.Context, account, key string) error
+	// RenewKey extends the lease of a key still in flight.
+	RenewKey(ctx context.Context, account, key string, lease time.Duration) error
 }
 
 // Provider is what the payment routes ask of the payment provider
@@ -61,8 +63,17 @@ type Payments struct {
 }
 
 // keyLease is how long a request owns its idempotency key before a retry
-// may take over (the request died without answering).
-const keyLease = 30 * time.Second
+// may take over (the request died without answering, or could not release
+// the key). The request renews it every keyLease/2 while it runs (a card
+// confirm may take 20 s when the provider is slow), so the lease can be
+// short: when the database fails over under a request, its release fails
+// too, and its fan's retries are told request_in_flight (409) until the
+// lease runs out; with 8 s that is over before the new primary serves
+// (about 10 s), instead of 20 s after it. A retry that takes over while
+// the first request still runs (its renewals failed, or it was frozen)
+// runs the same steps again, each safe to repeat (see unavailable in
+// core/postgres).
+const keyLease = 8 * time.Second
 
 // result is a handler's answer, stored under the idempotency key for replay
 // unless retry says the failure was transient (then the key is released).
@@ -119,7 +130,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 		w.Write(stored.Body)
 		return
 	}
-	res := fn()
+	res := s.whileRenewing(account, key, fn)
 	b, err := json.Marshal(res.body)
 	if err != nil {
 		res = result{status: http.StatusInternalServerError, retry: true}
@@ -142,6 +153,32 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(res.status)
 	w.Write(b)
+}
+
+// whileRenewing runs fn, renewing the key's lease every keyLease/2 until
+// fn returns.
+func (s *Server) whileRenewing(account, key string, fn func() result) result {
+	done := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		tick := time.NewTicker(keyLease / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				ctx, cancel := context.WithTimeout(context.Background(), keyLease/4)
+				if err := s.Payments.Keys.RenewKey(ctx, account, key, keyLease); err != nil {
+					s.Log.Warn("idempotency key lease not renewed", "err", err)
+				}
+				cancel()
+			}
+		}
+	}()
+	defer func() { close(done); <-renewed }()
+	return fn()
 }
 
 type payBody struct {
@@ -331,13 +368,15 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 			p, err = s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), core.PaymentRequest{
 				Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "card",
 				PaymentToken: in.PaymentToken, Capture: "manual"})
-			if err == nil {
-				err = s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID)
+			if err != nil {
+				return s.providerError(ctx, b, err)
 			}
-		} else {
-			p, err = s.Payments.Provider.Payment(ctx, b.PaymentID) // a retry: where did the first attempt get?
-		}
-		if err != nil {
+			// The database's failure is the database's (503), not the
+			// provider's: the retry finds the payment under the same key.
+			if err := s.Payments.Bookings.SetPaymentID(ctx, b.ID, p.ID); err != nil {
+				return errResult(err)
+			}
+		} else if p, err = s.Payments.Provider.Payment(ctx, b.PaymentID); err != nil { // a retry: where did the first attempt get?
 			return s.providerError(ctx, b, err)
 		}
 		var outcome core.BookingStatus

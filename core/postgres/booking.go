@@ -154,8 +154,13 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow core.Flow
 		if !extended {
 			var want, got int
 			err := tx.QueryRow(ctx, extendSQL, ref.ID, version, db.extend.Seconds()).Scan(new(int64), new(any), &want, &got)
-			if err != nil || want != got {
+			switch {
+			case errors.Is(err, pgx.ErrNoRows) || (err == nil && want != got):
 				return core.Errorf(core.EHoldExpired, "hold %s could not be extended: no longer valid", ref.ID)
+			case err != nil:
+				// The connection died or the server ended the transaction
+				// (a failover, a stalled core): unavailable, not expired.
+				return fmt.Errorf("extend hold: %w", err)
 			}
 		}
 		var err error

@@ -126,6 +126,18 @@ func (db *DB) ReleaseKey(ctx context.Context, account, key string) error {
 	return translate(err)
 }
 
+// renewKeySQL extends the lease of a key still in flight. $1 account,
+// $2 key, $3 lease seconds.
+const renewKeySQL = `UPDATE idempotency_keys SET locked_until = now() + make_interval(secs => $3)
+ WHERE account = $1 AND key = $2 AND state = ` + sqlKeyInFlight
+
+// RenewKey extends the lease of a claimed key whose request is still
+// running.
+func (db *DB) RenewKey(ctx context.Context, account, key string, lease time.Duration) error {
+	_, err := db.pool.Exec(ctx, renewKeySQL, account, key, lease.Seconds())
+	return translate(err)
+}
+
 // purgeKeysSQL deletes keys past their retention.
 const purgeKeysSQL = `DELETE FROM idempotency_keys WHERE expires_at < now()`
 

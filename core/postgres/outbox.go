@@ -127,20 +127,24 @@ func (db *DB) AbandonJob(ctx context.Context, j core.Job, reason string) error {
 }
 
 // failJobSQL records a failed attempt and schedules the next; a job that
-// may be given up is left DEAD once it has had its attempts. $1 job,
-// $2 error, $3 backoff seconds, $4 attempts allowed, $5 true when the job
-// may be given up.
+// may be given up is left DEAD once it has had its attempts. Only the
+// lease's holder records it: each claim counts an attempt, so the attempt
+// number the worker claimed is its lease, and a worker whose lease ran out
+// (frozen, then thawed: see DefaultIdleInTxTimeout) changes nothing of a
+// job another worker has claimed since. $1 job, $2 error, $3 backoff
+// seconds, $4 attempts allowed, $5 true when the job may be given up,
+// $6 the attempt the worker claimed.
 const failJobSQL = `UPDATE outbox
    SET last_error = $2, locked_until = NULL, next_attempt_at = now() + make_interval(secs => $3),
        status = CASE WHEN attempts >= $4 AND $5 THEN ` + sqlJobDead + ` ELSE status END
- WHERE id = $1 AND status = ` + sqlJobPending
+ WHERE id = $1 AND status = ` + sqlJobPending + ` AND attempts = $6`
 
 // FailJob records a failed attempt and schedules the next one after
 // core.JobBackoff. A ticket email or SMS is left DEAD after
 // core.MaxJobAttempts; a job that moves money (refund, void, capture) is
 // never given up: it keeps retrying hourly, and the metrics show it.
 func (db *DB) FailJob(ctx context.Context, j core.Job, cause error) error {
-	_, err := db.pool.Exec(ctx, failJobSQL, j.ID, cause.Error(), core.JobBackoff(j.Attempts).Seconds(), core.MaxJobAttempts, !j.Kind.MovesMoney())
+	_, err := db.pool.Exec(ctx, failJobSQL, j.ID, cause.Error(), core.JobBackoff(j.Attempts).Seconds(), core.MaxJobAttempts, !j.Kind.MovesMoney(), j.Attempts)
 	return translate(err)
 }
 

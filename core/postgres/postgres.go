@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,7 +42,61 @@ type Options struct {
 	OnSeats func(event int64, seats []string, available bool)
 	// ExtendBy is what the one extension of a hold adds (0: core.ExtendBy).
 	ExtendBy time.Duration
+	// IdleInTxTimeout and LockTimeout are set on every connection as
+	// PostgreSQL's idle_in_transaction_session_timeout and lock_timeout
+	// (0: the server's setting; a value in the database URL wins). See
+	// DefaultIdleInTxTimeout for why the core sets them.
+	IdleInTxTimeout, LockTimeout time.Duration
 }
+
+// DefaultIdleInTxTimeout and DefaultLockTimeout (Options.IdleInTxTimeout
+// and LockTimeout, set by cmd/core) are the rule that keeps a stalled core
+// from holding seats or acting late: a core frozen by a GC pause, SIGSTOP, a starved CPU or a
+// network partition, then let go.
+//
+// Every change to a seat, hold, booking or job is a conditional statement
+// judged by the database, on the rows as they are when it runs and by the
+// database's clock (seatFree in hold.go, bookSQL, endHoldSQL, extendSQL,
+// sweepSQL, the outbox's lease). A core owns nothing between statements:
+// no hold, seat or job is "this core's" in memory. So a thawed core's next
+// statement is judged afresh: a hold that ran out meanwhile owns nothing
+// (lazy expiry), seats another hold took are not its seats, and a booking
+// settled by another core's webhook is settled. What is left is a
+// transaction open at the moment of the freeze:
+//
+//   - It holds row locks (the booking, the hold, its seats) that make every
+//     other fan's statement on them wait, and its now() is its start, so
+//     were it let commit after the freeze it would book a hold whose time
+//     ran out during the freeze, with the seats kept from everyone else
+//     meanwhile. idle_in_transaction_session_timeout (IdleInTxTimeout, 5 s
+//     by default) makes the server end such a session: the transaction
+//     rolls back, its locks go, and the thawed core's next statement or
+//     COMMIT fails (503 to its client, who retries and is judged afresh).
+//     The core's transactions never wait on anything outside the
+//     database (no provider or HTTP call inside one), so a transaction idle
+//     for seconds is a stalled core, never work in progress.
+//   - A statement of another core that waits behind those locks gives up
+//     after lock_timeout (LockTimeout, 2 s by default) with 55P03, answered
+//     503 unavailable with Retry-After, instead of holding a connection of
+//     its pool until the request's deadline.
+//   - A COMMIT that had reached the server before the freeze completes
+//     without the client: the decision was taken under the locks, in time.
+//
+// statement_timeout is not set: a running statement does not wait on its
+// client, and each request's context deadline already cancels its
+// statements (pgx sends a cancel request).
+//
+// The outbox: a job whose lease ran out while its worker was frozen may be
+// claimed by another worker. Both call the provider under the job's
+// idempotency key (one refund, one capture, however many calls); finishing
+// is guarded by the job's status (a second finish changes nothing), and a
+// failure is recorded only by the lease's holder (failJobSQL's attempts
+// guard), so a thawed worker cannot reschedule a job another worker holds.
+// A webhook being applied is one Settle transaction: the case above.
+const (
+	DefaultIdleInTxTimeout = 5 * time.Second
+	DefaultLockTimeout     = 2 * time.Second
+)
 
 // DB is the core's PostgreSQL store.
 type DB struct {
@@ -74,9 +129,27 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
+	for name, d := range map[string]time.Duration{
+		"idle_in_transaction_session_timeout": o.IdleInTxTimeout, "lock_timeout": o.LockTimeout} {
+		if _, ok := cfg.ConnConfig.RuntimeParams[name]; !ok && d > 0 {
+			cfg.ConnConfig.RuntimeParams[name] = strconv.FormatInt(d.Milliseconds(), 10)
+		}
+	}
 	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	}
+	// A failover (see unavailable): a connection to a server that
+	// went away is closed by pgx at its first error and never returns to
+	// the pool, and one idle for over a second is pinged before it is
+	// handed out (pgxpool's default), so dead connections cost one failed
+	// request each at most and the pool refills from whichever member
+	// accepts writes now (a multi-host URL with target_session_attrs=
+	// read-write). A connection still open to a server that has become a
+	// standby (it reports in_hot_standby on) is dropped when it is given
+	// back, rather than answering read-only errors until it is recycled.
+	cfg.AfterRelease = func(c *pgx.Conn) bool {
+		return c.PgConn().ParameterStatus("in_hot_standby") != "on"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -148,10 +221,57 @@ func (db *DB) Ping(ctx context.Context) error {
 // Pool exposes the pool to tests and tools in this module's tree.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
+// unavailable reports whether a SQLSTATE means the database cannot serve
+// now but may in a moment. It is the rule for a database that goes away
+// under the core: a
+// PostgreSQL primary killed, Patroni promoting its synchronous standby
+// about a TTL (10 s) later. Until then every statement fails, and the core
+// answers 503 unavailable with Retry-After, never 500, and keeps no broken
+// connection (Open). The errors of that window are: no connection at all
+// (pgconn's connect errors, an I/O error or EOF mid-statement, a timeout),
+// and those the server sends: class 08 (connection exception), 57P01
+// admin_shutdown (Patroni's fast stop), 57P02 crash_shutdown, 57P03
+// cannot_connect_now (starting, or in recovery), 25006
+// read_only_sql_transaction (a connection that reached a standby), 53xxx
+// (insufficient resources, e.g. 53300 too many connections while clients
+// reconnect at once), 58xxx (I/O errors), 25P03 (the server ended an idle
+// transaction: DefaultIdleInTxTimeout), 55P03 (a lock wait that ran out: DefaultIdleInTxTimeout),
+// 57014 (a statement cancelled at its deadline) and 40003 (statement
+// completion unknown).
+//
+// A COMMIT whose answer never arrives (the connection died during it) has
+// an unknown outcome: it may have committed on the old primary and, with
+// synchronous_mode, on the standby that is promoted, or not at all. Every
+// payment step is safe to run again, so the client's retry settles it:
+// Confirm and Pay keep their Idempotency-Key (released on a 503, so the
+// retry runs anew), StartPayment returns the booking a first try made,
+// the provider's payment is keyed by the booking (charge:<hold>), Settle
+// locks the booking and applies an outcome once (payment_events, and
+// core.Transition refusing a repeated step), and outbox jobs carry the
+// provider's idempotency keys. A hold is one autocommit statement with no
+// key: a hold whose COMMIT was lost on the way back may exist without its
+// fan knowing its id. The fan's retry of the same seats is then told
+// seats_taken (by that hold), and the seats come back when it expires (the
+// hold time, 8 minutes at most) or when the fan's account retries past its
+// limit (retryOverLimit returns only expired holds). No seat is sold
+// twice; at most a fan's seats are out of sale for one hold time.
+func unavailable(code string) bool {
+	switch code {
+	case "25006", "25P03", "55P03", "57014", "57P01", "57P02", "57P03", "40003":
+		return true
+	}
+	switch code[:min(2, len(code))] {
+	case "08", "53", "58":
+		return true
+	}
+	return false
+}
+
 // translate turns driver errors into domain errors. A server-reported error
 // without a domain meaning stays an internal error; anything else (no
 // connection, timeout, closed pool) means the database is out of reach and
-// the caller must fail closed.
+// the caller must fail closed (unavailable lists the server's codes of the
+// same meaning).
 func translate(err error) error {
 	if err == nil {
 		return nil
@@ -163,11 +283,11 @@ func translate(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
-		case pe.Code == "40P01" || pe.Code == "40001" || pe.Code == "55P03":
-			// Deadlock, serialization failure or lock not available: another
-			// buyer got there first. The caller sees a taken seat and picks again.
+		case pe.Code == "40P01" || pe.Code == "40001":
+			// Deadlock or serialization failure: another buyer got there
+			// first. The caller sees a taken seat and picks again.
 			return &core.Error{Code: core.ESeatsTaken, Message: "seats were taken by a concurrent buyer"}
-		case pe.Code == "57014" || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300":
+		case unavailable(pe.Code):
 			return &core.Error{Code: core.EUnavailable, Message: "database unavailable"}
 		}
 		return fmt.Errorf("database: %w", err)

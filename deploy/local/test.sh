@@ -28,6 +28,9 @@ export ONSALE_REQUIRE_SERVICES=1
 need_bin core gateway paysim seed ticketverify || fail "missing binaries: run 'make build'"
 export ONSALE_BIN=$PWD/bin
 
+# The systemd units an operator installs (deploy/systemd), where systemd-analyze exists.
+deploy/systemd/verify.sh bin || fail "systemd-analyze verify: deploy/systemd/*.service (above)"
+
 modules=(core gateway loadtest shared)
 echo "+ go mod tidy -diff (${modules[*]})"
 for m in "${modules[@]}"; do

@@ -106,6 +106,14 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	if err := proofOfWork(ctx, ev, identity, v.Dials.PowDifficulty); err != nil {
 		return err
 	}
+	if q := s.heldToken(ctx, ev, identity, v.Dials.Epoch); q != nil {
+		// A fan joining again with its token (a reload): put its place back
+		// first if a failover lost it, so the join finds it instead of
+		// handing out a new one at the back.
+		if _, err := s.restore(c, ev, q); errors.Is(err, gateway.ErrUnavailable) {
+			return unavailableFor("take new arrivals")
+		}
+	}
 	r, err := s.store.Join(c, ev, identity)
 	if errors.Is(err, gateway.ErrNoEvent) {
 		// Redis lost the room (restarted empty): set it up again, once.
@@ -283,6 +291,17 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	if q.Admitted > now.UnixMilli() {
 		return s.admitted(ctx, ev, q, time.UnixMilli(q.Admitted), raw, touched)
 	}
+	if q.Admitted > 0 {
+		// The token says this fan had its session, now over: one per
+		// identity, whatever the store says. (A failover may have lost the
+		// claim's 'done'; the restore writes it again, so a claim could not
+		// open a second session.)
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s.restore(c, ev, q)
+		clearCookie(ctx, ev)
+		return sessionEnded()
+	}
 	// (The steady-state poll below touches no Redis and needs no deadline:
 	// contexts are made only on the two paths that do.)
 	newTok := ""
@@ -292,11 +311,20 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		pos, err := s.store.Position(c, ev, q.Subject)
+		if errors.Is(err, gateway.ErrNoEvent) {
+			// The store does not know this fan: a failover lost its
+			// pre-queue join. The token proves it (restore.lua).
+			pos, err = s.restore(c, ev, q)
+		}
 		if errors.Is(err, gateway.ErrEnded) {
 			// The fan left the pre-queue (or had its session): what the
 			// claim path answers such a fan.
 			clearCookie(ctx, ev)
 			return sessionEnded()
+		}
+		if e := (*gateway.Error)(nil); errors.As(err, &e) {
+			clearCookie(ctx, ev)
+			return err
 		}
 		if err == nil && pos > 0 {
 			q.Position = pos
@@ -304,13 +332,46 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		}
 	}
 	r := describe(v, q, now)
+	if q.Position > v.Tick.Queue && q.Position > 0 && v.Tick.Queue > 0 && r.State == gateway.StateWaiting {
+		// The line is shorter than this fan's place: a failover lost the
+		// join (and seq with it), and the bucket never offers a place
+		// beyond the line, so waiting for the claim would wait forever.
+		// The token puts the place back now (restore.lua), and the line
+		// with it. (Right after a join the view may lag by a tick: the
+		// restore then finds the place and changes nothing.)
+		touched = "yes"
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		pos, err := s.restore(c, ev, q)
+		var e *gateway.Error
+		switch {
+		case errors.As(err, &e):
+			clearCookie(ctx, ev)
+			return err
+		case err == nil && pos != q.Position && pos > 0:
+			q.Position = pos // the control's rejoin at the back
+			newTok, _ = s.cfg.Queue.Sign(ev, q.Subject, pos, 0, v.Dials.Epoch)
+			r = describe(v, q, now)
+		}
+	}
 	if r.State == gateway.StateWaiting && q.Position > 0 && q.Position <= v.Tick.Serving {
 		// This fan's place has been offered: claim it (one round trip per fan).
 		touched = "yes"
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		st, n, err := s.store.Claim(c, ev, q.Subject, q.Position)
+		if err == nil && (st == gateway.ClaimUnknown || st == gateway.ClaimMoved && n < q.Position) {
+			// The store lost this fan's join (unknown) or its move to the
+			// back (a smaller place than the signed one): the token puts it
+			// back (restore.lua), and the claim is made again.
+			st, n, err = s.reclaim(c, ev, q)
+		}
+		var e *gateway.Error
 		switch {
+		case errors.As(err, &e):
+			// The fan's turn is over, or the room it queued in is gone.
+			clearCookie(ctx, ev)
+			return err
 		case err != nil:
 			// Redis is down: never admit from a guess; the fan keeps waiting.
 			r.PollAfterMs = 2000
@@ -341,6 +402,74 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	s.metrics.polls.WithLabelValues(r.State, touched).Inc()
 	writeJSON(ctx, fasthttp.StatusOK, r)
 	return nil
+}
+
+// heldToken is the queue token the joining fan holds, from its cookie,
+// when it is this identity's in this room (epoch): its proof of place for
+// a restore. (A join's bearer is an account token, never a queue token.)
+func (s *Server) heldToken(ctx *fasthttp.RequestCtx, ev int64, identity, epoch string) *token.Queue {
+	raw := string(ctx.Request.Header.Cookie(cookieName(ev)))
+	if raw == "" {
+		return nil
+	}
+	q, err := s.cfg.Queue.Verify(raw, ev)
+	if err != nil || q.Subject != identity || q.Epoch != epoch {
+		return nil
+	}
+	return q
+}
+
+// restore puts the fan back at the place its signed token holds when the
+// store lost it at a Redis failover (gateway/redis/restore.lua: what is
+// lost, the rule, and the bound on what it costs). It returns where the
+// fan stands now: its place (0: in a draw not yet made), or the error to
+// answer: session_ended, rejoin (a token of another room), or
+// unavailable.
+func (s *Server) restore(c context.Context, ev int64, q *token.Queue) (int64, error) {
+	out, n, err := s.store.Restore(c, ev, q.Subject, gateway.Held{Position: q.Position, Admitted: q.Admitted, Epoch: q.Epoch})
+	if err != nil {
+		return 0, err
+	}
+	s.metrics.restores.WithLabelValues(string(out)).Inc()
+	switch out {
+	case gateway.RestoreEnded:
+		return 0, sessionEnded()
+	case gateway.RestoreRejoin:
+		return 0, gateway.Errorf(gateway.ERejoin, "the waiting room was reset: join the queue again")
+	case gateway.RestoreOff:
+		// The failover test's control: without the rule, a fan the store
+		// does not know can only join again, at the back.
+		r, err := s.store.Join(c, ev, q.Subject)
+		if err != nil {
+			return 0, err
+		}
+		if r.State == gateway.StateEnded {
+			return 0, sessionEnded()
+		}
+		return r.Position, nil
+	}
+	return n, nil
+}
+
+// reclaim restores a fan whose claim found the store without its place,
+// then claims again. A place the store still does not know after that
+// (its room was removed meanwhile) is answered rejoin: never the old
+// defect of a fan left at the front, claiming in vain on every poll.
+func (s *Server) reclaim(c context.Context, ev int64, q *token.Queue) (gateway.ClaimOutcome, int64, error) {
+	pos, err := s.restore(c, ev, q)
+	switch {
+	case err != nil:
+		return "", 0, err
+	case pos != q.Position:
+		// Restored elsewhere (the control's rejoin at the back): the
+		// token moves to the place the store has.
+		return gateway.ClaimMoved, pos, nil
+	}
+	st, n, err := s.store.Claim(c, ev, q.Subject, q.Position)
+	if err == nil && (st == gateway.ClaimUnknown || st == gateway.ClaimMoved && n < q.Position) {
+		return "", 0, gateway.Errorf(gateway.ERejoin, "the waiting room lost your place and cannot restore it: join the queue again")
+	}
+	return st, n, err
 }
 
 // admitted answers an admitted fan: the admit token the core accepts.

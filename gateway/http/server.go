@@ -85,6 +85,7 @@ type metrics struct {
 	joins    *prometheus.CounterVec
 	polls    *prometheus.CounterVec
 	leaves   *prometheus.CounterVec
+	restores *prometheus.CounterVec
 	panics   *prometheus.CounterVec
 }
 
@@ -98,10 +99,13 @@ func newMetrics() *metrics {
 			[]string{"state", "redis"}),
 		leaves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_leaves_total",
 			Help: "Fans who said they were done, by outcome (ended: a session's room went back to the line)."}, []string{"outcome"}),
+		restores: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_restores_total",
+			Help: "Places put back from fans' queue tokens after Redis lost them (a failover), by outcome (restored: a lost write repaired)."},
+			[]string{"outcome"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "onsale_gateway_handler_panics_total",
 			Help: "Requests whose handler panicked (a bug), answered 500 internal, by route."}, []string{"route"}),
 	}
-	m.reg.MustRegister(m.requests, m.joins, m.polls, m.leaves, m.panics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.requests, m.joins, m.polls, m.leaves, m.restores, m.panics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

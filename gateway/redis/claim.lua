@@ -6,8 +6,10 @@
 -- KEYS: dials, bucket, offers, active, claims, ids, pre, frozen, seq
 -- ARGV: identity, position
 -- Returns {state, n}: admitted (n = session end, ms), waiting, paused,
--- moved (n = the fan's current place: the token is stale), requeued (n =
--- the new place), ended (the fan's session is over), unknown.
+-- moved (n = the fan's current place: the token is stale, or, when n is
+-- smaller than the token's place, the store lost the fan's move to the
+-- back), requeued (n = the new place), ended (the fan's session is over),
+-- unknown (the store lost the fan's join, or never had it: restore.lua).
 local now = now_ms()
 local session_ms = dial(KEYS[1], 'session_seconds', 600) * 1000
 local have = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[1]))
@@ -29,9 +31,19 @@ if place > serving then return {'waiting', 0} end
 local offer = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[2]))
 redis.call('ZREM', KEYS[3], ARGV[2])
 if not offer or offer <= now then
-  local pos = freeze(KEYS[7], KEYS[8]) + redis.call('INCR', KEYS[9])
-  redis.call('HSET', KEYS[6], ARGV[1], pos)
-  return {'requeued', pos}
+  -- Two identities at one place (restore.lua, rule 2): after a failover
+  -- lost a join, a new joiner was given the same place and the token put
+  -- the first fan back at it. The first claim took the offer; the second
+  -- counts as offered while that claim is within claim_seconds, instead
+  -- of going to the back. (Otherwise one identity holds a place: a claim
+  -- of it is this fan's own, which ended in 'done' above.)
+  local claimed = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[2]))
+  local claim_ms = dial(KEYS[1], 'claim_seconds', 120) * 1000
+  if not (claimed and claimed > now - claim_ms) then
+    local pos = freeze(KEYS[7], KEYS[8]) + redis.call('INCR', KEYS[9])
+    redis.call('HSET', KEYS[6], ARGV[1], pos)
+    return {'requeued', pos}
+  end
 end
 local exp = now + session_ms
 redis.call('ZADD', KEYS[4], exp, ARGV[1])

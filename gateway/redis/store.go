@@ -35,6 +35,8 @@ var (
 	positionLua string
 	//go:embed leave.lua
 	leaveLua string
+	//go:embed restore.lua
+	restoreLua string
 
 	prelude = preludeLua + prequeueLua
 
@@ -43,6 +45,7 @@ var (
 	claimScript           = goredis.NewScript(prelude + claimLua)
 	positionScript        = goredis.NewScript(prelude + positionLua)
 	leaveScript           = goredis.NewScript(prelude + leaveLua)
+	restoreScript         = goredis.NewScript(prelude + restoreLua)
 )
 
 var _ gateway.Store = (*Store)(nil)
@@ -200,6 +203,23 @@ func (s *Store) Claim(ctx context.Context, event int64, identity string, positio
 		return "", 0, err
 	}
 	return gateway.ClaimOutcome(outcome), n, nil
+}
+
+// Restore puts identity back at the place its token holds when the store
+// lost it (restore.lua holds the rule and the bound). Safe to retry.
+func (s *Store) Restore(ctx context.Context, event int64, identity string, held gateway.Held) (gateway.RestoreOutcome, int64, error) {
+	k := keysOf(event)
+	v, err := restoreScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.ids, k.frozen, k.seq, k.bucket, k.active},
+		identity, held.Position, held.Admitted, held.Epoch, drawScore()).Slice()
+	if err != nil {
+		return "", 0, unavailable(err)
+	}
+	var outcome string
+	var n int64
+	if err := decode("restore", v, &outcome, &n); err != nil {
+		return "", 0, err
+	}
+	return gateway.RestoreOutcome(outcome), n, nil
 }
 
 // Leave ends identity's session early, or gives up its place in line, and

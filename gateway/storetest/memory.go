@@ -187,6 +187,67 @@ func (m *Memory) Claim(_ context.Context, ev int64, id string, position int64) (
 	return gateway.ClaimAdmitted, exp.UnixMilli(), nil
 }
 
+// Lose forgets identity's place, as a Redis failover that lost its join
+// does (the join's seq increment is lost too when it was the last one).
+func (m *Memory) Lose(ev int64, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.events[ev]; e != nil {
+		if e.place(id) == e.seq && e.seq > 0 {
+			e.seq--
+		}
+		delete(e.places, id)
+		delete(e.active, id)
+	}
+}
+
+// Restore implements gateway.Store as restore.lua does, but for a
+// pre-queue fan after the draw, who goes to the next place to offer.
+func (m *Memory) Restore(_ context.Context, ev int64, id string, held gateway.Held) (gateway.RestoreOutcome, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, err := m.event(ev)
+	switch {
+	case errors.Is(err, gateway.ErrNoEvent):
+		return gateway.RestoreRejoin, 0, nil
+	case err != nil:
+		return "", 0, err
+	case held.Epoch != e.dials.Epoch:
+		return gateway.RestoreRejoin, 0, nil
+	}
+	now := time.Now()
+	e.freeze(now)
+	have := e.places[id]
+	if held.Admitted > 0 {
+		e.places[id] = "done"
+		if exp := time.UnixMilli(held.Admitted); exp.After(now) {
+			if _, ok := e.active[id]; !ok {
+				e.active[id] = exp
+			}
+		}
+		return gateway.RestoreEnded, 0, nil
+	}
+	switch {
+	case have == "done":
+		return gateway.RestoreEnded, 0, nil
+	case have == "pre":
+		return gateway.RestoreKept, 0, nil
+	case have != "" && e.place(id) >= held.Position:
+		return gateway.RestoreKept, e.place(id), nil
+	case held.Position == 0 && !e.frozen:
+		e.pre = append(e.pre, id)
+		e.places[id] = "pre"
+		return gateway.RestorePrequeue, 0, nil
+	}
+	p := held.Position
+	if p == 0 {
+		p = e.serving + 1
+	}
+	e.places[id] = strconv.FormatInt(p, 10)
+	e.seq = max(e.seq, p)
+	return gateway.RestoreRestored, p, nil
+}
+
 // Leave implements gateway.Store.
 func (m *Memory) Leave(_ context.Context, ev int64, id string) (gateway.LeaveOutcome, error) {
 	m.mu.Lock()

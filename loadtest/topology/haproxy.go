@@ -53,10 +53,12 @@ type PGServer struct {
 // placeholder the template names and c does not fill is an error: an
 // empty expansion would leave a config HAProxy may still accept.
 func RenderHAProxy(template string, c HAProxyConfig) (string, error) {
-	servers := func(prefix string, addrs []string) string {
+	// servers is one line per address: "server gw1 ADDR", name suffix and
+	// options after it
+	servers := func(prefix string, addrs []string, suffix, opts string) string {
 		var b strings.Builder
 		for i, a := range addrs {
-			fmt.Fprintf(&b, "    server %s%d %s\n", prefix, i+1, a)
+			fmt.Fprintf(&b, "    server %s%d%s %s%s\n", prefix, i+1, suffix, a, opts)
 		}
 		return strings.TrimSuffix(b.String(), "\n")
 	}
@@ -73,9 +75,12 @@ func RenderHAProxy(template string, c HAProxyConfig) (string, error) {
 		"STATS_PORT":       strconv.Itoa(c.StatsPort),
 		"STATS_SOCKET":     c.StatsSocket,
 		"MAXCONN":          strconv.Itoa(c.MaxConn),
-		"GATEWAY_SERVERS":  servers("gw", c.Gateways),
-		"CORE_SERVERS":     servers("core", c.Cores),
-		"PG_SERVERS":       strings.TrimSuffix(pg.String(), "\n"),
+		"GATEWAY_SERVERS":  servers("gw", c.Gateways, "", ""),
+		// every gateway again, unchecked: HAProxy's fallback while no
+		// checked gateway is UP (a Redis failover fails every /readyz)
+		"GATEWAY_FALLBACK_SERVERS": servers("gw", c.Gateways, "-fallback", " backup no-check"),
+		"CORE_SERVERS":             servers("core", c.Cores, "", ""),
+		"PG_SERVERS":               strings.TrimSuffix(pg.String(), "\n"),
 	}
 	var missing []string
 	out := os.Expand(template, func(k string) string {
@@ -168,9 +173,15 @@ func (s ServerState) Up() bool { return s.Status == "UP" }
 
 // Servers reads HAProxy's statistics: every server of every backend.
 func (t *Topology) Servers(ctx context.Context) ([]ServerState, error) {
+	return HAProxyServers(ctx, t.StatsURL)
+}
+
+// HAProxyServers reads the statistics page at statsURL (the stats uri, as
+// in deploy/ha/haproxy.cfg): every server of every backend.
+func HAProxyServers(ctx context.Context, statsURL string) ([]ServerState, error) {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(c, http.MethodGet, t.StatsURL+"/;csv", nil)
+	req, _ := http.NewRequestWithContext(c, http.MethodGet, statsURL+"/;csv", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

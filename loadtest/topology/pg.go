@@ -147,17 +147,14 @@ func StartPG(ctx context.Context, o PGOptions) (_ *PG, err error) {
 	if err := p.startEtcd(ctx, bins.etcd); err != nil {
 		return nil, err
 	}
-	for i := range 3 {
-		m := &PGMember{Name: fmt.Sprintf("pg%d", i+1), Port: o.Base + 11 + i, APIPort: o.Base + 21 + i, index: i,
-			DataDir: filepath.Join(p.root, fmt.Sprintf("pg%d", i+1), "data")}
-		m.Config = filepath.Join(p.root, m.Name+".yml")
+	p.members(bins.patroni)
+	for _, m := range p.Members {
 		if err := p.writeConfig(m, string(text), bins.pgBin); err != nil {
 			return nil, err
 		}
-		p.Members = append(p.Members, m)
 	}
 	for _, m := range p.Members {
-		if err := p.startPatroni(m); err != nil {
+		if err := m.patroni.start(); err != nil {
 			return nil, err
 		}
 	}
@@ -267,6 +264,7 @@ func postgresCredential() (*syscall.Credential, error) {
 // 0700 mktemp directory), removed again at Stop.
 func (p *PG) prepareRoot() error {
 	p.root = filepath.Join(p.o.Dir, "pg", "members")
+	os.Remove(filepath.Join(p.logDir, "members-dir"))
 	if err := os.MkdirAll(p.root, 0o755); err != nil {
 		return err
 	}
@@ -375,7 +373,7 @@ func (p *PG) startEtcd(ctx context.Context, bin string) error {
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "etcd1=" + peer, "--initial-cluster-token", "onsale-" + p.o.Scope}
-	p.etcd = &pgProc{name: "etcd", path: bin, args: args, log: filepath.Join(p.o.Dir, "etcd", "etcd.log"), detached: p.o.Detached}
+	p.etcd = &pgProc{name: "etcd", path: bin, args: args, log: p.etcdLog(), detached: p.o.Detached}
 	if err := p.etcd.start(); err != nil {
 		return err
 	}
@@ -384,17 +382,46 @@ func (p *PG) startEtcd(ctx context.Context, bin string) error {
 	})
 }
 
-func (p *PG) startPatroni(m *PGMember) error {
-	if m.patroni == nil {
-		path, err := exec.LookPath("patroni")
-		if err != nil {
-			return err
-		}
-		m.patroni = &pgProc{name: "patroni " + m.Name, path: path, args: []string{m.Config},
+// members makes the three members' handles (nothing started).
+func (p *PG) members(patroni string) {
+	for i := range 3 {
+		m := &PGMember{Name: fmt.Sprintf("pg%d", i+1), Port: p.o.Base + 11 + i, APIPort: p.o.Base + 21 + i, index: i}
+		m.DataDir = filepath.Join(p.root, m.Name, "data")
+		m.Config = filepath.Join(p.root, m.Name+".yml")
+		m.patroni = &pgProc{name: "patroni " + m.Name, path: patroni, args: []string{m.Config},
 			log: filepath.Join(p.logDir, m.Name+".log"), cred: p.cred, detached: p.o.Detached,
 			env: []string{"HOME=" + filepath.Join(p.root, m.Name), "PATH=/usr/bin:/bin", "LANG=C.UTF-8"}}
+		p.Members = append(p.Members, m)
 	}
-	return m.patroni.start()
+}
+
+func (p *PG) etcdLog() string { return filepath.Join(p.o.Dir, "etcd", "etcd.log") }
+
+// OpenPG is a handle on the cluster that StartPG started, with the same
+// Dir and Base, from another process (make cluster-down after a Detached
+// make cluster-up): it finds the processes by their pid files. Stop, Kill,
+// Restart, Primary and the rest work on it.
+func OpenPG(o PGOptions) (*PG, error) {
+	o.defaults()
+	if o.Dir == "" || o.Base == 0 {
+		return nil, errors.New("topology: PGOptions.Dir and Base are required")
+	}
+	p := &PG{o: o, logDir: filepath.Join(o.Dir, "pg"), root: filepath.Join(o.Dir, "pg", "members")}
+	if b, err := os.ReadFile(filepath.Join(p.logDir, "members-dir")); err == nil {
+		p.root, p.tmpRoot = strings.TrimSpace(string(b)), true
+	}
+	var err error
+	if p.cred, err = postgresCredential(); err != nil {
+		return nil, err
+	}
+	patroni, _ := exec.LookPath("patroni")
+	p.etcd = &pgProc{name: "etcd", log: p.etcdLog(), detached: o.Detached}
+	p.etcd.attach()
+	p.members(patroni)
+	for _, m := range p.Members {
+		m.patroni.attach()
+	}
+	return p, nil
 }
 
 // waitHealthy waits for a leader and both replicas streaming from it, one
@@ -486,8 +513,8 @@ func (p *PG) DSN(db string) string {
 		strings.Join(hosts, ","), db)
 }
 
-// CreateDatabase creates database name on the primary (replicated to the
-// others like any other write).
+// CreateDatabase creates database name on the primary and returns once
+// every running member has it.
 func (p *PG) CreateDatabase(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -499,7 +526,23 @@ func (p *PG) CreateDatabase(ctx context.Context, name string) error {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
-	return nil
+	// pgx's multi-host connect gives up at the first member that answers
+	// "database does not exist" (3D000) instead of trying the next, and a
+	// replica replays the creation a moment after the commit: return once
+	// every running member has it.
+	return pgWaitFor(ctx, 30*time.Second, nil, func() error {
+		for _, m := range p.Members {
+			if !m.patroni.running() {
+				continue
+			}
+			c, err := p.connect(ctx, m, name)
+			if err != nil {
+				return fmt.Errorf("create database %s: %w", name, err)
+			}
+			c.Close(ctx)
+		}
+		return nil
+	})
 }
 
 // Primary is the member whose Patroni answers 200 on /primary (it holds the
@@ -590,7 +633,7 @@ func (p *PG) Restart(ctx context.Context, m *PGMember) error {
 	if pm := postmasterPID(m.DataDir); pm > 0 && pgAlive(pm) {
 		return fmt.Errorf("%s: its postmaster %d is still running", m.Name, pm)
 	}
-	if err := p.startPatroni(m); err != nil {
+	if err := m.patroni.start(); err != nil {
 		return err
 	}
 	return pgWaitFor(ctx, 120*time.Second, m.patroni, func() error {
@@ -659,7 +702,9 @@ func (p *PG) Stop() error {
 	return errors.Join(errs...)
 }
 
-// pgProc is one process the cluster runs (etcd or a Patroni).
+// pgProc is one process the cluster runs (etcd or a Patroni): a child of
+// ours, or, after OpenPG, a process found by its pid file (pid and start
+// time, so a reused pid is never mistaken for it).
 type pgProc struct {
 	name, path string
 	args, env  []string
@@ -667,10 +712,13 @@ type pgProc struct {
 	cred       *syscall.Credential
 	detached   bool
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu    sync.Mutex
+	pidv  int
+	since string        // the process's start time (/proc/pid/stat field 22)
+	done  chan struct{} // closed at exit; nil for a process we did not start
 }
+
+func (x *pgProc) pidFile() string { return x.log + ".pid" }
 
 func (x *pgProc) start() error {
 	logf, err := os.OpenFile(x.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -683,8 +731,11 @@ func (x *pgProc) start() error {
 		cmd.Env = x.env
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	attr := &syscall.SysProcAttr{Credential: x.cred, Setpgid: true}
-	if !x.detached {
+	attr := &syscall.SysProcAttr{Credential: x.cred}
+	if x.detached {
+		attr.Setsid = true // outlives us, and no terminal's ^C reaches it
+	} else {
+		attr.Setpgid = true
 		// The caller's death (a test binary killed at its timeout) stops
 		// Patroni, which stops its PostgreSQL: nothing holds the ports.
 		// Go sets the signal after the change of user, so it holds.
@@ -696,11 +747,29 @@ func (x *pgProc) start() error {
 		return fmt.Errorf("start %s: %w", x.name, err)
 	}
 	done := make(chan struct{})
+	pid := cmd.Process.Pid
+	since := pgStartTime(pid)
 	x.mu.Lock()
-	x.cmd, x.done = cmd, done
+	x.pidv, x.since, x.done = pid, since, done
 	x.mu.Unlock()
 	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	return nil
+	return os.WriteFile(x.pidFile(), fmt.Appendf(nil, "%d %s\n", pid, since), 0o644)
+}
+
+// attach finds the process from its pid file (OpenPG).
+func (x *pgProc) attach() {
+	b, err := os.ReadFile(x.pidFile())
+	if err != nil {
+		return
+	}
+	var pid int
+	var since string
+	if _, err := fmt.Sscan(string(b), &pid, &since); err != nil || pgStartTime(pid) != since {
+		return
+	}
+	x.mu.Lock()
+	x.pidv, x.since = pid, since
+	x.mu.Unlock()
 }
 
 func (x *pgProc) pid() int {
@@ -709,10 +778,7 @@ func (x *pgProc) pid() int {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.cmd == nil || x.cmd.Process == nil {
-		return 0
-	}
-	return x.cmd.Process.Pid
+	return x.pidv
 }
 
 func (x *pgProc) running() bool {
@@ -720,10 +786,13 @@ func (x *pgProc) running() bool {
 		return false
 	}
 	x.mu.Lock()
-	done := x.done
+	pid, since, done := x.pidv, x.since, x.done
 	x.mu.Unlock()
-	if done == nil {
+	if pid == 0 {
 		return false
+	}
+	if done == nil {
+		return pgAlive(pid) && pgStartTime(pid) == since
 	}
 	select {
 	case <-done:
@@ -736,9 +805,10 @@ func (x *pgProc) running() bool {
 // reap waits (briefly) for the exit of a process that was killed.
 func (x *pgProc) reap() {
 	x.mu.Lock()
-	done := x.done
+	pid, done := x.pidv, x.done
 	x.mu.Unlock()
 	if done == nil {
+		pgWaitGone([]int{pid}, 10*time.Second)
 		return
 	}
 	select {
@@ -751,15 +821,35 @@ func (x *pgProc) stop(d time.Duration) error {
 	if !x.running() {
 		return nil
 	}
-	syscall.Kill(x.pid(), syscall.SIGTERM)
-	select {
-	case <-x.done:
-		return nil
-	case <-time.After(d):
-		syscall.Kill(x.pid(), syscall.SIGKILL)
-		<-x.done
+	pid := x.pid()
+	syscall.Kill(pid, syscall.SIGTERM)
+	if pgWaitGone([]int{pid}, d) != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		x.reap()
 		return fmt.Errorf("%s did not stop in %v; killed", x.name, d)
 	}
+	x.reap()
+	os.Remove(x.pidFile())
+	return nil
+}
+
+// pgStartTime is field 22 of /proc/pid/stat, the process's start time in
+// clock ticks since boot ("" when there is no such process).
+func pgStartTime(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
 }
 
 // postmasterPID is the first line of the data directory's postmaster.pid

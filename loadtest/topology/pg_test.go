@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // startPG starts a cluster for a test on a free port block, stopped at the
@@ -40,7 +42,41 @@ func startPG(t *testing.T, o PGOptions) *PG {
 	return p
 }
 
-func TestPGStartStop(t *testing.T) {
+// assertGone checks that a stopped cluster left nothing: no process, no
+// listener in its port block, no data outside Dir.
+func assertGone(t *testing.T, p *PG, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if pgAlive(pid) {
+			t.Errorf("process %d still running after Stop", pid)
+		}
+	}
+	if !BlockFree(p.o.Base, 30) {
+		t.Errorf("something still listens in %d..%d after Stop", p.o.Base, p.o.Base+29)
+	}
+	if p.tmpRoot {
+		if _, err := os.Stat(p.root); !os.IsNotExist(err) {
+			t.Errorf("%s still there after Stop (%v)", p.root, err)
+		}
+	}
+}
+
+func (p *PG) pids() []int {
+	pids := []int{p.etcd.pid()}
+	for _, m := range p.Members {
+		pids = append(pids, m.patroni.pid())
+		if pm := postmasterPID(m.DataDir); pm > 0 {
+			pids = append(pids, pm)
+			pids = append(pids, pgDescendants(pm)...)
+		}
+	}
+	return pids
+}
+
+// A cluster starts with a leader and a synchronous standby, a second handle
+// from OpenPG (another process's view, as make cluster-down has) stops it,
+// and nothing is left behind.
+func TestPGStartOpenStop(t *testing.T) {
 	p := startPG(t, PGOptions{})
 	ctx := context.Background()
 	leader, err := p.Primary(ctx)
@@ -54,11 +90,89 @@ func TestPGStartStop(t *testing.T) {
 	if err := p.CreateDatabase(ctx, "smoke"); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("leader %s, sync %s, DSN %s", leader.Name, sync.Name, p.DSN("smoke"))
-	if err := p.Stop(); err != nil {
+	conn, err := pgx.Connect(ctx, p.DSN("smoke"))
+	if err != nil {
 		t.Fatal(err)
 	}
+	var rec bool
+	conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&rec)
+	conn.Close(ctx)
+	if rec {
+		t.Errorf("DSN landed on a replica")
+	}
+	pids := p.pids()
+	q, err := OpenPG(p.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.Primary(ctx); err != nil || got.Name != leader.Name {
+		t.Errorf("OpenPG: Primary = %v, %v; want %s", got, err, leader.Name)
+	}
+	if err := q.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, p, pids)
 	if err := p.Stop(); err != nil {
-		t.Fatalf("second Stop: %v", err)
+		t.Fatalf("Stop after the other handle's Stop: %v", err)
+	}
+}
+
+// Kill of the primary: the synchronous standby is promoted with every
+// committed row, and Restart brings the old primary back as a streaming
+// replica.
+func TestPGKillRestart(t *testing.T) {
+	p := startPG(t, PGOptions{})
+	ctx := context.Background()
+	if err := p.CreateDatabase(ctx, "kr"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, p.DSN("kr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE t (n int PRIMARY KEY); INSERT INTO t SELECT generate_series(1, 100)`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	old, err := p.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sync, _ := p.SyncStandby(ctx)
+	pm := postmasterPID(old.DataDir)
+	procs := append([]int{old.patroni.pid(), pm}, pgDescendants(pm)...)
+	if err := p.Kill(old); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range procs {
+		if pgAlive(pid) {
+			t.Errorf("process %d of %s alive after Kill", pid, old.Name)
+		}
+	}
+	neu, err := p.WaitPrimary(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if neu != sync {
+		t.Errorf("promoted %s; want the synchronous standby %s", neu.Name, sync.Name)
+	}
+	conn, err = pgx.Connect(ctx, p.DSN("kr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 100 {
+		t.Fatalf("rows on %s = %d, %v; want 100", neu.Name, n, err)
+	}
+	if err := p.Restart(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := p.replication(ctx, neu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := reps[old.Name]; r.state != "streaming" {
+		t.Errorf("%s after Restart: %+v; want streaming from %s", old.Name, r, neu.Name)
 	}
 }

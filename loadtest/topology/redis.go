@@ -519,12 +519,24 @@ func (n *RedisNode) stop() {
 	n.mu.Lock()
 	cmd, done := n.cmd, n.done
 	n.mu.Unlock()
+	// SIGTERM again every half second: Redis 7.0 refuses one that comes
+	// while it writes its first append-only file (a replica right after a
+	// full sync: "Writing initial AOF, can't exit") and forgets it.
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+	again := time.NewTicker(500 * time.Millisecond)
+	defer again.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-done:
+			return
+		case <-again.C:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			<-done
+			return
+		}
 	}
 }
 

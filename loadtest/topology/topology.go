@@ -83,6 +83,12 @@ func Start(ctx context.Context, o Options) (_ *Topology, err error) {
 	if o.Ready == 0 {
 		o.Ready = 60 * time.Second
 	}
+	// the binaries before the engines: a missing one is known in an instant
+	for _, b := range []string{stack.Paysim, stack.Core, stack.Gateway} {
+		if _, err := stack.Binary(o.Bin, b); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
 		return nil, err

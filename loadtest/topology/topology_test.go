@@ -71,7 +71,7 @@ func TestRenderHAProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"server gw3 127.0.0.1:7453", "server core2 127.0.0.1:7462", "server pg2 127.0.0.1:7412 check port 7422",
-		"send-proxy-v2", "check-send-proxy", "retry-on conn-failure", "option redispatch"} {
+		"server gw2-fallback 127.0.0.1:7452 backup no-check", "send-proxy-v2", "check-send-proxy", "retry-on conn-failure", "option redispatch"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rendered config lacks %q", want)
 		}
@@ -197,6 +197,17 @@ func TestTopology(t *testing.T) {
 		}
 	})
 
+	// Patroni's postmasters are not its children (ppid 1): their pids are
+	// read from the data directories
+	var postmasters []int
+	for _, m := range topo.PG.Members {
+		if pid := postmasterPID(m.DataDir); pid > 0 {
+			postmasters = append(postmasters, pid)
+		}
+	}
+	if len(postmasters) != 3 {
+		t.Errorf("postmasters %v; want 3", postmasters)
+	}
 	before := descendants(os.Getpid())
 	if len(before) < 10 {
 		t.Fatalf("only %d processes under the test before Stop: %v", len(before), before)
@@ -210,6 +221,11 @@ func TestTopology(t *testing.T) {
 	if left := descendants(os.Getpid()); len(left) > 0 {
 		t.Errorf("after Stop %d processes are left: %v", len(left), left)
 	}
+	for _, pid := range postmasters {
+		if pgAlive(pid) {
+			t.Errorf("postmaster %d is left after Stop", pid)
+		}
+	}
 	if err := topo.Stop(); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
@@ -218,19 +234,25 @@ func TestTopology(t *testing.T) {
 	}
 }
 
-// A Start that fails once the engines run (here: no app binaries) stops
-// them again and leaves no process behind.
+// A Start that fails once the engines run (here: the payment simulator
+// exits at once) stops them again and leaves no process behind.
 func TestStartFailureLeavesNothing(t *testing.T) {
 	needTopology(t)
 	base, err := FreeBlock(BlockSize)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin := t.TempDir()
+	for _, b := range []string{stack.Paysim, stack.Core, stack.Gateway} {
+		if err := os.WriteFile(filepath.Join(bin, b), []byte("#!/bin/sh\necho broken >&2\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err = Start(ctx, Options{Dir: t.TempDir(), Base: base, Gateways: 1, Cores: 1, Bin: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "make build") {
-		t.Fatalf("Start with no binaries = %v; want the missing binary named", err)
+	_, err = Start(ctx, Options{Dir: t.TempDir(), Base: base, Gateways: 1, Cores: 1, Bin: bin})
+	if err == nil || !strings.Contains(err.Error(), "paysim") {
+		t.Fatalf("Start with a payment simulator that exits = %v; want its failure", err)
 	}
 	if left := descendants(os.Getpid()); len(left) > 0 {
 		t.Errorf("after a failed Start %d processes are left: %v", len(left), left)

@@ -57,6 +57,8 @@ type Config struct {
 	Addr            string        `env:"ONSALE_CORE_ADDR" flag:"addr" default:"127.0.0.1:8081" help:"listen address (host:port)"`
 	DatabaseURL     string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"PostgreSQL URL (required); migrations are applied at start-up"`
 	DBMaxConns      int           `env:"ONSALE_DB_MAX_CONNS" flag:"db-max-conns" default:"16" min:"1" max:"1000" help:"connection pool size (connections)"`
+	DBIdleTxTimeout time.Duration `env:"ONSALE_DB_IDLE_TX_TIMEOUT" flag:"db-idle-tx-timeout" default:"5s" min:"0s" max:"1h" help:"the server ends a transaction of the core's idle this long: a stalled core's locks go (duration; 0: the server's setting)"`
+	DBLockTimeout   time.Duration `env:"ONSALE_DB_LOCK_TIMEOUT" flag:"db-lock-timeout" default:"2s" min:"0s" max:"1h" help:"a statement waiting this long for a row lock fails with 503 (duration; 0: the server's setting)"`
 	AdmitPublicKey  string        `env:"ONSALE_ADMIT_PUBLIC_KEY" flag:"admit-public-key" help:"PEM file of the gateway's Ed25519 admit-token public key (this or -admit-jwks-url)"`
 	AdmitJWKSURL    string        `env:"ONSALE_ADMIT_JWKS_URL" flag:"admit-jwks-url" help:"the gateway's /.well-known/jwks.json URL, instead of a key file"`
 	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-fetch the JWKS (duration)"`
@@ -162,7 +164,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	var keeper *seatmap.Keeper
-	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy}
+	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy,
+		IdleInTxTimeout: c.DBIdleTxTimeout, LockTimeout: c.DBLockTimeout}
 	if c.Redis != "" {
 		maps, err := redis.Open(ctx, c.Redis)
 		if err != nil {
