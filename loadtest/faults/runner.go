@@ -64,6 +64,11 @@ type Options struct {
 	GatewayDown time.Duration // how long the killed gateway stays down; 0 = 10 s
 	Freeze      time.Duration // how long a core is frozen; 0 = 25 s
 	Outage      time.Duration // the provider's outage; 0 = 30 s
+	// Quiet is how long after a fault's target is back (or rejoined) the
+	// next fault may come at the earliest, so that the first fault's
+	// stragglers (a retry's backoff, HAProxy's rise) stay in its own
+	// window; 0 = 3 s.
+	Quiet time.Duration
 	// Recover bounds each wait for a target to come back; 0 = 2 minutes.
 	Recover time.Duration
 }
@@ -82,6 +87,7 @@ func (o Options) withDefaults() Options {
 	def(&o.GatewayDown, 10*time.Second)
 	def(&o.Freeze, 25*time.Second)
 	def(&o.Outage, 30*time.Second)
+	def(&o.Quiet, 3*time.Second)
 	def(&o.Recover, 2*time.Minute)
 	return o
 }
@@ -117,21 +123,27 @@ func (r *Runner) Check(steps []Step) error {
 	return nil
 }
 
-// Run injects each step at onsale + its time, one after another (a step
-// whose time has passed while the previous one recovered waits for it, so
-// that the effects stay apart), until the steps are done or ctx ends (the
-// steps not begun are left out). Bringing a target back is not cut short
-// by ctx: the topology must be whole for the checker. It returns what was
-// injected, in order.
+// Run injects each step at onsale + its time, one after another: a step
+// whose time has passed while the previous one recovered comes
+// Options.Quiet after it instead, so that the effects stay apart. It stops
+// when the steps are done or ctx ends (the steps not begun are left out);
+// bringing a target back is not cut short by ctx: the topology must be
+// whole for the checker. It returns what was injected, in order.
 func (r *Runner) Run(ctx context.Context, onsale time.Time, steps []Step) []Event {
 	r.Options = r.Options.withDefaults()
+	var quiet time.Time
 	for _, s := range steps {
+		at := onsale.Add(s.At)
+		if at.Before(quiet) {
+			at = quiet
+		}
 		select {
 		case <-ctx.Done():
 			return r.Events()
-		case <-time.After(time.Until(onsale.Add(s.At))):
+		case <-time.After(time.Until(at)):
 		}
 		r.step(ctx, s.Fault)
+		quiet = time.Now().Add(r.Options.Quiet)
 	}
 	return r.Events()
 }

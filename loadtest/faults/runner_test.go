@@ -102,7 +102,7 @@ func newFake() (*fakeCluster, *fakeProvider) {
 }
 
 var quick = Options{CoreKills: 2, CoreGap: time.Millisecond, CoreDown: time.Millisecond, GatewayDown: time.Millisecond,
-	Freeze: 5 * time.Millisecond, Outage: 1100 * time.Millisecond}
+	Freeze: 5 * time.Millisecond, Outage: 1100 * time.Millisecond, Quiet: 20 * time.Millisecond}
 
 // Every fault, on its timeline: what the runner does to the topology, in
 // order, and what it records.
@@ -137,6 +137,16 @@ func TestRunnerAll(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "pg-primary,redis-master,gateways-restart,core,core,gateway,provider,freeze-core" {
 		t.Errorf("events %s", got)
+	}
+	// Back to back (all due at once): each a quiet time after the one before.
+	for i := 1; i < len(events); i++ {
+		prev := events[i-1].Back
+		if !events[i-1].Rejoined.IsZero() {
+			prev = events[i-1].Rejoined
+		}
+		if events[i].Fault != Core && events[i].At.Sub(prev) < quick.Quiet {
+			t.Errorf("%s injected %v after %s was back; want at least %v", events[i].Fault, events[i].At.Sub(prev), events[i-1].Fault, quick.Quiet)
+		}
 	}
 	if p.end.Sub(p.start) != quick.Outage || p.start.Before(onsale) {
 		t.Errorf("outage %v to %v; want %v from after onsale", p.start, p.end, quick.Outage)
