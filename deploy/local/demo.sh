@@ -48,7 +48,11 @@ echo "+ accounts: the demo event requires one; every fan signs in from one of $A
 echo "  per-address sign-in limits are raised for this run: $SIGNIN_PER_ADDR codes and $SIGNIN_PER_ADDR verifies an hour"
 echo "  per address (ONSALE_SIGNIN_SENDS_PER_ADDR, ONSALE_SIGNIN_VERIFIES_PER_ADDR; defaults 20 and 60)"
 BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","upi_slow_fraction":0.02,"upi_slow_delay":"75s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}'
-CORE_ENV=(ONSALE_SWEEP_INTERVAL=5s ONSALE_EXTEND_BY="${EXTEND_BY:-20s}"
+# The reconciler (ONSALE_RECONCILE_AFTER, 10 min by default: longer than a real hold and
+# its extension) is compressed with the holds: it asks the provider about bookings pending
+# over 45 s, and fails one that no payment reached in twice that (a UPI payment started
+# while the provider was down, whose hold ran out before the provider came back).
+CORE_ENV=(ONSALE_SWEEP_INTERVAL=5s ONSALE_EXTEND_BY="${EXTEND_BY:-20s}" ONSALE_RECONCILE_AFTER="${RECONCILE_AFTER:-45s}"
 	ONSALE_SIGNIN_SENDS_PER_ADDR="$SIGNIN_PER_ADDR" ONSALE_SIGNIN_VERIFIES_PER_ADDR="$SIGNIN_PER_ADDR")
 GATEWAY_ENV=(ONSALE_IP_RATE=100000 ONSALE_TOKEN_RATE=100 ONSALE_LOG_LEVEL=warn)
 # The sale itself, on either topology.
