@@ -41,7 +41,8 @@ type Effect struct {
 	// Effective is the lowest effective admission rate (per minute) the
 	// gateway reported in the window, Health why, Dial the dial then, and
 	// Recovered when the effective rate was back at the dial (zero: not
-	// in the window); Effective is -1 when the gateway reported none.
+	// before the sale's end; it may be after the window's, as a rate
+	// rises gently); Effective is -1 when the gateway reported none.
 	Effective float64
 	Health    string
 	Dial      int64
@@ -78,7 +79,7 @@ func Effects(events []Event, o Observed) []Effect {
 		x := Effect{Event: e, Until: until}
 		x.Errors = errorsIn(o.Answers, e.At, until)
 		x.StallFrom, x.Stall, x.Resumed = stall(adv, o.Samples, e.At, until, o.End)
-		x.Touched, x.Effective, x.Health, x.Dial, x.Recovered = dials(o.Samples, e.At, until)
+		x.Touched, x.Effective, x.Health, x.Dial, x.Recovered = dials(o.Samples, e.At, until, o.End)
 		out = append(out, x)
 	}
 	return out
@@ -173,8 +174,8 @@ func taken(samples []check.Sample, t time.Time) int {
 
 // dials reads the window's samples: whether the dials changed, the lowest
 // effective rate with its reason and the dial then, and when the effective
-// rate was back at the dial after it.
-func dials(samples []check.Sample, from, until time.Time) (touched bool, low float64, health string, dial int64, recovered time.Time) {
+// rate was back at the dial after it (by end, the sale's end; zero: none).
+func dials(samples []check.Sample, from, until, end time.Time) (touched bool, low float64, health string, dial int64, recovered time.Time) {
 	low = -1
 	lowAt := -1
 	var first *check.Sample
@@ -195,7 +196,7 @@ func dials(samples []check.Sample, from, until time.Time) (touched bool, low flo
 		return touched, low, health, dial, time.Time{}
 	}
 	for _, s := range samples[lowAt:] {
-		if !s.At.Before(until) {
+		if !end.IsZero() && !s.At.Before(end) {
 			break
 		}
 		if s.Effective >= float64(s.Dial) {

@@ -73,7 +73,7 @@ func effectiveLine(x faults.Effect, onsale time.Time) string {
 		s += " (" + x.Health + ")"
 	}
 	if x.Recovered.IsZero() {
-		return s + "; not back at the dial in the window"
+		return s + "; not back at the dial before the sale ended"
 	}
 	return s + fmt.Sprintf("; back at the dial at %s", t(x.Recovered, onsale))
 }
