@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -128,13 +129,17 @@ func faultMarkers(fx []faults.Effect, onsale time.Time) []report.Marker {
 }
 
 // errorChart is the errors per second of each endpoint that had any (5xx,
-// no connection, no answer in time), by second after onsale; none when no
-// endpoint had any.
-func errorChart(answers []check.Answer, onsale time.Time) []report.Chart {
+// no connection, no answer in time), by second after onsale from the
+// second from (the other charts' first reading: the sign-ins ahead of the
+// sale are left out); none when no endpoint had any.
+func errorChart(answers []check.Answer, onsale time.Time, from float64) []report.Chart {
 	per := map[string]map[int64]float64{}
 	var first, last int64 = 1 << 62, -1 << 62
 	for _, a := range answers {
 		s := int64(a.At.Sub(onsale).Seconds())
+		if float64(s) < math.Floor(from) {
+			continue
+		}
 		first, last = min(first, s), max(last, s)
 		if !check.IsError(a.Class) {
 			continue

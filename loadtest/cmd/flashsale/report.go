@@ -140,7 +140,11 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 		Faults:  faultRows(fx, o.onsale),
 		Answers: answerTable(st.Answers()),
 	}
-	r.Charts = append(append(r.Charts, errorChart(st.Answers(), o.onsale)...), cpuChart(o))
+	from := 0.0
+	if len(series) > 0 {
+		from = series[0].T
+	}
+	r.Charts = append(append(r.Charts, errorChart(st.Answers(), o.onsale, from)...), cpuChart(o))
 	if c.Accounts {
 		r.SignIns = signIns(st)
 	}
