@@ -58,17 +58,17 @@ type Config struct {
 
 	// The HA topology (-topology cluster): started in this process, seeded
 	// as deploy/local/demo.sh seeds the single one, then sold.
-	Topology        string   `flag:"topology" default:"single" oneof:"single|cluster" help:"single: sell on the stack at -gateway, -paysim and DATABASE_URL (make demo's); cluster: start the HA topology in this process (loadtest/topology), seed it, sell on it, stop it"`
-	Dir             string   `flag:"dir" help:"with -topology cluster: the topology's directory (data, logs, keys; required)"`
-	Base            int      `flag:"base" default:"0" min:"0" max:"65400" help:"with -topology cluster: the first of its 100 ports; 0 = a free block in 9000-11999"`
-	Gateways        int      `flag:"gateways" default:"3" min:"1" max:"9" help:"with -topology cluster: gateways behind HAProxy"`
-	Cores           int      `flag:"cores" default:"2" min:"1" max:"9" help:"with -topology cluster: cores behind HAProxy"`
-	Bin             string   `flag:"bin" help:"with -topology cluster: the binaries (bin/seed and the apps); empty: $ONSALE_BIN or the repository's bin/"`
-	Seats           int      `flag:"seats" default:"1600" min:"1" max:"40000" help:"with -topology cluster: the stadium's seats (bin/seed -stadium-seats)"`
-	HoldSeconds     int      `flag:"hold-seconds" default:"30" min:"1" max:"86400" help:"with -topology cluster: the concert's holds, in seconds (bin/seed -concert-hold-seconds)"`
-	PaysimBehaviour string   `flag:"paysim-behaviour" help:"with -topology cluster: the payment simulator's misbehaviour, JSON (ONSALE_PAYSIM_BEHAVIOUR)"`
-	CoreEnv         envList  `flag:"core-env" help:"with -topology cluster: KEY=VALUE for every core's environment (repeatable)"`
-	GatewayEnv      envList  `flag:"gateway-env" help:"with -topology cluster: KEY=VALUE for every gateway's environment (repeatable)"`
+	Topology        string  `flag:"topology" default:"single" oneof:"single|cluster" help:"single: sell on the stack at -gateway, -paysim and DATABASE_URL (make demo's); cluster: start the HA topology in this process (loadtest/topology), seed it, sell on it, stop it"`
+	Dir             string  `flag:"dir" help:"with -topology cluster: the topology's directory (data, logs, keys; required)"`
+	Base            int     `flag:"base" default:"0" min:"0" max:"65400" help:"with -topology cluster: the first of its 100 ports; 0 = a free block in 9000-11999"`
+	Gateways        int     `flag:"gateways" default:"3" min:"1" max:"9" help:"with -topology cluster: gateways behind HAProxy"`
+	Cores           int     `flag:"cores" default:"2" min:"1" max:"9" help:"with -topology cluster: cores behind HAProxy"`
+	Bin             string  `flag:"bin" help:"with -topology cluster: the binaries (bin/seed and the apps); empty: $ONSALE_BIN or the repository's bin/"`
+	Seats           int     `flag:"seats" default:"1600" min:"1" max:"40000" help:"with -topology cluster: the stadium's seats (bin/seed -stadium-seats)"`
+	HoldSeconds     int     `flag:"hold-seconds" default:"30" min:"1" max:"86400" help:"with -topology cluster: the concert's holds, in seconds (bin/seed -concert-hold-seconds)"`
+	PaysimBehaviour string  `flag:"paysim-behaviour" help:"with -topology cluster: the payment simulator's misbehaviour, JSON (ONSALE_PAYSIM_BEHAVIOUR)"`
+	CoreEnv         envList `flag:"core-env" help:"with -topology cluster: KEY=VALUE for every core's environment (repeatable)"`
+	GatewayEnv      envList `flag:"gateway-env" help:"with -topology cluster: KEY=VALUE for every gateway's environment (repeatable)"`
 
 	// Faults injected during the sale (loadtest/faults).
 	Faults    string        `flag:"faults" help:"faults injected during the sale: all, or names separated by commas (pg-primary, redis-master, core, gateway, freeze-core, provider, gateways-restart), each optionally with its time after onsale (core@60s); all but provider need -topology cluster"`
