@@ -2,7 +2,10 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,9 +74,14 @@ func TestEffects(t *testing.T) {
 }
 
 // The payment simulator's control: an outage window makes its API answer
-// 503 until it ends; webhooks wait meanwhile.
+// 503 until it ends; a payment approved during it has its webhook held
+// (Held counts it), sent once the window is over.
 func TestPaysim(t *testing.T) {
-	sim, err := paysim.New(paysim.Config{APIKey: "k", WebhookSecret: "s", Control: true}, nil)
+	got := make(chan struct{}, 10)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- struct{}{} }))
+	defer hook.Close()
+	sim, err := paysim.New(paysim.Config{APIKey: "k", WebhookSecret: "s", WebhookURL: hook.URL, Control: true,
+		Behaviour: paysim.Behaviour{UPIDelayMin: time.Hour, UPIDelayMax: time.Hour}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +93,16 @@ func TestPaysim(t *testing.T) {
 	if !p.Up(ctx) {
 		t.Fatal("Up before the outage = false")
 	}
+	var pay struct{ ID string }
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/payments", strings.NewReader(`{"amount":100,"currency":"INR","reference":"booking-1","method":"upi"}`))
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("a UPI payment: %v %v", resp, err)
+	}
+	json.NewDecoder(resp.Body).Decode(&pay)
+	resp.Body.Close()
+
 	now := time.Now()
 	if err := p.Outage(ctx, now.Add(-time.Second), now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -98,11 +116,19 @@ func TestPaysim(t *testing.T) {
 	if p.Up(ctx) {
 		t.Error("Up during the outage = true")
 	}
-	if n, err := p.Held(ctx); err != nil || n != 0 {
-		t.Errorf("Held = %d, %v; want 0 (no payment yet)", n, err)
+	if _, err := sim.Settle(pay.ID, true); err != nil { // the payer approves during the outage
+		t.Fatal(err)
+	}
+	if n, err := p.Held(ctx); err != nil || n != 1 {
+		t.Errorf("Held = %d, %v; want the approval's webhook", n, err)
 	}
 	sim.SetBehaviour(paysim.Behaviour{})
 	if !p.Up(ctx) {
 		t.Error("Up after the outage = false")
+	}
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Error("the held webhook was not sent after the outage")
 	}
 }
