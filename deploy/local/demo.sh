@@ -9,12 +9,23 @@
 # of it in headless Chromium (.run/report/report.png; chromium is installed when
 # missing), stops.
 # Full size: make demo FANS=600000 SEATS=40000.
+#
+# TOPOLOGY=cluster: the same sale on the HA topology, started by flashsale in its own
+# process (loadtest/topology: PostgreSQL under Patroni, a Redis Cluster with replicas,
+# HAProxy, GATEWAYS gateways and CORES cores, the payment simulator; Debian's patroni, etcd
+# and haproxy are installed when missing), seeded the same way, stopped at the end.
+# FAULTS=all (or pg-primary,redis-master,core,gateway,freeze-core,provider,gateways-restart,
+# each optionally @its time after onsale: core@60s) injects faults during the sale
+# (loadtest/faults; FAULT_AT, FAULT_GAP place those without a time; all but provider need
+# TOPOLOGY=cluster), and the summary and the report show what each did.
+#   make demo TOPOLOGY=cluster FAULTS=all
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
 trap stack_stop EXIT
 
 SEATS=${SEATS:-1600}
-mkdir -p .run/report
+REPORT=${REPORT:-$PWD/.run/report/index.html} # the screenshot goes beside it
+mkdir -p "$(dirname "$REPORT")"
 FANS=${FANS:-24000}
 need_bin seed flashsale
 ADMIN=demo-admin-$RANDOM
@@ -37,29 +48,52 @@ echo "+ accounts: the demo event requires one; every fan signs in from one of $A
 echo "  per-address sign-in limits are raised for this run: $SIGNIN_PER_ADDR codes and $SIGNIN_PER_ADDR verifies an hour"
 echo "  per address (ONSALE_SIGNIN_SENDS_PER_ADDR, ONSALE_SIGNIN_VERIFIES_PER_ADDR; defaults 20 and 60)"
 BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","upi_slow_fraction":0.02,"upi_slow_delay":"75s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}'
-# The run's own database, Redis and ports (stack.sh run); event ids start at a random
-# point so even a Redis shared with other runs (REDIS_URL given) holds no room of theirs.
-stack_start demo -admin-token "$ADMIN" -spread-event-ids -paysim-env ONSALE_PAYSIM_BEHAVIOUR="$BEHAVIOUR" \
-	-core-env ONSALE_SWEEP_INTERVAL=5s -core-env ONSALE_EXTEND_BY="${EXTEND_BY:-20s}" \
-	-core-env ONSALE_SIGNIN_SENDS_PER_ADDR="$SIGNIN_PER_ADDR" -core-env ONSALE_SIGNIN_VERIFIES_PER_ADDR="$SIGNIN_PER_ADDR" \
-	-gateway-env ONSALE_IP_RATE=100000 -gateway-env ONSALE_TOKEN_RATE=100 -gateway-env ONSALE_LOG_LEVEL=warn
-echo "+ seed: the demo catalog (stadium at $SEATS seats)"
-# Time is compressed: holds last 30 s (not eight minutes), sessions 90 s (not ten),
-# and fans are let in six times faster (6,000 a minute).
-bin/seed -database-url "$STACK_DATABASE_URL" -json -onsale-in 1m -stadium-seats "$SEATS" \
-	-concert-hold-seconds "${HOLD_SECONDS:-30}" >"$RUN/demo/seed.json"
-EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/demo/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
-[[ -n $EVENT ]] || { echo "seed: no stadium concert in $RUN/demo/seed.json" >&2; exit 1; }
-echo "+ flashsale: $FANS fans, event $EVENT"
-DATABASE_URL=$STACK_DATABASE_URL bin/flashsale -gateway "$STACK_GATEWAY_URL" -paysim "$STACK_PAYSIM_URL" -admin-token "$ADMIN" \
-	-event "$EVENT" -fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}" \
-	-onsale-in "${ONSALE_IN:-10s}" -wall "${WALL:-10s}" -claim "${CLAIM:-30s}" -deadline "${DEADLINE:-4m}" -sweep 5s -report "$PWD/.run/report/index.html" \
-	-watch "$(watch_list)" -accounts -addrs "$ADDRS" -redis "$REDIS_URL" \
-	-note "Settings: the per-address sign-in limits were raised for this run's $ADDRS loopback addresses: $SIGNIN_PER_ADDR codes and $SIGNIN_PER_ADDR verifies an hour per address (defaults 20 and 60)."
+# The reconciler (ONSALE_RECONCILE_AFTER, 10 min by default: longer than a real hold and
+# its extension) is compressed with the holds: it asks the provider about bookings pending
+# over 45 s, and fails one that no payment reached in twice that (a UPI payment started
+# while the provider was down, whose hold ran out before the provider came back).
+CORE_ENV=(ONSALE_SWEEP_INTERVAL=5s ONSALE_EXTEND_BY="${EXTEND_BY:-20s}" ONSALE_RECONCILE_AFTER="${RECONCILE_AFTER:-45s}"
+	ONSALE_SIGNIN_SENDS_PER_ADDR="$SIGNIN_PER_ADDR" ONSALE_SIGNIN_VERIFIES_PER_ADDR="$SIGNIN_PER_ADDR")
+GATEWAY_ENV=(ONSALE_IP_RATE=100000 ONSALE_TOKEN_RATE=100 ONSALE_LOG_LEVEL=warn)
+# The sale itself, on either topology.
+SALE=(-admin-token "$ADMIN" -fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}"
+	-onsale-in "${ONSALE_IN:-10s}" -wall "${WALL:-10s}" -claim "${CLAIM:-30s}" -deadline "${DEADLINE:-4m}" -sweep 5s -report "$REPORT"
+	-accounts -addrs "$ADDRS"
+	-note "Settings: the per-address sign-in limits were raised for this run's $ADDRS loopback addresses: $SIGNIN_PER_ADDR codes and $SIGNIN_PER_ADDR verifies an hour per address (defaults 20 and 60).")
+if [[ -n ${FAULTS:-} ]]; then
+	SALE+=(-faults "$FAULTS" -fault-at "${FAULT_AT:-15s}" -fault-gap "${FAULT_GAP:-25s}")
+fi
+[[ -z ${RESULT:-} ]] || SALE+=(-result "$RESULT")
+if [[ ${TOPOLOGY:-single} == cluster ]]; then
+	need_ha
+	need_bin seed flashsale core gateway paysim
+	rm -rf "$RUN/demo/cluster" # a topology of this sale's own (a second sale of one run starts afresh)
+	echo "+ flashsale on the HA topology: $FANS fans, the stadium at $SEATS seats${FAULTS:+, faults: $FAULTS}"
+	bin/flashsale -topology cluster -dir "$RUN/demo/cluster" -gateways "${GATEWAYS:-3}" -cores "${CORES:-2}" \
+		-seats "$SEATS" -hold-seconds "${HOLD_SECONDS:-30}" -paysim-behaviour "$BEHAVIOUR" \
+		"${CORE_ENV[@]/#/-core-env=}" "${GATEWAY_ENV[@]/#/-gateway-env=}" "${SALE[@]}"
+else
+	[[ ${TOPOLOGY:-single} == single ]] || { echo "TOPOLOGY=$TOPOLOGY: single or cluster" >&2; exit 2; }
+	# The run's own database, Redis and ports (stack.sh run); event ids start at a random
+	# point so even a Redis shared with other runs (REDIS_URL given) holds no room of theirs.
+	stack_start demo -admin-token "$ADMIN" -spread-event-ids -paysim-env ONSALE_PAYSIM_BEHAVIOUR="$BEHAVIOUR" \
+		"${CORE_ENV[@]/#/-core-env=}" "${GATEWAY_ENV[@]/#/-gateway-env=}"
+	echo "+ seed: the demo catalog (stadium at $SEATS seats)"
+	# Time is compressed: holds last 30 s (not eight minutes), sessions 90 s (not ten),
+	# and fans are let in six times faster (6,000 a minute).
+	bin/seed -database-url "$STACK_DATABASE_URL" -json -onsale-in 1m -stadium-seats "$SEATS" \
+		-concert-hold-seconds "${HOLD_SECONDS:-30}" >"$RUN/demo/seed.json"
+	EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/demo/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
+	[[ -n $EVENT ]] || { echo "seed: no stadium concert in $RUN/demo/seed.json" >&2; exit 1; }
+	echo "+ flashsale: $FANS fans, event $EVENT"
+	DATABASE_URL=$STACK_DATABASE_URL bin/flashsale -gateway "$STACK_GATEWAY_URL" -paysim "$STACK_PAYSIM_URL" \
+		-event "$EVENT" -watch "$(watch_list)" -redis "$REDIS_URL" "${SALE[@]}"
+fi
 # The report, opened in headless Chromium: a screenshot beside it.
+SHOT=$(dirname "$REPORT")/report.png
 if need_chromium; then
 	chromium --headless --no-sandbox --disable-gpu --no-first-run --disable-quic --disable-background-networking \
 		--disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --hide-scrollbars --window-size=1280,3200 \
-		--screenshot="$PWD/.run/report/report.png" "file://$PWD/.run/report/index.html" >/dev/null 2>&1 &&
-		echo "report screenshot: .run/report/report.png"
+		--screenshot="$SHOT" "file://$REPORT" >/dev/null 2>&1 &&
+		echo "report screenshot: ${SHOT#"$PWD"/}"
 fi

@@ -59,12 +59,15 @@ func accountResults(ctx context.Context, conn *pgx.Conn, in Input) []Result {
 	var out []Result
 	ev := in.Event
 	if in.AccountsRequired {
-		var n int
+		var n, holds int
 		r := Result{Name: "every hold and booking belongs to an account (acct:), the event requiring one"}
 		if err := conn.QueryRow(ctx, guestOwnedSQL, ev).Scan(&n); err != nil {
 			r.Detail = "query failed: " + err.Error()
+		} else if err := conn.QueryRow(ctx, `SELECT count(*) FROM holds WHERE event_id = $1`, ev).Scan(&holds); err != nil {
+			r.Detail = "query failed: " + err.Error()
 		} else {
-			r.Pass, r.Detail = n == 0, fmt.Sprintf("%d held or bought by guests", n)
+			r.Pass, r.Detail = n == 0, fmt.Sprintf("%d holds; %d held or bought by guests", holds, n)
+			r = evidenceOf{holds, "no hold of the event in the database"}.rule(r)
 		}
 		out = append(out, r)
 	}
@@ -77,6 +80,7 @@ func accountResults(ctx context.Context, conn *pgx.Conn, in Input) []Result {
 		r.Detail = "query failed: " + err.Error()
 	} else {
 		r.Pass, r.Detail = bad == 0, fmt.Sprintf("%d accounts held seats, %d without a verified phone", holders, bad)
+		r = evidenceOf{holders, "no account held seats of the event"}.rule(r)
 	}
 	return append(out, r)
 }
@@ -119,7 +123,7 @@ func withinLimit(bought []Bought) Result {
 		sort.Strings(over)
 		detail += ", e.g. " + strings.Join(over[:min(3, len(over))], "; ")
 	}
-	return Result{limitName, len(over) == 0, detail}
+	return evidenceOf{len(bought), "no account bought"}.rule(Result{limitName, len(over) == 0, detail})
 }
 
 // Line is the gateway's line of one event as it keeps it in Redis

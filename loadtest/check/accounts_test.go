@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -157,8 +158,16 @@ VALUES ('00000000-0000-0000-0000-000000000005', 1, 'acct:99', 1, 1, now())`, "ev
 // cleanup.
 func coreDB(tb testing.TB) *pgx.Conn {
 	tb.Helper()
+	conn, _ := coreDatabase(tb)
+	return conn
+}
+
+// coreDatabase is coreDB and its URL.
+func coreDatabase(tb testing.TB) (*pgx.Conn, string) {
+	tb.Helper()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, servicetest.Env(tb, "DATABASE_URL"))
+	adminURL := servicetest.Env(tb, "DATABASE_URL")
+	admin, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		servicetest.Missing(tb, "PostgreSQL: "+err.Error())
 	}
@@ -192,5 +201,10 @@ func coreDB(tb testing.TB) *pgx.Conn {
 			tb.Fatalf("%s: %v", f, err)
 		}
 	}
-	return conn
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Path = "/" + name
+	return conn, u.String()
 }

@@ -1,15 +1,19 @@
 // Package check is the invariant checker run after every sale: it reads the
-// core's database and the payment provider's ledger and reports each rule
-// with PASS or FAIL and the counts behind it.
+// core's database and the payment provider's ledger, beside what the crowd
+// itself saw (the operators' samples, each fan's way through the line, the
+// confirmations each fan was told about), and reports each rule with PASS
+// or FAIL and the counts behind it.
+//
+// An invariant with no evidence fails: a rule that looked at no samples, no
+// admissions, no confirmations or no rows has shown nothing, and a
+// harness that hands the checker nothing (a broken sampler, an empty
+// database) must not read as a clean sale (evidence.go).
 package check
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -32,6 +36,13 @@ type Sample struct {
 	Queued            int64
 	Dial, Cap         int64
 	Serving           int64 // every place up to this one has been offered
+	// Effective is the admission rate the gateway applies (per minute;
+	// the dial or less, lowered while the core is unhealthy) and Health
+	// why it differs from the dial (the gateway's health state and the
+	// reason of its last decrease); Effective is -1 when the gateway does
+	// not report one.
+	Effective float64
+	Health    string
 }
 
 // Admission is one fan's way through the line, as the crowd saw it.
@@ -41,6 +52,10 @@ type Admission struct {
 	Position   int64     // its place in line when admitted
 	AdmittedAt time.Time // zero if never admitted
 	Account    string    // the account the fan signed in to ("" for a guest)
+	Fan        int       // the fan's number in the crowd
+	// Places is the fan's place in line as the fan saw it change (join,
+	// every new position, a requeue, a reset, the end), oldest first.
+	Places []Place
 }
 
 // Input names what the checker looks at.
@@ -57,16 +72,26 @@ type Input struct {
 	// on: every place, hold and booking must be an account's.
 	RedisURL         string
 	AccountsRequired bool
+	// Confirmations are the bookings the fans were told were confirmed
+	// (the crowd's own list, compared with the database); Claim is the
+	// claim_seconds dial: a fan that did not poll for that long let its
+	// turn lapse and may be sent back (placesKept).
+	Confirmations []Confirmation
+	Claim         time.Duration
+	// Outages are the provider's outage windows during the sale: the
+	// money check says how many bookings had money move around them.
+	Outages []Window
+	// Skew is how much older than its time a sample's reading may be:
+	// with several gateways a fan is admitted by one gateway's view while
+	// the operators read another's, whose as_of is when it finished
+	// refreshing (the tick, then the dials), not when the tick ran. The
+	// queue-order rule compares an admission with the first sample taken
+	// Skew after it. 0 with one gateway.
+	Skew time.Duration
 }
 
-// totals mirrors the provider ledger's per-reference totals.
-type totals struct {
-	Authorized int64 `json:"authorized"`
-	Charged    int64 `json:"charged"`
-	Captured   int64 `json:"captured"`
-	Voided     int64 `json:"voided"`
-	Refunded   int64 `json:"refunded"`
-}
+// Window is a span of time, [Start, End).
+type Window struct{ Start, End time.Time }
 
 // Run checks every invariant.
 func Run(ctx context.Context, in Input) ([]Result, error) {
@@ -76,91 +101,56 @@ func Run(ctx context.Context, in Input) ([]Result, error) {
 	}
 	defer conn.Close(ctx)
 	var out []Result
-	count := func(name, sql string, args ...any) {
+	ev := in.Event
+	ev0, err := readEvidence(ctx, conn, ev)
+	if err != nil {
+		return nil, err
+	}
+	// count runs a query counting violations; seen is how much the rule
+	// looked at (none: the rule fails, having shown nothing).
+	count := func(name string, seen evidenceOf, sql string, args ...any) {
 		var n int
 		if err := conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 			out = append(out, Result{name, false, "query failed: " + err.Error()})
 			return
 		}
-		out = append(out, Result{name, n == 0, fmt.Sprintf("%d violations", n)})
+		out = append(out, seen.rule(Result{name, n == 0, fmt.Sprintf("%d violations", n)}))
 	}
-	ev := in.Event
-	count("no seat sold twice (booked seats belong to one confirmed booking that lists them)", `
+	count("no seat sold twice (booked seats belong to one confirmed booking that lists them)", ev0.confirmed, `
 SELECT count(*) FROM seats s LEFT JOIN bookings b ON b.id = s.booking_id
  WHERE s.event_id = $1 AND s.status = 'BOOKED'
    AND (b.id IS NULL OR b.status <> 'CONFIRMED' OR NOT s.seat_id = ANY (b.seat_ids))`, ev)
-	count("no seat in two confirmed bookings", `
+	count("no seat in two confirmed bookings", ev0.confirmed, `
 SELECT count(*) FROM (SELECT sid FROM bookings b, unnest(b.seat_ids) sid
  WHERE b.event_id = $1 AND b.status = 'CONFIRMED' GROUP BY sid HAVING count(*) > 1) d`, ev)
-	count("every confirmed booking has exactly its seats BOOKED under its id", `
+	count("every confirmed booking has exactly its seats BOOKED under its id", ev0.confirmed, `
 SELECT count(*) FROM bookings b, unnest(b.seat_ids) sid
   LEFT JOIN seats s ON s.event_id = $1 AND s.seat_id = sid
  WHERE b.event_id = $1 AND b.status = 'CONFIRMED' AND (s.status IS DISTINCT FROM 'BOOKED' OR s.booking_id IS DISTINCT FROM b.id)`, ev)
-	count("no account above its limit", `SELECT count(*) FROM account_tickets WHERE event_id = $1 AND (tickets > max_tickets OR tickets < 0)`, ev)
+	count("no account above its limit", ev0.counters, `SELECT count(*) FROM account_tickets WHERE event_id = $1 AND (tickets > max_tickets OR tickets < 0)`, ev)
 	out = append(out, accountResults(ctx, conn, in)...)
 	if in.RedisURL != "" {
 		out = append(out, linePlaces(ctx, conn, in))
 	}
-	count("account counters equal their active and booked holds", `
+	count("account counters equal their active and booked holds", ev0.holds, `
 SELECT count(*) FROM (SELECT account, tickets FROM account_tickets WHERE event_id = $1) a
   FULL JOIN (SELECT account, sum(quantity) n FROM holds WHERE event_id = $1 AND status IN ('ACTIVE', 'BOOKED') GROUP BY 1) h USING (account)
  WHERE coalesce(a.tickets, 0) <> coalesce(h.n, 0)`, ev)
 	margin := in.SweepInterval + 5*time.Second
-	count(fmt.Sprintf("no hold outlived its expiry by more than one sweep interval plus a margin (%v)", margin), `
+	count(fmt.Sprintf("no hold outlived its expiry by more than one sweep interval plus a margin (%v)", margin), ev0.expired, `
 SELECT count(*) FROM holds WHERE event_id = $1 AND status = 'EXPIRED' AND ended_at > expires_at + make_interval(secs => $2)`, ev, margin.Seconds())
-	count("no booking left unsettled (every payment ended confirmed, refunded or failed)", `
+	count("no booking left unsettled (every payment ended confirmed, refunded or failed)", ev0.bookings, `
 SELECT count(*) FROM bookings WHERE event_id = $1 AND status IN ('PAYMENT_PENDING', 'REFUND_DUE')`, ev)
-
-	// Money: every booking's ledger adds up to the paisa.
-	ledger, err := fetchLedger(ctx, in.LedgerURL, in.ProviderKey)
-	if err != nil {
-		out = append(out, Result{"money conservation", false, err.Error()})
-	} else {
-		rows, err := conn.Query(ctx, `SELECT id, status, amount_paise FROM bookings WHERE event_id = $1`, ev)
-		if err != nil {
-			return nil, err
-		}
-		var examples []string
-		off := 0
-		var taken, kept, refunded int64
-		n := 0
-		for rows.Next() {
-			var id, amount int64
-			var status string
-			if err := rows.Scan(&id, &status, &amount); err != nil {
-				return nil, err
-			}
-			n++
-			t := ledger[fmt.Sprintf("booking-%d", id)]
-			taken += t.Captured
-			refunded += t.Refunded
-			ok := true
-			switch status {
-			case "CONFIRMED":
-				ok = t.Captured == amount && t.Refunded == 0
-				kept += t.Captured
-			case "REFUNDED":
-				ok = t.Captured == t.Refunded && t.Authorized-t.Voided-(t.Captured-t.Charged) == 0
-			case "FAILED":
-				ok = t.Captured == t.Refunded && t.Authorized-t.Voided-(t.Captured-t.Charged) == 0
-			}
-			if !ok {
-				off++
-				if len(examples) < 3 {
-					examples = append(examples, fmt.Sprintf("booking %d %s: %+v (amount %d)", id, status, t, amount))
-				}
-			}
-		}
-		rows.Close()
-		var sold int64
-		conn.QueryRow(ctx, `SELECT coalesce(sum(amount_paise), 0) FROM bookings WHERE event_id = $1 AND status = 'CONFIRMED'`, ev).Scan(&sold)
-		detail := fmt.Sprintf("%d bookings; taken %s, refunded %s, kept %s = confirmed sales %s", n, rupees(taken), rupees(refunded), rupees(kept), rupees(sold))
-		pass := off == 0 && kept == sold && taken-refunded == sold
-		if off > 0 {
-			detail += fmt.Sprintf("; %d bookings off, e.g. %s", off, strings.Join(examples, "; "))
-		}
-		out = append(out, Result{"every charge ends captured-and-confirmed or refunded (money conservation to the paisa)", pass, detail})
+	if r := &out[len(out)-1]; !r.Pass && ev0.bookings.N > 0 {
+		r.Detail += unsettled(ctx, conn, ev)
 	}
+
+	// Money: every booking's ledger adds up to the paisa (money.go).
+	m, err := money(ctx, conn, in)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, m...)
 
 	// Admission against the dials, from the samples taken during the sale.
 	var over int
@@ -172,10 +162,14 @@ SELECT count(*) FROM bookings WHERE event_id = $1 AND status IN ('PAYMENT_PENDIN
 		worstActive = max(worstActive, s.Active)
 		worstClaims = max(worstClaims, s.AdmittedPerMinute)
 	}
-	out = append(out, Result{"active sessions never beat total_active_users", over == 0,
-		fmt.Sprintf("%d samples, most active %d", len(in.Samples), worstActive)})
+	out = append(out, evidenceOf{len(in.Samples), "no samples of the gateway's admin stats"}.rule(
+		Result{"active sessions never beat total_active_users", over == 0, fmt.Sprintf("%d samples, most active %d", len(in.Samples), worstActive)}))
 	out = append(out, offeredRate(in.Samples, worstClaims))
 	out = append(out, queueOrder(in))
+
+	// What the fans were told and saw (observed.go).
+	out = append(out, confirmationsKept(ctx, conn, in))
+	out = append(out, placesKept(in.Admissions, in.Claim))
 	return out, nil
 }
 
@@ -215,12 +209,12 @@ func offeredRate(samples []Sample, worstClaims int64) Result {
 			bad++
 		}
 	}
-	return Result{name, bad == 0, fmt.Sprintf("%d windows, %d over; at most %.0f%% of what the dial allowed; claims peaked at %d/min",
-		windows, bad, worst*100, worstClaims)}
+	return evidenceOf{windows, "no minute-long window between two samples"}.rule(Result{name, bad == 0,
+		fmt.Sprintf("%d windows, %d over; at most %.0f%% of what the dial allowed; claims peaked at %d/min", windows, bad, worst*100, worstClaims)})
 }
 
 func queueOrder(in Input) Result {
-	early, admitted, maxPre, minLate := 0, 0, int64(0), int64(math.MaxInt64)
+	early, admitted, checked, maxPre, minLate := 0, 0, 0, int64(0), int64(math.MaxInt64)
 	for _, a := range in.Admissions {
 		if a.First > 0 {
 			if a.Prequeue {
@@ -233,33 +227,45 @@ func queueOrder(in Input) Result {
 			continue
 		}
 		admitted++
-		i := sort.Search(len(in.Samples), func(i int) bool { return !in.Samples[i].At.Before(a.AdmittedAt) })
-		if i < len(in.Samples) && a.Position > in.Samples[i].Serving {
-			early++
+		i := sort.Search(len(in.Samples), func(i int) bool { return !in.Samples[i].At.Before(a.AdmittedAt.Add(in.Skew)) })
+		if i < len(in.Samples) {
+			checked++
+			if a.Position > in.Samples[i].Serving {
+				early++
+			}
 		}
 	}
 	pass := early == 0 && (minLate == math.MaxInt64 || maxPre < minLate)
-	return Result{"every fan admitted in queue order (pre-queue shuffle excepted)", pass,
-		fmt.Sprintf("%d admissions, %d before their place was offered; pre-queue places up to %d, later arrivals from %d",
-			admitted, early, maxPre, minLate)}
+	return evidenceOf{checked, "no admission with a sample taken after it"}.rule(Result{"every fan admitted in queue order (pre-queue shuffle excepted)", pass,
+		fmt.Sprintf("%d admissions (%d checked against a later sample), %d before their place was offered; pre-queue places up to %d, later arrivals from %d",
+			admitted, checked, early, maxPre, minLate)})
+}
+
+// unsettledSQL is a few of the event's unsettled bookings, oldest first,
+// for the verdict's detail. $1 event.
+const unsettledSQL = `
+SELECT id, status, flow, coalesce(payment_id, ''), extract(epoch FROM now() - created_at)::int, extract(epoch FROM now() - updated_at)::int
+  FROM bookings WHERE event_id = $1 AND status IN ('PAYMENT_PENDING', 'REFUND_DUE') ORDER BY id LIMIT 3`
+
+// unsettled names a few unsettled bookings: what a failure needs to be
+// looked into.
+func unsettled(ctx context.Context, conn *pgx.Conn, ev int64) string {
+	rows, err := conn.Query(ctx, unsettledSQL, ev)
+	if err != nil {
+		return ""
+	}
+	var ex []string
+	var id int64
+	var status, flow, payment string
+	var age, idle int
+	pgx.ForEachRow(rows, []any{&id, &status, &flow, &payment, &age, &idle}, func() error {
+		ex = append(ex, fmt.Sprintf("booking %d %s (%s, payment %q, created %d s ago, last changed %d s ago)", id, status, flow, payment, age, idle))
+		return nil
+	})
+	if len(ex) == 0 {
+		return ""
+	}
+	return ", e.g. " + strings.Join(ex, "; ")
 }
 
 func rupees(paise int64) string { return fmt.Sprintf("₹%d.%02d", paise/100, paise%100) }
-
-func fetchLedger(ctx context.Context, url, key string) (map[string]totals, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("ledger: %s %s", resp.Status, b)
-	}
-	var l struct {
-		Totals map[string]totals `json:"totals"`
-	}
-	return l.Totals, json.NewDecoder(resp.Body).Decode(&l)
-}

@@ -3,6 +3,7 @@ package crowd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/onsale/onsale/loadtest/check"
 )
 
 // NewPool is a pool of at most conns connections to base (a URL whose host
@@ -78,13 +81,16 @@ func (c *Client) Do(ctx context.Context, route, method, target string, body any,
 	c.build(req, method, target, body, hdr)
 	t0 := time.Now()
 	err := c.hc.DoTimeout(req, resp, timeout)
-	c.st.Observe(route, time.Since(t0))
 	if err != nil {
-		if ctx.Err() == nil {
-			c.st.Fail("transport")
+		if ctx.Err() != nil {
+			c.st.Observe(route, time.Since(t0)) // the sale ended under it: no answer to count
+			return Reply{}
 		}
+		c.st.observe(route, errorClass(err), t0, time.Since(t0))
+		c.st.Fail("transport")
 		return Reply{}
 	}
+	c.st.observe(route, strconv.Itoa(resp.StatusCode()), t0, time.Since(t0))
 	if route == "status" {
 		c.st.pollAnswered(time.Now())
 	}
@@ -146,6 +152,19 @@ func (c *Client) keepCookies(resp *fasthttp.Response) {
 			c.cookies[string(key)] = string(ck.Value())
 		}
 	}
+}
+
+// errorClass is the class of a request that got no answer: no answer in
+// time (the client's timeout, or no free connection to send it on while
+// the others wait for answers), or no connection (refused, reset, closed).
+func errorClass(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, fasthttp.ErrNoFreeConns),
+		errors.As(err, &ne) && ne.Timeout():
+		return check.ClassTimeout
+	}
+	return check.ClassConn
 }
 
 // number reads a JSON number from a decoded body (0 when absent).

@@ -25,6 +25,9 @@ type Crowd struct {
 	sms     string     // the SMS sink's base URL when fans sign in (SignIn)
 	smsCl   *Client    // its connections
 	ahead   []signedIn // fans signed in ahead (SignInAhead), by fan
+
+	mu   sync.Mutex
+	told []check.Confirmation // the bookings the fans were told were confirmed
 }
 
 // signedIn is a fan's account token and account id ("" when it could not
@@ -76,6 +79,7 @@ func (c *Crowd) Fans(ctx context.Context, fans int, arrival Arrival, start time.
 			case <-time.After(at - time.Since(start)):
 			}
 			f := &fan{crowd: c, n: i, cl: NewClient(c.poolOf(i), 20*time.Second, c.st, true)}
+			f.trace.Fan = i
 			if c.ahead != nil {
 				f.account, f.trace.Account = c.ahead[i].token, c.ahead[i].account
 			}
@@ -91,4 +95,19 @@ func (c *Crowd) Fans(ctx context.Context, fans int, arrival Arrival, start time.
 		}
 	}
 	return out
+}
+
+// confirmed adds a booking a fan was told is confirmed to the crowd's list.
+func (c *Crowd) confirmed(b check.Confirmation) {
+	c.mu.Lock()
+	c.told = append(c.told, b)
+	c.mu.Unlock()
+}
+
+// Confirmations are the bookings the fans were told were confirmed so far
+// (the crowd's own list, for the checker to compare with the database).
+func (c *Crowd) Confirmations() []check.Confirmation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]check.Confirmation(nil), c.told...)
 }

@@ -6,15 +6,24 @@
 // Bots hammer the queue with no token or a forged one, and the operators set
 // the dials and read their screens once a second.
 //
+// The crowd keeps its own record of the sale for the checker and the
+// report, so that they need not take the system's word: every answer per
+// route, class (an HTTP status, no connection, no answer in time) and
+// second; each fan's place in line as the fan saw it change; and the
+// bookings each fan was told were confirmed. A fan taps again while the
+// service fails (no answer, a 5xx), as fans do during a failover.
+//
 // Where things live:
 //
 //   - mix.go: the stated proportions and when each fan arrives;
-//   - fan.go: one fan, from joining the line to leaving it;
+//   - fan.go: one fan, from joining the line to leaving it, its place
+//     history and the confirmations it was told;
 //   - seats.go: the layout, and picking seats from an availability bitmap;
 //   - bots.go: the bots;
 //   - operators.go: the operators' dials and screens (the checker's samples);
 //   - client.go: the HTTP client (fasthttp, cookies kept by hand);
-//   - stats.go: what the crowd saw, counted as it happens;
+//   - stats.go: what the crowd saw, counted as it happens (answers per
+//     route, class and second);
 //   - forecast.go: the sale's course predicted by Little's law.
 //
 // The crowd is black-box: it speaks only the gateway's HTTP API.

@@ -48,6 +48,34 @@ type fakeGateway struct {
 	verifies       map[string]int      // phone: verifies answered
 	sms            map[string][]string // phone: messages, oldest first
 	addrs          map[string]bool     // the addresses joins came from
+
+	// unavailable is how many requests of each route ("join", "hold",
+	// "pay", "confirm") answer 503 first (Retry-After 1), as a service in
+	// a failover; told counts the bookings answered CONFIRMED.
+	unavailable map[string]int
+	told        map[int]int
+}
+
+// down answers 503 when route still has 503s to give.
+func (g *fakeGateway) down(ctx *fasthttp.RequestCtx, route string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unavailable[route] <= 0 {
+		return false
+	}
+	g.unavailable[route]--
+	g.counts[route+" 503"]++
+	ctx.Response.Header.Set("Retry-After", "1")
+	reply(ctx, 503, map[string]any{"error": "unavailable"})
+	return true
+}
+
+// confirmed is booking n confirmed, as the core answers it; counted in told.
+func (g *fakeGateway) confirmed(n int) map[string]any {
+	g.mu.Lock()
+	g.told[n]++
+	g.mu.Unlock()
+	return map[string]any{"booking_id": n, "status": "CONFIRMED", "seats": []string{fmt.Sprintf("S-%d-1", n), fmt.Sprintf("S-%d-2", n)}, "amount_paise": 1000 * n}
 }
 
 // the layout: one section of 10 rows of 10 seats.
@@ -60,7 +88,8 @@ func newFakeGateway(tb testing.TB) *fakeGateway {
 		tb.Fatal(err)
 	}
 	g := &fakeGateway{addr: "http://" + ln.Addr().String(), counts: map[string]int{}, held: map[string]bool{}, confirmKeys: map[string]int{},
-		codes: map[string]string{}, verifies: map[string]int{}, sms: map[string][]string{}, addrs: map[string]bool{}}
+		codes: map[string]string{}, verifies: map[string]int{}, sms: map[string][]string{}, addrs: map[string]bool{},
+		unavailable: map[string]int{}, told: map[int]int{}}
 	srv := &fasthttp.Server{Handler: g.serve}
 	go srv.Serve(ln)
 	tb.Cleanup(func() { srv.Shutdown() })
@@ -179,6 +208,9 @@ func (g *fakeGateway) serve(ctx *fasthttp.RequestCtx) {
 		g.count("release")
 		reply(ctx, 200, map[string]any{})
 	case len(parts) == 4 && parts[3] == "confirm":
+		if g.down(ctx, "confirm") {
+			return
+		}
 		g.count("confirm")
 		g.mu.Lock()
 		g.confirmKeys[string(ctx.Request.Header.Peek("Idempotency-Key"))]++
@@ -188,18 +220,22 @@ func (g *fakeGateway) serve(ctx *fasthttp.RequestCtx) {
 			reply(ctx, 402, map[string]any{"error": "declined"})
 			return
 		}
-		reply(ctx, 200, map[string]any{"status": "CONFIRMED"})
+		reply(ctx, 200, g.confirmed(n))
 	case len(parts) == 4 && parts[3] == "payment":
+		if g.down(ctx, "pay") {
+			return
+		}
 		g.count("pay")
 		n, _ := strconv.Atoi(strings.TrimPrefix(parts[2], "h"))
 		reply(ctx, 201, map[string]any{"booking": map[string]any{"booking_id": n}})
 	case len(parts) == 3 && parts[1] == "bookings":
 		g.count("booking")
-		status := "CONFIRMED"
-		if n, _ := strconv.Atoi(parts[2]); n%10 == 0 {
-			status = "FAILED"
+		n, _ := strconv.Atoi(parts[2])
+		if n%10 == 0 {
+			reply(ctx, 200, map[string]any{"booking_id": n, "status": "FAILED"})
+			return
 		}
-		reply(ctx, 200, map[string]any{"status": status})
+		reply(ctx, 200, g.confirmed(n))
 	default:
 		g.count("unknown " + method + " " + path)
 		reply(ctx, 404, map[string]any{"error": "not_found"})
@@ -258,6 +294,9 @@ func (g *fakeGateway) join(ctx *fasthttp.RequestCtx) {
 		reply(ctx, 401, map[string]any{"error": "identity_required"})
 		return
 	}
+	if g.down(ctx, "join") {
+		return
+	}
 	g.count("join")
 	g.mu.Lock()
 	g.addrs[ctx.RemoteIP().String()] = true
@@ -274,6 +313,9 @@ func (g *fakeGateway) hold(ctx *fasthttp.RequestCtx, auth string) {
 	if !strings.HasPrefix(auth, "Bearer admit-") {
 		g.count("hold without admission")
 		reply(ctx, 401, nil)
+		return
+	}
+	if g.down(ctx, "hold") {
 		return
 	}
 	if n, _ := strconv.Atoi(strings.TrimPrefix(auth, "Bearer admit-")); n%4 == 0 {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/onsale/onsale/loadtest/check"
+	"github.com/onsale/onsale/shared/account"
 )
 
 // fan is one member of the crowd.
@@ -24,6 +26,11 @@ type fan struct {
 	until   time.Time // the session ends
 	trace   check.Admission
 	done    bool // says so when leaving
+	// The fan's asking for its place: when it last asked, and the longest
+	// it went without asking since its place history's last entry.
+	asked time.Time
+	gap   time.Duration
+	seen  int64 // the last place the fan was told
 }
 
 // shop is the fan's whole visit: the line, then seats, then payment. A fan
@@ -61,7 +68,7 @@ func (f *fan) shop(ctx context.Context) {
 		f.crowd.st.Abandoned.Add(1)
 		f.done = true
 	case p < shareClose+shareRelease+shareCard:
-		f.payCard(ctx, id)
+		f.payCard(ctx, id, expires)
 	default:
 		f.payUPI(ctx, id, expires)
 	}
@@ -96,16 +103,19 @@ func (f *fan) band() string { return f.crowd.bands[rand.IntN(len(f.crowd.bands))
 
 // queue joins the line and polls at the interval the gateway asks for until
 // the fan is admitted (true), or the line ends for it: sold out, closed,
-// its one session over, a join refused, or the sale's end (false).
+// its one session over, a join refused, or the sale's end (false). Every
+// change of its place goes into its place history (trace.Places).
 func (f *fan) queue(ctx context.Context) bool {
 	st, ev := f.crowd.st, f.crowd.event
-	r := f.cl.Do(ctx, "join", "POST", f.crowd.url("/v1/events/%d/queue", ev), nil, f.joinAs()...)
+	r := f.join(ctx)
 	f.trace.Prequeue = r.Status == 200 && r.Body["state"] == "prequeue"
 	f.trace.First = int64(number(r.Body["position"]))
 	if r.Status != 200 {
 		st.Fail(fmt.Sprintf("join %d", r.Status))
 		return false
 	}
+	f.place(check.PlaceJoined, f.trace.First)
+	f.seen = f.trace.First
 	st.Joined.Add(1)
 	for {
 		select {
@@ -113,16 +123,31 @@ func (f *fan) queue(ctx context.Context) bool {
 			return false
 		case <-time.After(pollWait(r)):
 		}
+		f.ask()
 		r = f.cl.Do(ctx, "status", "GET", f.crowd.url("/v1/events/%d/queue/status", ev), nil)
 		switch {
 		case r.Status == 409: // the room was reset: join again
 			st.Rejoin.Add(1)
-			r = f.cl.Do(ctx, "join", "POST", f.crowd.url("/v1/events/%d/queue", ev), nil, f.joinAs()...)
+			f.place(check.PlaceReset, 0)
+			r = f.join(ctx)
+			if r.Status == 200 {
+				f.seen = int64(number(r.Body["position"]))
+				f.place(check.PlaceJoined, f.seen)
+			}
 			continue
 		case r.Status == 410:
+			f.place(check.PlaceEnded, 0)
 			return false
 		}
 		if p := int64(number(r.Body["position"])); r.Status == 200 && p > 0 {
+			if p != f.seen {
+				kind := check.PlaceSeen
+				if msg, _ := r.Body["message"].(string); strings.Contains(msg, "unclaimed") {
+					kind = check.PlaceRequeued // "your turn came and went unclaimed: you are back in line"
+				}
+				f.place(kind, p)
+				f.seen = p
+			}
 			f.trace.Position = p
 			if f.trace.First == 0 {
 				f.trace.First = p
@@ -134,12 +159,73 @@ func (f *fan) queue(ctx context.Context) bool {
 		switch r.Body["state"] {
 		case "admitted":
 			f.admitted(r)
+			f.place(check.PlaceAdmitted, f.trace.Position)
 			return true
 		case "sold_out", "closed":
 			return false
 		}
 	}
 }
+
+// join asks for a place in line, tapping again while the gateway fails
+// (no answer, 5xx) for up to joinPatience: joining is idempotent (an
+// identity has one place), so a join whose answer was lost costs nothing.
+func (f *fan) join(ctx context.Context) Reply {
+	f.ask()
+	return f.retry(ctx, joinPatience, "join", "POST", f.crowd.url("/v1/events/%d/queue", f.crowd.event), nil, f.joinAs()...)
+}
+
+// ask notes that the fan asks for its place now.
+func (f *fan) ask() {
+	now := time.Now()
+	if !f.asked.IsZero() {
+		f.gap = max(f.gap, now.Sub(f.asked))
+	}
+	f.asked = now
+}
+
+// place adds an entry to the fan's place history.
+func (f *fan) place(kind string, position int64) {
+	f.trace.Places = append(f.trace.Places, check.Place{At: time.Now(), Kind: kind, Position: position, Gap: f.gap})
+	f.gap = 0
+}
+
+// How long a fan keeps tapping while the service fails (no answer, or a
+// 5xx): the join, and the hold, payment and booking steps (those also end
+// with the session or the hold).
+const (
+	joinPatience = 30 * time.Second
+	stepPatience = 60 * time.Second
+)
+
+// retry sends a request, and again while the service fails (no answer, or
+// a 5xx), as a fan taps again: after Retry-After, or a pause that doubles
+// from a second up to 8 s, for at most patience (or until ctx ends). The
+// last answer is returned.
+func (f *fan) retry(ctx context.Context, patience time.Duration, route, method, target string, body any, hdr ...string) Reply {
+	until := time.Now().Add(patience)
+	pause := time.Second
+	for {
+		r := f.cl.Do(ctx, route, method, target, body, hdr...)
+		if r.Status != 0 && r.Status < 500 {
+			return r
+		}
+		wait := max(pause, r.Retry)
+		if ctx.Err() != nil || time.Now().Add(wait).After(until) {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			return r
+		case <-time.After(wait): // the fan's pause before tapping again
+		}
+		pause = min(2*pause, 8*time.Second)
+	}
+}
+
+// patience is how long a fan keeps tapping on a step that lasts until t
+// (the session's or the hold's end): stepPatience at most.
+func patience(t time.Time) time.Duration { return max(0, min(stepPatience, time.Until(t))) }
 
 // pollWait is how long the fan waits before the next poll: what the gateway
 // asked for, or after a refusal at least 2 s (longer if Retry-After says so).
@@ -223,7 +309,7 @@ func (f *fan) hold(ctx context.Context, count int) (id string, expires time.Time
 			}
 			body = map[string]any{"seats": seats}
 		}
-		h := f.cl.Do(ctx, "hold", "POST", f.crowd.url("/v1/events/%d/holds", f.crowd.event), body, f.auth()...)
+		h := f.retry(ctx, patience(f.until), "hold", "POST", f.crowd.url("/v1/events/%d/holds", f.crowd.event), body, f.auth()...)
 		switch h.Status {
 		case 201:
 			expires, _ := time.Parse(time.RFC3339Nano, h.Body["expires_at"].(string))
@@ -276,36 +362,73 @@ func (f *fan) watchMap(ctx context.Context, count int) (seats []string, soldOut 
 
 // release lets the held seats go.
 func (f *fan) release(ctx context.Context, id string) {
-	f.cl.Do(ctx, "release", "DELETE", f.crowd.url("/v1/holds/%s", id), nil, f.owner()...)
+	f.retry(ctx, stepPatience, "release", "DELETE", f.crowd.url("/v1/holds/%s", id), nil, f.owner()...)
 }
 
 // payCard pays by card and double-clicks Confirm: two confirms with one
-// idempotency key, at once. Declined, the fan lets the seats go rather than
-// leave them held.
-func (f *fan) payCard(ctx context.Context, id string) {
+// idempotency key, at once (each tapped again while the service fails).
+// Told the booking is confirmed, the fan notes it; told it is pending, it
+// watches the booking; declined, it lets the seats go rather than leave
+// them held.
+func (f *fan) payCard(ctx context.Context, id string, expires time.Time) {
 	st := f.crowd.st
 	hdr := append(f.owner(), "Idempotency-Key", fmt.Sprintf("confirm-%d-%s", f.n, id))
 	var wg sync.WaitGroup
-	var got atomic.Int32
+	var confirmed atomic.Pointer[map[string]any]
+	var pending atomic.Int64
 	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := f.cl.Do(ctx, "confirm", "POST", f.crowd.url("/v1/holds/%s/confirm", id), map[string]any{"payment_token": "tok_visa"}, hdr...)
-			if c.Status == 200 || c.Status == 202 {
-				got.Add(1)
+			c := f.retry(ctx, patience(expires.Add(time.Minute)), "confirm", "POST", f.crowd.url("/v1/holds/%s/confirm", id),
+				map[string]any{"payment_token": "tok_visa"}, hdr...)
+			if c.Status != 200 && c.Status != 202 {
+				return
+			}
+			b := bookingOf(c.Body)
+			if b["status"] == "CONFIRMED" {
+				confirmed.Store(&b)
+			} else if n := int64(number(b["booking_id"])); n > 0 {
+				pending.Store(n)
 			}
 		}()
 	}
 	wg.Wait()
 	f.done = true
 	st.Paid.Add(1)
-	if got.Load() > 0 {
+	switch b := confirmed.Load(); {
+	case b != nil:
 		st.Confirmed.Add(1)
-		return
+		f.told(*b)
+	case pending.Load() > 0:
+		f.awaitBooking(ctx, id, pending.Load())
+	default:
+		st.FailedPay.Add(1)
+		f.release(ctx, id)
 	}
-	st.FailedPay.Add(1)
-	f.release(ctx, id)
+}
+
+// bookingOf is the booking in a pay or confirm answer: the answer itself
+// (a settled booking) or its "booking".
+func bookingOf(body map[string]any) map[string]any {
+	if b, ok := body["booking"].(map[string]any); ok {
+		return b
+	}
+	return body
+}
+
+// told records a booking the fan was told is confirmed, in the crowd's own
+// list (the checker compares it with the database).
+func (f *fan) told(b map[string]any) {
+	c := check.Confirmation{Fan: f.n, Booking: int64(number(b["booking_id"])), AmountPaise: int64(number(b["amount_paise"])), At: time.Now()}
+	if f.trace.Account != "" {
+		c.Account = account.IdentityPrefix + f.trace.Account
+	}
+	seats, _ := b["seats"].([]any)
+	for _, s := range seats {
+		c.Seats = append(c.Seats, fmt.Sprint(s))
+	}
+	f.crowd.confirmed(c)
 }
 
 // payUPI pays by UPI: shareSlowUPI of payers wait until 20 s before the
@@ -320,7 +443,7 @@ func (f *fan) payUPI(ctx context.Context, id string, expires time.Time) {
 			}
 		}
 	}
-	p := f.cl.Do(ctx, "pay", "POST", f.crowd.url("/v1/holds/%s/payment", id), map[string]any{"phone": Phone(f.n)},
+	p := f.retry(ctx, patience(expires.Add(time.Minute)), "pay", "POST", f.crowd.url("/v1/holds/%s/payment", id), map[string]any{"phone": Phone(f.n)},
 		append(f.owner(), "Idempotency-Key", fmt.Sprintf("pay-%d-%s", f.n, id))...)
 	if p.Status != 201 {
 		if p.Status == 410 {
@@ -344,6 +467,7 @@ func (f *fan) awaitBooking(ctx context.Context, hold string, booking int64) {
 		switch g.Body["status"] {
 		case "CONFIRMED":
 			st.Confirmed.Add(1)
+			f.told(g.Body)
 			f.done = true
 			return
 		case "FAILED":

@@ -59,6 +59,14 @@ func (o *Operators) SetDials(ctx context.Context, d Dials) error {
 	if r.Status != 200 {
 		return fmt.Errorf("setting the dials: %d %v", r.Status, r.Body)
 	}
+	// The gateway that took the PATCH has the dials now; every other
+	// gateway (several behind a load balancer) reads them at its next tick
+	// (ONSALE_TICK, at most a second). Until then one of them would still
+	// let a guest join an event that now requires an account.
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
 	return nil
 }
 
@@ -119,6 +127,7 @@ type Point struct {
 	T                                                                            float64
 	Queued, Admitted, Dial, Active, Cap, Held, Sold, Available, Holds, Confirmed int64
 	Serving                                                                      int64
+	Effective                                                                    float64 // the rate the gateway lets fans in at (-1: not reported)
 }
 
 // Screens is what the operators saw during the sale: the series for the
@@ -219,5 +228,17 @@ func (o *Operators) read(ctx context.Context, onsale time.Time) (Point, check.Sa
 	sample := check.Sample{At: asOf, Active: num(s, "active"), Offers: num(s, "offered_unclaimed"),
 		AdmittedPerMinute: num(s, "admitted_per_minute"), Queued: num(s, "queued"),
 		Dial: num(d, "new_users_per_minute"), Cap: num(d, "total_active_users"), Serving: num(s, "serving")}
+	// The effective rate (the dial times the core's health factor) and why
+	// it is below the dial, where the gateway reports them.
+	p.Effective, sample.Effective = -1, -1
+	if e, ok := s["effective_per_minute"].(float64); ok {
+		p.Effective, sample.Effective = e, e
+	}
+	if h, ok := a.Body["health"].(map[string]any); ok {
+		sample.Health = fmt.Sprint(h["state"])
+		if r, _ := h["reason"].(string); r != "" {
+			sample.Health += ": " + r
+		}
+	}
 	return p, sample, true
 }

@@ -1,12 +1,14 @@
 package crowd
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/onsale/onsale/loadtest/check"
 	"github.com/onsale/onsale/loadtest/report"
 )
 
@@ -32,13 +34,20 @@ type Stats struct {
 	mu           sync.Mutex
 	latency      map[string][]time.Duration
 	errorsByKind map[string]int
+	answers      map[answerKey]int
+}
+
+// answerKey is one route's answers of one class in one second (since Start).
+type answerKey struct {
+	route, class string
+	sec          int
 }
 
 // NewStats counts from start; status polls are counted per second for span
 // (later ones are not counted).
 func NewStats(start time.Time, span time.Duration) *Stats {
 	return &Stats{Start: start, pollsAt: make([]atomic.Int64, int(span.Seconds())),
-		latency: map[string][]time.Duration{}, errorsByKind: map[string]int{}}
+		latency: map[string][]time.Duration{}, errorsByKind: map[string]int{}, answers: map[answerKey]int{}}
 }
 
 // Observe records one request's latency on route.
@@ -46,6 +55,32 @@ func (s *Stats) Observe(route string, d time.Duration) {
 	s.mu.Lock()
 	s.latency[route] = append(s.latency[route], d)
 	s.mu.Unlock()
+}
+
+// observe records one request on route sent at t0: its latency d and the
+// class of its answer (an HTTP status, or check.ClassConn or
+// check.ClassTimeout when none came), in the second it came.
+func (s *Stats) observe(route, class string, t0 time.Time, d time.Duration) {
+	sec := int(t0.Add(d).Sub(s.Start) / time.Second)
+	s.mu.Lock()
+	s.latency[route] = append(s.latency[route], d)
+	s.answers[answerKey{route, class, sec}]++
+	s.mu.Unlock()
+}
+
+// Answers are the answers counted so far, per route, class and second, in
+// time order.
+func (s *Stats) Answers() []check.Answer {
+	s.mu.Lock()
+	out := make([]check.Answer, 0, len(s.answers))
+	for k, n := range s.answers {
+		out = append(out, check.Answer{Route: k.route, Class: k.class, At: s.Start.Add(time.Duration(k.sec) * time.Second), N: n})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b check.Answer) int {
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Route, b.Route), cmp.Compare(a.Class, b.Class))
+	})
+	return out
 }
 
 // Fail counts one error of kind.

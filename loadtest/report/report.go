@@ -57,10 +57,52 @@ type Count struct {
 	Note  string
 }
 
+// Marker is a moment marked on every time chart: a vertical line at T
+// seconds after onsale, labelled (a fault injected).
+type Marker struct {
+	T     float64
+	Label string
+}
+
+// Fault is one fault injected during the sale, for the faults table: when
+// (seconds after onsale), what it hit, when its target was back, and what
+// it did to the sale.
+type Fault struct {
+	Name, Target string
+	At           float64
+	Back         string   // "9.8 s" after the injection, or why not
+	Rejoined     string   // the victim back in the topology ("" when the fault has no such step)
+	Errors       []string // per endpoint and class: "status 503: 4 s (28)"
+	Stall        string   // how long admission stood still, and its resumption
+	Effective    string   // the effective admission rate in the window ("" when not reported)
+	Detail       string
+	Failed       bool // injecting it or bringing its target back went wrong
+}
+
+// Answers is one endpoint's answers over the sale, by class (an HTTP
+// status, "conn", "timeout"), with the seconds in which any came.
+type Answers struct {
+	Route   string
+	Classes []ClassCount
+}
+
+// ClassCount is one class of answers to one endpoint.
+type ClassCount struct {
+	Class   string
+	N       int
+	Seconds int
+	Error   bool // a failure of the service (5xx, no connection, no answer in time)
+}
+
 // Report is everything the page shows.
 type Report struct {
 	Title   string
 	Summary []string
+	// Markers are drawn on every chart; Faults fill the faults table
+	// (none: the section is left out); Answers the answers table.
+	Markers []Marker
+	Faults  []Fault
+	Answers []Answers
 	// SignIns counts the crowd's sign-ins (codes asked for, verified,
 	// refused, limited; bots refused for want of an account); none: the
 	// fans were guests and the section says so.
@@ -74,8 +116,15 @@ type Report struct {
 
 var colours = []string{"#1a5276", "#c0392b", "#1e8449", "#b9770e", "#6c3483", "#17a589", "#7f8c8d"}
 
-// svg draws a chart: 640x220, axes with a few labels, one polyline a line.
-func svg(c Chart) template.HTML {
+// chartWithMarkers is a chart and the moments to mark on it.
+type chartWithMarkers struct {
+	Chart
+	Markers []Marker
+}
+
+// svg draws a chart: 640x220, axes with a few labels, one polyline a line,
+// a dashed vertical line for each marker with its label along it.
+func svg(c chartWithMarkers) template.HTML {
 	const w, h, left, bottom, top, right = 640.0, 220.0, 56.0, 28.0, 10.0, 10.0
 	var tmin, tmax, vmax = math.Inf(1), math.Inf(-1), 0.0
 	for _, l := range c.Lines {
@@ -85,6 +134,11 @@ func svg(c Chart) template.HTML {
 	}
 	if math.IsInf(tmin, 0) {
 		return template.HTML(`<p class="muted">no data</p>`)
+	}
+	for _, m := range c.Markers { // a fault after the last reading still shows
+		if m.T > tmax && m.T-tmax < (tmax-tmin)/2 {
+			tmax = m.T
+		}
 	}
 	if tmax <= tmin {
 		tmax = tmin + 1
@@ -113,6 +167,15 @@ func svg(c Chart) template.HTML {
 			dash = ` stroke-dasharray="6 4"`
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`, colours[i%len(colours)], dash, strings.Join(pts, " "))
+	}
+	for _, m := range c.Markers {
+		if m.T < tmin || m.T > tmax {
+			continue
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" class="marker"><title>%s</title></line>`,
+			x(m.T), x(m.T), top, h-bottom, template.HTMLEscapeString(m.Label))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="mlabel" transform="rotate(90 %.1f %.1f)">%s</text>`,
+			x(m.T)+3, top+2, x(m.T)+3, top+2, template.HTMLEscapeString(m.Label))
 	}
 	b.WriteString(`</svg><p class="legend">`)
 	for i, l := range c.Lines {
@@ -147,7 +210,8 @@ func short(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-var page = template.Must(template.New("report").Funcs(template.FuncMap{"svg": svg}).Parse(`<!doctype html>
+var page = template.Must(template.New("report").Funcs(template.FuncMap{"svg": svg,
+	"marked": func(c Chart, m []Marker) chartWithMarkers { return chartWithMarkers{c, m} }}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}}</title>
 <style>
@@ -160,6 +224,8 @@ h2 { font-size: 1rem; margin: 0 0 .5rem; } svg { width: 100%; height: auto; }
 .grid { stroke: #e5e8e8; } .axis { font-size: 11px; fill: #5d6d7e; }
 .legend span { margin-right: 1rem; font-size: .85rem; } .legend i { display: inline-block; width: .8rem; height: .8rem; margin-right: .3rem; vertical-align: middle; }
 table { border-collapse: collapse; width: 100%; } td, th { padding: .25rem .5rem; border-bottom: 1px solid #e5e8e8; text-align: right; } td:first-child, th:first-child { text-align: left; }
+.marker { stroke: #a93226; stroke-width: 1.5; stroke-dasharray: 4 3; } .mlabel { font-size: 10px; fill: #a93226; }
+td.l { text-align: left; } td ul { margin: 0; padding-left: 1rem; }
 .pass { color: #1e8449; font-weight: 700; } .fail { color: #a93226; font-weight: 700; } .muted { color: #5d6d7e; }
 </style></head>
 <body><header><h1>{{.Title}}</h1></header><main>
@@ -167,11 +233,17 @@ table { border-collapse: collapse; width: 100%; } td, th { padding: .25rem .5rem
 <section><h2>Sign-ins</h2>{{if .SignIns}}<table><tr><th>what</th><th>count</th><th></th></tr>
 {{range .SignIns}}<tr><td>{{.Name}}</td><td>{{.Value}}</td><td class="muted">{{.Note}}</td></tr>{{end}}</table>{{else}}<p>none: the fans joined as guests (the event required no account)</p>{{end}}</section>
 <section><h2>Invariants</h2><table>{{range .Checks}}<tr><td>{{if .Pass}}<span class="pass">PASS</span>{{else}}<span class="fail">FAIL</span>{{end}} {{.Name}}</td><td class="muted">{{.Detail}}</td></tr>{{end}}</table></section>
-<div class="grid2">{{range .Charts}}<section><h2>{{.Title}}{{if .Unit}} <span class="muted">({{.Unit}})</span>{{end}}</h2>{{svg .}}</section>{{end}}</div>
+{{if .Faults}}<section><h2>Faults injected during the sale</h2><table><tr><th>fault</th><th>at</th><th>target</th><th>back after</th><th>errors (endpoint class: seconds with errors, answers)</th><th>admission</th><th>effective rate</th></tr>
+{{range .Faults}}<tr><td>{{if .Failed}}<span class="fail">{{.Name}}</span>{{else}}{{.Name}}{{end}}</td><td>{{printf "%+.0f" .At}} s</td><td class="l">{{.Target}}</td><td class="l">{{.Back}}{{if .Rejoined}}; rejoined after {{.Rejoined}}{{end}}</td>
+<td class="l">{{if .Errors}}<ul>{{range .Errors}}<li>{{.}}</li>{{end}}</ul>{{else}}none{{end}}</td><td class="l">{{.Stall}}</td><td class="l">{{if .Effective}}{{.Effective}}{{else}}<span class="muted">not reported</span>{{end}}</td></tr>
+<tr><td></td><td colspan="6" class="l muted">{{.Detail}}</td></tr>{{end}}</table></section>{{end}}
+<div class="grid2">{{$m := .Markers}}{{range .Charts}}<section><h2>{{.Title}}{{if .Unit}} <span class="muted">({{.Unit}})</span>{{end}}</h2>{{svg (marked . $m)}}</section>{{end}}</div>
 <section><h2>Latency per endpoint (ms, as the crowd saw it)</h2><table><tr><th>endpoint</th><th>requests</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>
 {{range .Latencies}}<tr><td>{{.Route}}</td><td>{{.Count}}</td><td>{{printf "%.1f" .P50}}</td><td>{{printf "%.1f" .P90}}</td><td>{{printf "%.1f" .P99}}</td><td>{{printf "%.1f" .Max}}</td></tr>{{end}}</table></section>
 {{if .Processes}}<section><h2>Processes (CPU in cores of this machine; memory is the peak sum of proportional set sizes, children included)</h2><table><tr><th>process</th><th>processes</th><th>CPU mean</th><th>CPU peak (1 s)</th><th>memory peak (MB)</th></tr>
 {{range .Processes}}<tr><td>{{.Name}}</td><td>{{.Procs}}</td><td>{{printf "%.2f" .CPUMean}}</td><td>{{printf "%.2f" .CPUPeak}}</td><td>{{printf "%.0f" .MemPeakMB}}</td></tr>{{end}}</table></section>{{end}}
+{{if .Answers}}<section><h2>Answers per endpoint, by status (conn: no connection; timeout: no answer in time)</h2><table><tr><th>endpoint</th><th>answers: count (seconds in which any came)</th></tr>
+{{range .Answers}}<tr><td>{{.Route}}</td><td class="l">{{range .Classes}}<span{{if .Error}} class="fail"{{end}}>{{.Class}}: {{.N}} ({{.Seconds}} s)</span> &nbsp; {{end}}</td></tr>{{end}}</table></section>{{end}}
 <section><h2>Errors by kind</h2>{{if .Errors}}<table>{{range $k, $v := .Errors}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{else}}<p>none</p>{{end}}</section>
 </main></body></html>
 `))

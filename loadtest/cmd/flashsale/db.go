@@ -10,10 +10,12 @@ import (
 // pendingBookings counts the event's bookings still waiting for money or a refund.
 const pendingBookings = `SELECT count(*) FROM bookings WHERE event_id = $1 AND status IN ('PAYMENT_PENDING', 'REFUND_DUE')`
 
-// settle waits (at most 90 s) until no booking of the event is pending at
-// the core, so that the checker sees every payment settled.
+// settle waits (at most 3 minutes) until no booking of the event is
+// pending at the core, so that the checker sees every payment settled: a
+// payment no webhook settles waits for the reconciler (twice its
+// ONSALE_RECONCILE_AFTER when no payment reached the provider).
 func settle(ctx context.Context, c Config) {
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		n, err := pending(ctx, c)
 		if err == nil && n == 0 {

@@ -9,12 +9,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/onsale/onsale/loadtest/check"
 	"github.com/onsale/onsale/loadtest/crowd"
+	"github.com/onsale/onsale/loadtest/faults"
 	"github.com/onsale/onsale/loadtest/procstat"
 	"github.com/onsale/onsale/shared/config"
 )
@@ -49,6 +54,54 @@ type Config struct {
 	Addrs       int           `flag:"addrs" default:"1" min:"1" max:"65000" help:"the fans come from this many loopback addresses (127.0.0.1 up): the per-address limits of the gateway and the core see a crowd's many addresses"`
 	Note        string        `flag:"note" help:"a line the summary and the report show first (what the run changed, e.g. limits raised for the demo)"`
 	Redis       string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"the gateway's Redis, where the checker counts the places in line per account (no such check when empty)"`
+	Result      string        `flag:"result" help:"write the outcome here as key value lines (sold_out_s, all_taken_s, took_s, failed, and a line per fault), for scripts comparing sales"`
+
+	// The HA topology (-topology cluster): started in this process, seeded
+	// as deploy/local/demo.sh seeds the single one, then sold.
+	Topology        string  `flag:"topology" default:"single" oneof:"single|cluster" help:"single: sell on the stack at -gateway, -paysim and DATABASE_URL (make demo's); cluster: start the HA topology in this process (loadtest/topology), seed it, sell on it, stop it"`
+	Dir             string  `flag:"dir" help:"with -topology cluster: the topology's directory (data, logs, keys; required)"`
+	Base            int     `flag:"base" default:"0" min:"0" max:"65400" help:"with -topology cluster: the first of its 100 ports; 0 = a free block in 9000-11999"`
+	Gateways        int     `flag:"gateways" default:"3" min:"1" max:"9" help:"with -topology cluster: gateways behind HAProxy"`
+	Cores           int     `flag:"cores" default:"2" min:"1" max:"9" help:"with -topology cluster: cores behind HAProxy"`
+	Bin             string  `flag:"bin" help:"with -topology cluster: the binaries (bin/seed and the apps); empty: $ONSALE_BIN or the repository's bin/"`
+	Seats           int     `flag:"seats" default:"1600" min:"1" max:"40000" help:"with -topology cluster: the stadium's seats (bin/seed -stadium-seats)"`
+	HoldSeconds     int     `flag:"hold-seconds" default:"30" min:"1" max:"86400" help:"with -topology cluster: the concert's holds, in seconds (bin/seed -concert-hold-seconds)"`
+	PaysimBehaviour string  `flag:"paysim-behaviour" help:"with -topology cluster: the payment simulator's misbehaviour, JSON (ONSALE_PAYSIM_BEHAVIOUR)"`
+	CoreEnv         envList `flag:"core-env" help:"with -topology cluster: KEY=VALUE for every core's environment (repeatable)"`
+	GatewayEnv      envList `flag:"gateway-env" help:"with -topology cluster: KEY=VALUE for every gateway's environment (repeatable)"`
+
+	// Faults injected during the sale (loadtest/faults).
+	Faults    string        `flag:"faults" help:"faults injected during the sale: all, or names separated by commas (pg-primary, redis-master, core, gateway, freeze-core, provider, gateways-restart), each optionally with its time after onsale (core@60s); all but provider need -topology cluster"`
+	FaultAt   time.Duration `flag:"fault-at" default:"15s" min:"0s" help:"the first fault without a time comes this long after onsale"`
+	FaultGap  time.Duration `flag:"fault-gap" default:"25s" min:"1s" help:"each further fault without a time comes this long after the one before"`
+	CoreKills int           `flag:"core-kills" default:"3" min:"1" max:"20" help:"the core fault kills its core this many times"`
+	Freeze    time.Duration `flag:"freeze" default:"25s" min:"1s" help:"the freeze-core fault stops a core this long (longer than its 20 s work deadline)"`
+	Outage    time.Duration `flag:"outage" default:"30s" min:"1s" help:"the provider fault's outage"`
+}
+
+// envList is a repeatable KEY=VALUE flag, as bin/stack's: each use adds
+// one entry (a value may hold commas).
+type envList []string
+
+func (l *envList) MarshalText() ([]byte, error) { return []byte(strings.Join(*l, " ")), nil }
+
+func (l *envList) UnmarshalText(b []byte) error {
+	if !strings.Contains(string(b), "=") {
+		return errors.New("want KEY=VALUE")
+	}
+	*l = append(*l, string(b))
+	return nil
+}
+
+// Validate checks the rules across settings.
+func (c *Config) Validate() error {
+	if c.Topology == "cluster" && c.Dir == "" {
+		return errors.New("-topology cluster needs -dir")
+	}
+	if _, err := faults.Parse(c.Faults, c.FaultAt, c.FaultGap); err != nil {
+		return fmt.Errorf("-faults: %w", err)
+	}
+	return nil
 }
 
 func main() {
@@ -56,15 +109,42 @@ func main() {
 	if code := config.Status("flashsale", &c); code >= 0 {
 		os.Exit(code)
 	}
-	if err := run(context.Background(), c); err != nil {
+	// SIGINT or SIGTERM ends the sale early, and the topology (with
+	// -topology cluster) is stopped on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
 		fmt.Fprintln(os.Stderr, "flashsale:", err)
 		os.Exit(1)
 	}
 }
 
-// run is the whole sale: the dials, the crowd, the settling, the checker,
-// the summary and the report.
+// run is the whole sale: the topology (with -topology cluster), the dials,
+// the crowd and the faults, the settling, the checker, the summary and the
+// report.
 func run(ctx context.Context, c Config) error {
+	steps, err := faults.Parse(c.Faults, c.FaultAt, c.FaultGap)
+	if err != nil {
+		return err
+	}
+	runner := &faults.Runner{Options: faults.Options{CoreKills: c.CoreKills, Freeze: c.Freeze, Outage: c.Outage}}
+	if c.Topology == "cluster" {
+		t, err := startCluster(ctx, &c)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			fmt.Println("flashsale: stopping the topology…")
+			if err := t.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "flashsale: stopping the topology:", err)
+			}
+		}()
+		runner.Cluster = faults.Topology(t)
+	}
+	runner.Provider, runner.Event = faults.Paysim{URL: c.Paysim, Key: c.ProviderKey}, c.Event
+	if err := runner.Check(steps); err != nil {
+		return err
+	}
 	st := crowd.NewStats(time.Now(), c.OnsaleIn+c.Deadline+time.Minute)
 	procs, stopWatch, err := watchProcesses(ctx, c.Watch)
 	if err != nil {
@@ -111,6 +191,9 @@ func run(ctx context.Context, c Config) error {
 	}
 	fmt.Printf("  forecast if nobody left before the session ends (W = the session dial): %v\n",
 		crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, c.Session, ev.Hold(), c.Sweep))
+	if len(steps) > 0 {
+		fmt.Printf("  faults, after onsale: %v\n", steps)
+	}
 
 	sale, stop := context.WithTimeout(ctx, c.Deadline)
 	defer stop()
@@ -120,6 +203,19 @@ func run(ctx context.Context, c Config) error {
 		defer close(watched)
 		ops.Watch(sale, onsale, &screens, func(r crowd.Reading) { progress(r, onsale, st, ev.Capacity) })
 	}()
+	runner.Log = func(e faults.Event) {
+		if e.At.IsZero() {
+			fmt.Printf("  t%+4.0fs  fault %s: not injected: %s\n", time.Since(onsale).Seconds(), e.Fault, e.Err)
+			return
+		}
+		fmt.Printf("  t%+4.0fs  fault %s: %s", e.At.Sub(onsale).Seconds(), e.Fault, e.Detail)
+		if e.Err != "" {
+			fmt.Printf("; ERROR %s", e.Err)
+		}
+		fmt.Println()
+	}
+	injected := make(chan []faults.Event, 1)
+	go func() { injected <- runner.Run(sale, onsale, steps) }()
 	start := time.Now()
 	botsDone := cr.Bots(sale, c.Bots, start, c.OnsaleIn+c.Tail)
 	admissions := cr.Fans(sale, c.Fans, crowd.Arrival{OnsaleIn: c.OnsaleIn, Wall: c.Wall, Tail: c.Tail}, start)
@@ -127,15 +223,33 @@ func run(ctx context.Context, c Config) error {
 	botsDone()
 	<-watched
 	saleTook := time.Since(onsale)
+	events := <-injected // every target back before the settling and the checker
 
 	fmt.Println("  the crowd is done; waiting for payments and refunds to settle…")
 	settle(ctx, c)
+	var outages []check.Window
+	for _, e := range events {
+		if e.Fault == faults.ProviderDown && !e.At.IsZero() {
+			outages = append(outages, check.Window{Start: e.At, End: e.At.Add(c.Outage)})
+		}
+	}
 	res, err := check.Run(ctx, check.Input{DatabaseURL: c.DatabaseURL, Event: c.Event, LedgerURL: c.Paysim + "/v1/ledger",
 		ProviderKey: c.ProviderKey, SweepInterval: c.Sweep, Samples: screens.Samples(), Admissions: admissions,
-		RedisURL: c.Redis, AccountsRequired: c.Accounts})
+		RedisURL: c.Redis, AccountsRequired: c.Accounts, Confirmations: cr.Confirmations(), Claim: c.Claim, Outages: outages, Skew: skew(c)})
 	if err != nil {
 		return err
 	}
+	end := onsale.Add(saleTook)
+	if screens.SoldOut() > 0 {
+		end = onsale.Add(screens.SoldOut())
+	}
+	var claims []time.Time
+	for _, a := range admissions {
+		if !a.AdmittedAt.IsZero() {
+			claims = append(claims, a.AdmittedAt)
+		}
+	}
+	effects := faults.Effects(events, faults.Observed{Answers: st.Answers(), Samples: screens.Samples(), Claims: claims, End: end})
 	if c.Accounts {
 		res = append(res, check.Result{Name: "every fan signed in before joining (the event requires an account)", Pass: st.SignedIn.Load() == int64(c.Fans),
 			Detail: fmt.Sprintf("%d of %d fans signed in", st.SignedIn.Load(), c.Fans)})
@@ -145,17 +259,33 @@ func run(ctx context.Context, c Config) error {
 		forecast: crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, st.MeanSession(c.Session), ev.Hold(), c.Sweep),
 		procs:    procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
 	summary(c, st, out)
+	printFaults(effects, onsale)
 	failed := invariants(res)
 	if c.Report != "" {
-		if err := writeReport(c, st, screens.Series(), res, ev.Capacity, out); err != nil {
+		if err := writeReport(c, st, screens.Series(), res, ev.Capacity, out, effects); err != nil {
 			return err
 		}
 		fmt.Println("\nreport:", c.Report)
+	}
+	if c.Result != "" {
+		if err := writeResult(c.Result, out, failed, effects); err != nil {
+			return err
+		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d invariants broken", failed)
 	}
 	return nil
+}
+
+// skew is how much older than its as_of an admin-stats sample may be:
+// with several gateways, a second (a gateway's longest tick, in which its
+// view refreshes); with one, none (check.Input.Skew).
+func skew(c Config) time.Duration {
+	if c.Topology == "cluster" && c.Gateways > 1 {
+		return time.Second
+	}
+	return 0
 }
 
 // watchProcesses samples the processes named in list (name=pid,...) and

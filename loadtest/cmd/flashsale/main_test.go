@@ -26,7 +26,20 @@ func TestConfig(t *testing.T) {
 	if err := config.Load(&c, []string{"-accounts=false"}, lookup); err != nil || c.Accounts {
 		t.Errorf("-accounts=false: %v, Accounts %v; want guests", err, c.Accounts)
 	}
-	for _, bad := range [][]string{{"-fans", "-1"}, {"-onsale-in", "0s"}, {"-session", "soon"}, {"-conns", "0"}, {"-event", "0"}} {
+	// The fault sale's flags (deploy/local/demo.sh with TOPOLOGY=cluster FAULTS=...).
+	var fc Config
+	args = append(args, "-topology", "cluster", "-dir", "/tmp/x", "-seats", "800", "-hold-seconds", "30", "-faults", "all",
+		"-core-env", "ONSALE_SWEEP_INTERVAL=5s", "-core-env=ONSALE_EXTEND_BY=20s", "-gateway-env", "ONSALE_IP_RATE=100000",
+		"-paysim-behaviour", `{"fail_rate":0.05,"upi_delay_min":"1s"}`, "-freeze", "20s", "-result", "/tmp/r/result.txt")
+	if err := config.Load(&fc, args, lookup); err != nil {
+		t.Fatal(err)
+	}
+	if fc.Topology != "cluster" || fc.Seats != 800 || len(fc.CoreEnv) != 2 || fc.CoreEnv[1] != "ONSALE_EXTEND_BY=20s" || fc.Faults != "all" ||
+		fc.Freeze != 20*time.Second || fc.Outage != 30*time.Second || fc.Gateways != 3 || fc.Cores != 2 || fc.PaysimBehaviour == "" {
+		t.Errorf("config = %+v", fc)
+	}
+	for _, bad := range [][]string{{"-fans", "-1"}, {"-onsale-in", "0s"}, {"-session", "soon"}, {"-conns", "0"}, {"-event", "0"},
+		{"-topology", "mesh"}, {"-faults", "disk"}, {"-faults", "core@soon"}, {"-gateways", "10"}} {
 		var c Config
 		if err := config.Load(&c, bad, lookup); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("Load(%v) = %v; want an error naming %s", bad, err, bad[0])

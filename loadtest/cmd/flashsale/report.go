@@ -7,6 +7,7 @@ import (
 
 	"github.com/onsale/onsale/loadtest/check"
 	"github.com/onsale/onsale/loadtest/crowd"
+	"github.com/onsale/onsale/loadtest/faults"
 	"github.com/onsale/onsale/loadtest/procstat"
 	"github.com/onsale/onsale/loadtest/report"
 )
@@ -101,7 +102,7 @@ func offeredPerMinute(series []crowd.Point) report.Line {
 
 // writeReport writes the HTML report: the summary, the invariants, the
 // charts of the operators' screens, polls and CPU, latencies and processes.
-func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Result, capacity int, o outcome) error {
+func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Result, capacity int, o outcome, fx []faults.Effect) error {
 	line := func(name string, f func(p crowd.Point) int64, dashed bool) report.Line {
 		l := report.Line{Name: name, Dashed: dashed}
 		for _, p := range series {
@@ -123,9 +124,9 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 			fmt.Sprintf("Status polls answered: %.0f a second on average over the sale, %.0f in the busiest second.", mean, peak)),
 		Charts: []report.Chart{
 			{Title: "Queue length", Unit: "fans waiting", Lines: []report.Line{line("queued", func(p crowd.Point) int64 { return p.Queued }, false)}},
-			{Title: "Admitted per minute against the dial", Unit: "per minute, over the last minute", Lines: []report.Line{
+			{Title: "Admitted per minute against the dial", Unit: "per minute, over the last minute", Lines: append([]report.Line{
 				offeredPerMinute(series), line("claimed (fans who came in)", func(p crowd.Point) int64 { return p.Admitted }, false),
-				line("new_users_per_minute", func(p crowd.Point) int64 { return p.Dial }, true)}},
+				line("new_users_per_minute", func(p crowd.Point) int64 { return p.Dial }, true)}, effective(series)...)},
 			{Title: "Active sessions", Lines: []report.Line{line("active", func(p crowd.Point) int64 { return p.Active }, false),
 				line("total_active_users", func(p crowd.Point) int64 { return p.Cap }, true)}},
 			{Title: "Holds and bookings", Unit: "cumulative", Lines: []report.Line{
@@ -133,10 +134,17 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 			{Title: "Seats", Lines: []report.Line{line("remaining", func(p crowd.Point) int64 { return p.Available }, false),
 				line("held", func(p crowd.Point) int64 { return p.Held }, false), line("sold", func(p crowd.Point) int64 { return p.Sold }, false)}},
 			{Title: "Status polls answered", Unit: "per second", Lines: []report.Line{{Name: "polls", Points: polls}}},
-			cpuChart(o),
 		},
-		Errors: st.ErrorsByKind(),
+		Errors:  st.ErrorsByKind(),
+		Markers: faultMarkers(fx, o.onsale),
+		Faults:  faultRows(fx, o.onsale),
+		Answers: answerTable(st.Answers()),
 	}
+	from := 0.0
+	if len(series) > 0 {
+		from = series[0].T
+	}
+	r.Charts = append(append(r.Charts, errorChart(st.Answers(), o.onsale, from)...), cpuChart(o))
 	if c.Accounts {
 		r.SignIns = signIns(st)
 	}
@@ -152,6 +160,21 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 			MemPeakMB: float64(u.MemPeak) / (1 << 20), Procs: u.Procs})
 	}
 	return report.Write(c.Report, r)
+}
+
+// effective is the rate the gateway let fans in at (the dial times the
+// core's health factor), when it reports one: none otherwise.
+func effective(series []crowd.Point) []report.Line {
+	l := report.Line{Name: "effective rate (core health)", Dashed: true}
+	for _, p := range series {
+		if p.Effective >= 0 {
+			l.Points = append(l.Points, report.Point{T: p.T, V: p.Effective})
+		}
+	}
+	if len(l.Points) == 0 {
+		return nil
+	}
+	return []report.Line{l}
 }
 
 // signIns are the crowd's sign-ins for the report.
