@@ -10,7 +10,7 @@ STACK := deploy/local/stack.sh
 # every command of the four modules; the only `go build` of the harness
 CMDS := ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...
 
-.PHONY: all build up down test vuln bench demo clean cluster-up cluster-down
+.PHONY: all build up down test vuln bench demo clean cluster-up cluster-down fault-sale
 
 all: build
 
@@ -44,6 +44,12 @@ cluster-up: build
 
 cluster-down:
 	@if [ -x bin/cluster ]; then bin/cluster down; else echo "no bin/cluster: nothing was started by make cluster-up"; fi
+
+# The noon sale of `make demo` on the HA topology twice in one session, without faults and then
+# with FAULTS (default all) injected mid-sale; both checked, sell-out times side by side
+# (deploy/local/faultsale.sh; reports in .run/fault-sale/).
+fault-sale: build
+	$(STACK) run -- deploy/local/faultsale.sh
 
 # govulncheck against a vulnerability database built locally from golang.org/x/vulndb
 vuln:
