@@ -41,8 +41,8 @@ func TestFaultLines(t *testing.T) {
 func TestAnswerTables(t *testing.T) {
 	onsale := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return onsale.Add(time.Duration(s) * time.Second) }
-	answers := []check.Answer{{"auth code", "503", at(-60), 9}, {"hold", "201", at(1), 5}, {"hold", "503", at(2), 3}, {"hold", "503", at(4), 1},
-		{"status", "200", at(2), 50}, {"status", check.ClassConn, at(3), 7}}
+	answers := []check.Answer{{Route: "auth code", Class: "503", At: at(-60), N: 9}, {Route: "hold", Class: "201", At: at(1), N: 5}, {Route: "hold", Class: "503", At: at(2), N: 3}, {Route: "hold", Class: "503", At: at(4), N: 1},
+		{Route: "status", Class: "200", At: at(2), N: 50}, {Route: "status", Class: check.ClassConn, At: at(3), N: 7}}
 	tab := answerTable(answers)
 	if len(tab) != 3 || tab[1].Route != "hold" || len(tab[1].Classes) != 2 || tab[1].Classes[1] != (report.ClassCount{Class: "503", N: 4, Seconds: 2, Error: true}) {
 		t.Errorf("answer table %+v", tab)
