@@ -223,7 +223,7 @@ func TestAdmissionFollowsCoreHealth(t *testing.T) {
 	}
 	for _, fault := range []struct {
 		name         string
-		reasons      []string // the console's first reason starts with one
+		reasons      []string // one of the console's reasons starts with one
 		inject, heal func()
 	}{
 		{"slow holds", []string{"core hold p90 "}, func() { core.set("slow") }, func() { core.set("healthy") }},
@@ -258,8 +258,14 @@ func TestAdmissionFollowsCoreHealth(t *testing.T) {
 			t.Errorf("%s: back from 0.1 to 1 in %d increases; want 18 or more (steps of 0.05)", fault.name, after.increases-during.increases)
 		case over > 0:
 			t.Errorf("%s: %d console readings above the dial", fault.name, over)
-		case len(seen) == 0 || !slices.ContainsFunc(fault.reasons, func(p string) bool { return strings.HasPrefix(seen[0], p) }):
-			t.Errorf("%s: the console said %q; want one of %q first", fault.name, seen, fault.reasons)
+		// The console shows the last cut's reason until the next cut, so the
+		// first readings after the fault may still name the one before it
+		// (a loaded machine samples before the first cut): the cause must be
+		// named among them, not necessarily first.
+		case !slices.ContainsFunc(seen, func(r string) bool {
+			return slices.ContainsFunc(fault.reasons, func(p string) bool { return strings.HasPrefix(r, p) })
+		}):
+			t.Errorf("%s: the console said %q; want one of %q among them", fault.name, seen, fault.reasons)
 		}
 	}
 	close(stop)
