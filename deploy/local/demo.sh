@@ -67,9 +67,10 @@ fi
 if [[ ${TOPOLOGY:-single} == cluster ]]; then
 	need_ha
 	need_bin seed flashsale core gateway paysim
-	rm -rf "$RUN/demo/cluster" # a topology of this sale's own (a second sale of one run starts afresh)
+	CLUSTER_DIR=${CLUSTER_DIR:-$RUN/demo/cluster}
+	rm -rf "$CLUSTER_DIR" # a topology of this sale's own
 	echo "+ flashsale on the HA topology: $FANS fans, the stadium at $SEATS seats${FAULTS:+, faults: $FAULTS}"
-	bin/flashsale -topology cluster -dir "$RUN/demo/cluster" -gateways "${GATEWAYS:-3}" -cores "${CORES:-2}" \
+	bin/flashsale -topology cluster -dir "$CLUSTER_DIR" -gateways "${GATEWAYS:-3}" -cores "${CORES:-2}" \
 		-seats "$SEATS" -hold-seconds "${HOLD_SECONDS:-30}" -paysim-behaviour "$BEHAVIOUR" \
 		"${CORE_ENV[@]/#/-core-env=}" "${GATEWAY_ENV[@]/#/-gateway-env=}" "${SALE[@]}"
 else

@@ -7,7 +7,8 @@
 # (FAULT_GAP apart at least). Same crowd, stadium and dials (FANS, SEATS, PER_MINUTE, ... as
 # make demo). Each sale runs the checker; the script prints the sell-out times side by side
 # and each fault's effect, and fails when either sale broke an invariant. Reports:
-# .run/fault-sale/{clean,faults}/index.html (and report.png beside each).
+# .run/fault-sale/{clean,faults}/index.html (and report.png beside each); each sale's
+# topology (logs of every engine and app) stays in the run's directory when a sale fails.
 #   make fault-sale                      the demo's size: 24,000 fans, 1,600 seats
 #   make fault-sale FANS=3000 SEATS=1600 a quick one
 set -euo pipefail
@@ -20,12 +21,18 @@ mkdir -p "$OUT/clean" "$OUT/faults"
 export TOPOLOGY=cluster FAULT_AT=${FAULT_AT:-5s} FAULT_GAP=${FAULT_GAP:-5s}
 FAULTS=${FAULTS:-all}
 
+# load: the machine's load average (other work on it slows the sale and its engines).
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 status=0
-echo "=== 1 of 2: the sale without faults"
-FAULTS='' REPORT=$OUT/clean/index.html RESULT=$OUT/clean/result.txt deploy/local/demo.sh 2>&1 | tee "$OUT/clean/sale.log" || status=1
+echo "=== 1 of 2: the sale without faults (load average $(load))"
+FAULTS='' REPORT=$OUT/clean/index.html RESULT=$OUT/clean/result.txt CLUSTER_DIR=$ONSALE_RUN_DIR/clean \
+	deploy/local/demo.sh 2>&1 | tee "$OUT/clean/sale.log" || status=1
+echo "load average after it: $(load)" | tee -a "$OUT/clean/result.txt"
 echo
-echo "=== 2 of 2: the same sale with faults: $FAULTS"
-FAULTS=$FAULTS REPORT=$OUT/faults/index.html RESULT=$OUT/faults/result.txt deploy/local/demo.sh 2>&1 | tee "$OUT/faults/sale.log" || status=1
+echo "=== 2 of 2: the same sale with faults: $FAULTS (load average $(load))"
+FAULTS=$FAULTS REPORT=$OUT/faults/index.html RESULT=$OUT/faults/result.txt CLUSTER_DIR=$ONSALE_RUN_DIR/faults \
+	deploy/local/demo.sh 2>&1 | tee "$OUT/faults/sale.log" || status=1
+echo "load average after it: $(load)" | tee -a "$OUT/faults/result.txt"
 
 # value FILE KEY: the value of a "key value" line of a result file ("?" when absent).
 value() { awk -v k="$2" '$1 == k { print $2; f = 1 } END { if (!f) print "?" }' "$1" 2>/dev/null || echo '?'; }
