@@ -453,7 +453,9 @@ func (f *fan) payUPI(ctx context.Context, id string, expires time.Time) {
 		return
 	}
 	f.crowd.st.Paid.Add(1)
-	f.awaitBooking(ctx, id, int64(number(p.Body["booking"].(map[string]any)["booking_id"])))
+	// A retry that arrives after the payment settled (the webhook or the
+	// reconciler won the race) is answered with the settled booking itself.
+	f.awaitBooking(ctx, id, int64(number(bookingOf(p.Body)["booking_id"])))
 }
 
 // awaitBooking looks at the booking once a second until its payment is
