@@ -38,13 +38,18 @@ type Rule struct {
 	Floor     float64 // allowed growth on top, in the series' unit
 }
 
-// The rules of the soak. The heap in use swings by a fraction of itself
-// between collections (GOGC=100 lets it double before one): sampled every
-// few seconds, that swing leaves a least-squares trend of a few per cent
-// over a half; 25 % is several times that, and a leak of a few kilobytes a
-// second on a heap of tens of megabytes still passes it within a 20-minute
-// soak's second half. Goroutines move with the connections and requests in
-// flight at the moment of the sample: 20 % and 25 goroutines on top.
+// The rules of the soak. The heap in use swings between collections (GOGC=100
+// lets it double before one): measured on `make soak SOAK=2m`, the core's
+// and the gateway's heaps (5 to 11 MiB) swing by about 2.5 MiB from sample
+// to sample, which leaves a least-squares trend of about a megabyte either
+// way over a 45-second half (less over a longer one: the fit's noise falls
+// with the square root of the samples). 25 % of the level plus 4 MiB is
+// three to four times that noise for a quick soak. The price: a leak slower
+// than Allowed / the half's length passes (the summary prints it: about
+// 12 KiB a second for a 10 MiB heap in a 20-minute soak, 150 KiB a second
+// in a 2-minute one). Goroutines move with the connections and requests in
+// flight at the moment of the sample (about 30 in the same run, ±3): 20 %
+// and 25 goroutines on top.
 var (
 	HeapRule       = Rule{Tolerance: 0.25, Floor: 4 << 20}
 	GoroutinesRule = Rule{Tolerance: 0.20, Floor: 25}
@@ -57,6 +62,10 @@ type Verdict struct {
 	Growth  float64 // Slope × the second half's length
 	Allowed float64 // Tolerance × Level + Floor
 	Samples [2]int  // samples in each half
+	// Half is the second half's length: Allowed / Half is the slowest
+	// steady leak this soak catches (a slower one passes it; a longer soak
+	// catches slower ones).
+	Half time.Duration
 	Pass    bool
 	Reason  string // why it failed, or why it could not be judged
 }
@@ -97,7 +106,8 @@ func (r Rule) Judge(points []Point, warmup time.Duration) Verdict {
 	}
 	v.Level = median(first)
 	v.Slope = slope(second)
-	v.Growth = v.Slope * (end - mid).Seconds()
+	v.Half = end - mid
+	v.Growth = v.Slope * v.Half.Seconds()
 	v.Allowed = r.Tolerance*v.Level + r.Floor
 	v.Pass = v.Growth <= v.Allowed
 	if !v.Pass {

@@ -59,7 +59,10 @@ func (c Column) format(v float64) string {
 	case c.Metric == Heap:
 		return fmt.Sprintf("%.1f MiB", v/(1<<20))
 	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
+	if v == math.Trunc(v) {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 // Print writes the curves: each column's start, middle and end and its
@@ -67,7 +70,7 @@ func (c Column) format(v float64) string {
 // in the warm-up marked *).
 func (r Result) Print(w io.Writer, rows int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "series\tstart\tmiddle\tend\tlevel (1st half)\tgrowth (2nd half)\tallowed\tverdict\t")
+	fmt.Fprintln(tw, "series\tstart\tmiddle\tend\tlevel (1st half)\tgrowth (2nd half)\tallowed\tcatches a leak of\tverdict\t")
 	for i, c := range r.Columns {
 		pts := Series(r.Rounds, i)
 		v := r.Verdicts[i]
@@ -79,8 +82,12 @@ func (r Result) Print(w io.Writer, rows int) {
 		if !v.Pass {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Name(), c.format(start), c.format(middle), c.format(end),
-			c.format(v.Level), c.format(v.Growth), c.format(v.Allowed), verdict)
+		catches := "-"
+		if v.Half > 0 {
+			catches = c.format(v.Allowed/v.Half.Seconds()) + "/s"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Name(), c.format(start), c.format(middle), c.format(end),
+			c.format(v.Level), c.format(v.Growth), c.format(v.Allowed), catches, verdict)
 	}
 	tw.Flush()
 	for i, v := range r.Verdicts {

@@ -108,11 +108,12 @@ func run(ctx context.Context, c Config) error {
 		return fmt.Errorf("event %d has %d seats; %.1f fans a second for %v may take %d: a sale that sells out mid-soak changes the load under the curves (lower -rate or seed more seats)",
 			c.Event, ev.Capacity, c.Rate, c.Duration, need)
 	}
-	// Fans are let in faster than they arrive and the room holds twice the
-	// fans a session can gather, so the line stays short and steady: each
-	// fan polls a few times, not for ever.
+	// Fans are let in a quarter faster than they arrive and the room holds
+	// twice the fans a session can gather, so the line stays short and
+	// steady: each fan polls a few times, not for ever (let in at exactly
+	// the arrival rate, the line would be a random walk with no bound).
 	no := false
-	perMinute := int(math.Ceil(2 * c.Rate * 60))
+	perMinute := int(math.Ceil(1.25 * c.Rate * 60))
 	maxActive := int(math.Ceil(2 * c.Rate * c.Session.Seconds()))
 	if err := ops.SetDials(ctx, crowd.Dials{Onsale: time.Now(), PerMinute: perMinute, MaxActive: maxActive,
 		Session: c.Session, Claim: c.Claim, AccountRequired: &no}); err != nil {
