@@ -65,6 +65,14 @@ func (c Column) format(v float64) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
+// rate is a pace per second in the column's unit (the heap in KiB).
+func (c Column) rate(v float64) string {
+	if c.Metric == Heap {
+		return fmt.Sprintf("%.0f KiB/s", v/(1<<10))
+	}
+	return fmt.Sprintf("%.2f/s", v)
+}
+
 // Print writes the curves: each column's start, middle and end and its
 // verdict, then a table of about rows rounds spread over the soak (rounds
 // in the warm-up marked *).
@@ -84,7 +92,7 @@ func (r Result) Print(w io.Writer, rows int) {
 		}
 		catches := "-"
 		if v.Half > 0 {
-			catches = c.format(v.Allowed/v.Half.Seconds()) + "/s"
+			catches = c.rate(v.Allowed / v.Half.Seconds())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Name(), c.format(start), c.format(middle), c.format(end),
 			c.format(v.Level), c.format(v.Growth), c.format(v.Allowed), catches, verdict)
