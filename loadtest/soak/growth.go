@@ -65,9 +65,9 @@ type Verdict struct {
 	// Half is the second half's length: Allowed / Half is the slowest
 	// steady leak this soak catches (a slower one passes it; a longer soak
 	// catches slower ones).
-	Half time.Duration
-	Pass    bool
-	Reason  string // why it failed, or why it could not be judged
+	Half   time.Duration
+	Pass   bool
+	Reason string // why it failed, or why it could not be judged
 }
 
 // minSamples is the fewest samples a half needs for a trend to mean

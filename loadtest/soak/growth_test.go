@@ -33,7 +33,7 @@ const mib = 1 << 20
 // minutes every 5 s, a minute of warm-up), over many draws of the noise.
 func TestRuleGrowth(t *testing.T) {
 	type soakLen struct {
-		name         string
+		name          string
 		d, step, warm time.Duration
 	}
 	lengths := []soakLen{{"2m", 2 * time.Minute, 2 * time.Second, 30 * time.Second}, {"20m", 20 * time.Minute, 5 * time.Second, time.Minute}}
