@@ -10,7 +10,7 @@ STACK := deploy/local/stack.sh
 # every command of the four modules; the only `go build` of the harness
 CMDS := ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...
 
-.PHONY: all build up down test vuln bench demo clean cluster-up cluster-down fault-sale
+.PHONY: all build up down test vuln bench demo soak clean cluster-up cluster-down fault-sale
 
 all: build
 
@@ -60,6 +60,12 @@ bench: build
 
 demo: build
 	$(STACK) run -- deploy/local/demo.sh
+
+# Steady fan traffic for SOAK (default 20m; SOAK=2m for a quick one) on a stack of its own,
+# sampling the core's and the gateway's heap and goroutines; fails when either grows without
+# bound (deploy/local/soak.sh; curves in .run/soak/).
+soak: build
+	$(STACK) run -- deploy/local/soak.sh
 
 # bin/ always; .run/ only when nothing started by stack.sh is still up. A run directory
 # (.run/runs/NAME-PID/) whose PID is gone is a finished (failed) run: pruned, unless it still
