@@ -1,6 +1,8 @@
 package attack
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,18 +22,41 @@ import (
 // --- oversized requests
 
 func oversizedBody(t *testing.T, s *attackStack) string {
-	c := client(6)
 	big := `{"seats":["` + strings.Repeat("A", 100<<10) + `"]}`
 	tok := s.admitToken(t, "fan-big", s.event)
 	before := s.snap(t, s.event)
 	var seen []string
 	for _, base := range []string{s.gateway, s.core} {
-		r := do(t, c, "POST", fmt.Sprintf("%s/v1/events/%d/holds", base, s.event), big, bearer(tok)...)
+		r := raw(t, base, fmt.Sprintf("POST /v1/events/%d/holds HTTP/1.1\r\nHost: attack\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", s.event, tok, len(big), big))
 		s.want(t, r, 413, "body_too_large")
 		seen = append(seen, r.seen())
 	}
 	s.unchanged(t, before, s.event)
 	return strings.Join(seen, " (gateway), ") + " (core)"
+}
+
+// raw sends a request as bytes and reads the answer even when the server
+// stops reading first: a server that refuses a body by its Content-Length
+// answers and closes while the client still writes (net/http's client then
+// reports the broken pipe, not the answer).
+func raw(t testing.TB, base, req string) reply {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go io.WriteString(conn, req) // its error is the server closing: the answer says why
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s: no answer: %v", base, err)
+	}
+	defer resp.Body.Close()
+	out := reply{status: resp.StatusCode, header: resp.Header}
+	out.raw, _ = io.ReadAll(resp.Body)
+	_ = json.Unmarshal(out.raw, &out.body)
+	return out
 }
 
 // oversizedHeader sends a 2 MB header (past net/http's 1 MB default and
@@ -42,8 +67,9 @@ func oversizedHeader(t *testing.T, s *attackStack) string {
 	before := s.snap(t, s.event)
 	var seen []string
 	for _, base := range []string{s.gateway, s.core} {
-		r := do(t, c, "POST", fmt.Sprintf("%s/v1/events/%d/holds", base, s.event), map[string]any{"seats": s.seats(t, 1)},
-			append(bearer(tok), "X-Padding", strings.Repeat("p", 2<<20))...)
+		body := fmt.Sprintf(`{"seats":[%q]}`, s.seats(t, 1)[0])
+		r := raw(t, base, fmt.Sprintf("POST /v1/events/%d/holds HTTP/1.1\r\nHost: attack\r\nAuthorization: Bearer %s\r\nX-Padding: %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", s.event, tok, strings.Repeat("p", 2<<20), len(body), body))
 		if r.status != 431 && (r.status != 400 || r.code() != "invalid_request") {
 			t.Errorf("%s: 2 MB header = %s %s; want 431 or 400 invalid_request", base, r.seen(), r.raw)
 		}
