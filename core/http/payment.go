@@ -319,9 +319,10 @@ func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (co
 }
 
 // workContext outlives the client: once money may move, the request's work
-// is finished and recorded even if the fan hangs up.
+// is finished and recorded even if the fan hangs up. Its workTimeout is
+// part of LongestRequest, from which the server's write timeout is sized.
 func workContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.Context()), 20*time.Second)
+	return context.WithTimeout(context.WithoutCancel(r.Context()), workTimeout)
 }
 
 // pay starts the async (UPI-like) flow: the booking, the one extension of
