@@ -211,6 +211,33 @@ func ProviderTemporary(err error) bool {
 	return err != nil
 }
 
+// ProviderRefusedCapture reports whether err is the provider's definite
+// refusal to capture that payment: the card issuer declined it (402), or
+// the authorization can no longer be captured (409 already_canceled: it
+// was voided or ran out; 409 invalid_state: it failed). Only such an
+// answer says no money will come for the booking, and only it may undo a
+// sale. Every other refusal (401 or 403 from a wrong or revoked API key,
+// 404 from a key of another account, 400 from a client the provider's API
+// has moved away from) says nothing about the payment: it is the core's
+// configuration, fixed by an operator, and the capture is tried again.
+func ProviderRefusedCapture(err error) bool {
+	var pe *ProviderError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Status == http.StatusPaymentRequired || ProviderConflict(err, "already_canceled") || ProviderConflict(err, "invalid_state")
+}
+
+// ProviderMisconfigured reports whether err is a refusal of the provider
+// that no retry by itself fixes and that is not about the payment: the
+// core's key, account or request is wrong (401, 403, 404, 400, 422, ...).
+// A money job that meets it keeps retrying (an operator fixes the key and
+// the next attempt succeeds) and raises an alert.
+func ProviderMisconfigured(err error) bool {
+	var pe *ProviderError
+	return errors.As(err, &pe) && !ProviderTemporary(err) && pe.Status != http.StatusConflict && pe.Status != http.StatusPaymentRequired
+}
+
 // ProviderConflict reports whether err is the provider's 409 with code: the
 // call conflicts with the payment's state (already_captured, ...).
 func ProviderConflict(err error, code string) bool {

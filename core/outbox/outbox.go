@@ -257,7 +257,20 @@ func (w *Worker) run(ctx context.Context, j core.Job) bool {
 		if j.Attempts >= core.MaxJobAttempts {
 			result = resultDead
 		}
-		w.Log.Warn("outbox job failed", "job", j.ID, "kind", j.Kind, "booking", j.BookingID, "attempt", j.Attempts, "err", err)
+		if core.ProviderMisconfigured(err) {
+			// Not the payment's fault but the core's: a wrong or revoked
+			// API key, another account's key, a request the provider no
+			// longer takes. Every sale's money job fails the same way
+			// until an operator fixes it; the booking is left as it is and
+			// the job keeps retrying, so the fix alone finishes the work.
+			var pe *core.ProviderError
+			errors.As(err, &pe)
+			w.Metrics.ProviderMisconfigured.WithLabelValues(string(j.Kind), strconv.Itoa(pe.Status)).Inc()
+			w.Log.Error("PAYMENT PROVIDER REFUSES THE CORE'S REQUESTS: check ONSALE_PROVIDER_KEY and ONSALE_PROVIDER_URL; the job is retried and its booking kept",
+				"job", j.ID, "kind", j.Kind, "booking", j.BookingID, "attempt", j.Attempts, "status", pe.Status, "err", err)
+		} else {
+			w.Log.Warn("outbox job failed", "job", j.ID, "kind", j.Kind, "booking", j.BookingID, "attempt", j.Attempts, "err", err)
+		}
 		if ferr := w.DB.FailJob(ctx, j, err); ferr != nil {
 			w.Log.Error("outbox: recording a failure failed", "job", j.ID, "err", ferr)
 		}
@@ -314,13 +327,14 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 		return err
 	case core.JobCapture:
 		_, err := w.Provider.Capture(ctx, key(core.JobCapture, b.ID), b.PaymentID)
-		var pe *core.ProviderError
 		switch {
 		case core.ProviderConflict(err, "already_captured"):
 			return nil
-		case errors.As(err, &pe) && !core.ProviderTemporary(err):
-			// Refused for good (the authorization expired or was
-			// cancelled): no money will come; undo the booking.
+		case core.ProviderRefusedCapture(err):
+			// Refused for good (declined, the authorization expired or was
+			// cancelled): no money will come; undo the booking. Any other
+			// refusal (a wrong key: core.ProviderMisconfigured) leaves the
+			// booking CONFIRMED and the job retrying (run).
 			w.Log.Warn("capture refused; failing the booking", "booking", b.ID, "err", err)
 			if ferr := w.DB.FailCapture(ctx, b.ID); ferr != nil {
 				return ferr
