@@ -47,9 +47,9 @@ type call struct {
 type fakeProvider struct {
 	mu      sync.Mutex
 	calls   []call
-	done    map[string]bool // keys acted on: a repeat under one is answered, not carried out
-	moved   map[string]int  // "op payment" -> times money moved; no cap
-	failing map[string]int  // op -> temporary failures still to give (-1: forever)
+	done    map[string]bool  // keys acted on: a repeat under one is answered, not carried out
+	moved   map[string]int   // "op payment" -> times money moved; no cap
+	failing map[string]int   // op -> temporary failures still to give (-1: forever)
 	refuse  map[string]error // op -> the provider's answer to every call, until deleted
 	// hang, when set, holds the next refund call until it is closed, and
 	// hung is closed when that call arrives: a worker stuck mid-job.
