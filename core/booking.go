@@ -88,12 +88,25 @@ type Contact struct {
 }
 
 // Settlement is what the provider says happened to a payment.
+//
+// A booking keeps one payment: the one whose id it recorded (or, before it
+// recorded one, the first that succeeds for it), of the booking's amount in
+// its currency. Money that arrives otherwise is not the booking's to keep,
+// and Settle queues a JobStrayRefund for it (outcome OutcomeStrayRefund):
+// a second payment on a settled booking, a payment whose id is not the
+// booking's, or one whose amount or currency differ (that last one also
+// fails a pending booking: its own payment was not what it asked for).
+// Amount and Currency are checked when Currency is set: every provider
+// object carries them (webhook, reconciler, card confirm). The provider has
+// no test and live modes to tell apart: one API key is one account.
 type Settlement struct {
 	EventID   string // provider event id, for de-duplication ("" when not from a webhook)
 	Type      string // provider event type, for the record
 	PaymentID string
 	BookingID int64
 	Succeeded bool
+	Amount    int64  // what the payment took (paise)
+	Currency  string // its currency ("": not known, not checked)
 }
 
 // Settle's results besides booking statuses. They are untyped so that they
@@ -102,6 +115,7 @@ type Settlement struct {
 const (
 	OutcomeDuplicate    = "DUPLICATE"     // this provider event was handled before
 	OutcomeUnknownOrder = "UNKNOWN_ORDER" // no booking matches: logged and acknowledged
+	OutcomeStrayRefund  = "STRAY_REFUND"  // money the booking does not keep: a JobStrayRefund gives it back
 )
 
 // Bookings is the payment side of the core.

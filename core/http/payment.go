@@ -397,7 +397,8 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		var outcome core.BookingStatus
 		switch p.Status {
 		case core.PaymentRequiresCapture, core.PaymentSucceeded:
-			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize", Succeeded: true})
+			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize", Succeeded: true,
+				Amount: p.Amount, Currency: p.Currency})
 		case core.PaymentFailed, core.PaymentCanceled:
 			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize"})
 		default:
@@ -434,6 +435,8 @@ type webhookEvent struct {
 			PaymentID string `json:"payment_id"`
 			Status    string `json:"status"`
 			Reference string `json:"reference"`
+			Amount    int64  `json:"amount"`
+			Currency  string `json:"currency"`
 		} `json:"object"`
 	} `json:"data"`
 }
@@ -465,7 +468,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	switch ev.Type {
 	case "payment.succeeded", "payment.failed":
 		outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{EventID: ev.ID, Type: ev.Type, PaymentID: obj.ID,
-			BookingID: booking, Succeeded: ev.Type == "payment.succeeded"})
+			BookingID: booking, Succeeded: ev.Type == "payment.succeeded", Amount: obj.Amount, Currency: obj.Currency})
 		if err != nil {
 			s.fail(w, r, err) // 503: the provider retries
 			return
@@ -478,6 +481,13 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	switch outcome {
 	case core.OutcomeUnknownOrder:
 		log.Warn("payment webhook for an unknown order: acknowledged, needs a look")
+	case core.OutcomeStrayRefund:
+		// Money the booking does not keep (core.Settlement): its refund
+		// is queued; run it now, in the worker's loop.
+		log.Warn("payment the booking does not keep: refund queued", "amount", obj.Amount, "currency", obj.Currency)
+		if booking > 0 {
+			s.Payments.Outbox.Kick(core.JobStrayRefund, booking)
+		}
 	case core.BookingRefundDue:
 		log.Info("late payment: refund queued")
 		if booking > 0 {

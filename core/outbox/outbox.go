@@ -308,10 +308,12 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 	if err != nil {
 		return err
 	}
-	if j.Kind.MovesMoney() && b.PaymentID == "" {
+	if j.Kind.MovesMoney() && j.Kind != core.JobStrayRefund && b.PaymentID == "" {
 		return errors.New("the booking has no payment id yet")
 	}
 	switch j.Kind {
+	case core.JobStrayRefund:
+		return w.refundStray(ctx, j.PaymentID)
 	case core.JobRefund:
 		return w.refund(ctx, b)
 	case core.JobVoid:
@@ -380,15 +382,41 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 func (w *Worker) refund(ctx context.Context, b *core.Booking) error {
 	_, err := w.Provider.Refund(ctx, key(core.JobRefund, b.ID), b.PaymentID)
 	if core.ProviderConflict(err, "refund_exceeds_capture") {
-		return w.verifyRefunded(ctx, b)
+		return w.verifyRefunded(ctx, b.PaymentID)
+	}
+	return err
+}
+
+// refundStray gives back a payment its booking does not keep
+// (core.Settlement), under keys of that payment, so never twice: a card
+// authorization is voided (nothing was taken), money taken is refunded
+// whole.
+func (w *Worker) refundStray(ctx context.Context, paymentID string) error {
+	k := string(core.JobStrayRefund) + ":" + paymentID
+	p, err := w.Provider.Payment(ctx, paymentID)
+	if err != nil {
+		return err
+	}
+	if p.Status == core.PaymentRequiresCapture {
+		_, err := w.Provider.Cancel(ctx, k+":void", paymentID)
+		switch {
+		case err == nil || core.ProviderConflict(err, "already_canceled"):
+			return nil
+		case !core.ProviderConflict(err, "already_captured"):
+			return err
+		}
+	}
+	_, err = w.Provider.Refund(ctx, k, paymentID)
+	if core.ProviderConflict(err, "refund_exceeds_capture") {
+		return w.verifyRefunded(ctx, paymentID)
 	}
 	return err
 }
 
 // verifyRefunded accepts "nothing left to refund" only when the provider
 // shows the whole capture refunded.
-func (w *Worker) verifyRefunded(ctx context.Context, b *core.Booking) error {
-	p, err := w.Provider.Payment(ctx, b.PaymentID)
+func (w *Worker) verifyRefunded(ctx context.Context, paymentID string) error {
+	p, err := w.Provider.Payment(ctx, paymentID)
 	if err != nil {
 		return err
 	}
@@ -486,11 +514,17 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			continue // its turn comes again; the others are not held up
 		}
 		var s *core.Settlement
+		var extra []core.Settlement // more money for the booking: Settle refunds what it does not keep
 		failed := 0
 		for _, p := range payments {
 			switch p.Status {
 			case core.PaymentSucceeded, core.PaymentRequiresCapture:
-				s = &core.Settlement{PaymentID: p.ID, BookingID: b.ID, Succeeded: true, Type: "reconcile"}
+				ps := core.Settlement{PaymentID: p.ID, BookingID: b.ID, Succeeded: true, Type: "reconcile", Amount: p.Amount, Currency: p.Currency}
+				if s == nil {
+					s = &ps
+				} else {
+					extra = append(extra, ps)
+				}
 			case core.PaymentFailed, core.PaymentCanceled:
 				failed++
 			}
@@ -507,6 +541,11 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		if err != nil {
 			r.Log.Warn("reconcile: settle failed", "booking", b.ID, "err", err)
 			continue
+		}
+		for _, x := range extra {
+			if _, err := r.DB.Settle(ctx, x); err != nil {
+				r.Log.Warn("reconcile: settle failed", "booking", b.ID, "payment", x.PaymentID, "err", err)
+			}
 		}
 		settled++
 		r.Metrics.Reconciled.WithLabelValues(string(outcome)).Inc()

@@ -552,6 +552,36 @@ func TestCaptureRefusalVersusMisconfiguration(t *testing.T) {
 	}
 }
 
+// A second payment for a settled booking is refunded by its refund_stray
+// job: one refund of that payment, under a key of that payment, and the
+// booking keeps its own payment, status and seats.
+func TestStrayRefund(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowAsync, false, "")
+	got, err := e.db.Settle(ctx, core.Settlement{EventID: "evt_second", BookingID: b, PaymentID: "pay_second", Succeeded: true, Type: "payment.succeeded"})
+	if err != nil || got != core.OutcomeStrayRefund {
+		t.Fatalf("second payment = %s, %v; want %s", got, err, core.OutcomeStrayRefund)
+	}
+	w := e.worker(e.db, time.Minute)
+	for w.Poll(ctx) > 0 { // the stray refund, and the booking's ticket messages
+	}
+	if n := e.prov.movedFor("refund", "pay_second"); n != 1 {
+		t.Fatalf("pay_second refunded %d times; want once", n)
+	}
+	if calls := e.prov.callsFor("refund_stray:pay_second"); len(calls) != 1 {
+		t.Fatalf("calls under refund_stray:pay_second: %+v; want one refund", calls)
+	}
+	if n := e.prov.movedFor("refund", payment(b)); n != 0 {
+		t.Fatalf("the booking's own payment refunded %d times; want kept", n)
+	}
+	if j := e.job(t, core.JobStrayRefund, b); j.status != core.JobDone {
+		t.Fatalf("stray refund job: %+v; want DONE", j)
+	}
+	if st, captured := e.status(t, b); st != core.BookingConfirmed || !captured {
+		t.Fatalf("booking %s (captured %v); want CONFIRMED and captured, untouched", st, captured)
+	}
+}
+
 // misconfigured is the alert counter for a kind of job and a status.
 func (e *env) misconfigured(t *testing.T, kind core.JobKind, status int) int {
 	t.Helper()
