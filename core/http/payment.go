@@ -275,6 +275,13 @@ func (s *Server) providerError(ctx context.Context, b *core.Booking, err error) 
 	case core.ProviderTemporary(err):
 		s.Log.Warn("provider: no answer", "booking", b.ID, "err", err)
 		return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
+	case errors.As(err, &pe) && (pe.Status == http.StatusUnauthorized || pe.Status == http.StatusForbidden):
+		// The provider refuses the core's key: nothing about this payment
+		// or this fan. Alert (core/outbox raises the same metric) and let
+		// the fan retry under the same key once an operator has fixed it.
+		s.Metrics.ProviderMisconfigured.WithLabelValues("create_payment", strconv.Itoa(pe.Status)).Inc()
+		s.Log.Error("PAYMENT PROVIDER REFUSES THE CORE'S KEY: check ONSALE_PROVIDER_KEY; payments cannot start", "booking", b.ID, "status", pe.Status, "err", err)
+		return errResult(core.Errorf(core.EProvider, "the payment provider is not reachable now; retry with the same Idempotency-Key"))
 	case errors.As(err, &pe) && pe.Status == http.StatusPaymentRequired:
 		if _, serr := s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, Type: "authorize"}); serr != nil {
 			return errResult(serr)

@@ -1,5 +1,6 @@
 // Package outbox carries out what a committed transaction promised: refunds,
-// voids and captures at the payment provider, and the ticket email and SMS.
+// voids and captures at the payment provider (and the refund of money a
+// booking does not keep: core.JobStrayRefund), and the ticket email and SMS.
 // Jobs live in the outbox table (core/postgres); a Worker leases due jobs,
 // runs them under idempotency keys derived from the booking, and records
 // success or schedules a retry. A Reconciler settles bookings whose payment
