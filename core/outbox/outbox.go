@@ -521,9 +521,13 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			switch p.Status {
 			case core.PaymentSucceeded, core.PaymentRequiresCapture:
 				ps := core.Settlement{PaymentID: p.ID, BookingID: b.ID, Succeeded: true, Type: "reconcile", Amount: p.Amount, Currency: p.Currency}
-				if s == nil {
+				switch {
+				case s == nil:
 					s = &ps
-				} else {
+				case p.ID == b.PaymentID: // the booking's own payment settles it first
+					extra = append(extra, *s)
+					s = &ps
+				default:
 					extra = append(extra, ps)
 				}
 			case core.PaymentFailed, core.PaymentCanceled:

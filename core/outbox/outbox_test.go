@@ -582,6 +582,55 @@ func TestStrayRefund(t *testing.T) {
 	}
 }
 
+// lister is the provider's payments by order reference.
+type lister map[string][]core.Payment
+
+func (l lister) PaymentsByReference(_ context.Context, ref string) ([]core.Payment, error) {
+	return l[ref], nil
+}
+
+// The reconciler settles every payment the provider shows for a pending
+// booking: the booking's own confirms it, and a second one (a fan who paid
+// twice while the webhooks were lost) is refunded, not left with the
+// provider unseen.
+func TestReconcilerRefundsSecondPayment(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.db.CreateHold(ctx, core.HoldParams{EventID: e.event, Account: "fan", Request: core.HoldRequest{Seats: []string{e.seats[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: "fan", EventID: e.event}, core.FlowAsync, core.Contact{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.SetPaymentID(ctx, b.ID, "pay_own"); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `UPDATE bookings SET created_at = now() - interval '1 hour' WHERE id = $1`, b.ID)
+	paid := func(id string) core.Payment {
+		return core.Payment{ID: id, Status: core.PaymentSucceeded, Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference()}
+	}
+	r := &outbox.Reconciler{DB: e.db, Provider: lister{b.Reference(): {paid("pay_twice"), paid("pay_own")}}, Worker: e.worker(e.db, time.Minute),
+		After: time.Minute, Log: slog.New(slog.DiscardHandler), Metrics: e.met}
+	if n, err := r.Once(ctx); err != nil || n != 1 {
+		t.Fatalf("Once = %d, %v; want 1 settled", n, err)
+	}
+	if st, _ := e.status(t, b.ID); st != core.BookingConfirmed {
+		t.Fatalf("booking %s; want CONFIRMED by its own payment", st)
+	}
+	var strays []string
+	rows, _ := e.db.Pool().Query(ctx, `SELECT payment_id FROM outbox WHERE booking_id = $1 AND kind = 'refund_stray'`, b.ID)
+	for rows.Next() {
+		var p string
+		rows.Scan(&p)
+		strays = append(strays, p)
+	}
+	rows.Close()
+	if len(strays) != 1 || strays[0] != "pay_twice" {
+		t.Fatalf("stray refunds queued for %v; want [pay_twice]", strays)
+	}
+}
+
 // misconfigured is the alert counter for a kind of job and a status.
 func (e *env) misconfigured(t *testing.T, kind core.JobKind, status int) int {
 	t.Helper()
