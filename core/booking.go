@@ -88,12 +88,25 @@ type Contact struct {
 }
 
 // Settlement is what the provider says happened to a payment.
+//
+// A booking keeps one payment: the one whose id it recorded (or, before it
+// recorded one, the first that succeeds for it), of the booking's amount in
+// its currency. Money that arrives otherwise is not the booking's to keep,
+// and Settle queues a JobStrayRefund for it (outcome OutcomeStrayRefund):
+// a second payment on a settled booking, a payment whose id is not the
+// booking's, or one whose amount or currency differ (that last one also
+// fails a pending booking: its own payment was not what it asked for).
+// Amount and Currency are checked when Currency is set: every provider
+// object carries them (webhook, reconciler, card confirm). The provider has
+// no test and live modes to tell apart: one API key is one account.
 type Settlement struct {
 	EventID   string // provider event id, for de-duplication ("" when not from a webhook)
 	Type      string // provider event type, for the record
 	PaymentID string
 	BookingID int64
 	Succeeded bool
+	Amount    int64  // what the payment took (paise)
+	Currency  string // its currency ("": not known, not checked)
 }
 
 // Settle's results besides booking statuses. They are untyped so that they
@@ -102,6 +115,7 @@ type Settlement struct {
 const (
 	OutcomeDuplicate    = "DUPLICATE"     // this provider event was handled before
 	OutcomeUnknownOrder = "UNKNOWN_ORDER" // no booking matches: logged and acknowledged
+	OutcomeStrayRefund  = "STRAY_REFUND"  // money the booking does not keep: a JobStrayRefund gives it back
 )
 
 // Bookings is the payment side of the core.
@@ -209,6 +223,33 @@ func ProviderTemporary(err error) bool {
 		return pe.Status >= 500 || pe.Status == http.StatusTooManyRequests || pe.Code == "request_in_progress"
 	}
 	return err != nil
+}
+
+// ProviderRefusedCapture reports whether err is the provider's definite
+// refusal to capture that payment: the card issuer declined it (402), or
+// the authorization can no longer be captured (409 already_canceled: it
+// was voided or ran out; 409 invalid_state: it failed). Only such an
+// answer says no money will come for the booking, and only it may undo a
+// sale. Every other refusal (401 or 403 from a wrong or revoked API key,
+// 404 from a key of another account, 400 from a client the provider's API
+// has moved away from) says nothing about the payment: it is the core's
+// configuration, fixed by an operator, and the capture is tried again.
+func ProviderRefusedCapture(err error) bool {
+	var pe *ProviderError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Status == http.StatusPaymentRequired || ProviderConflict(err, "already_canceled") || ProviderConflict(err, "invalid_state")
+}
+
+// ProviderMisconfigured reports whether err is a refusal of the provider
+// that no retry by itself fixes and that is not about the payment: the
+// core's key, account or request is wrong (401, 403, 404, 400, 422, ...).
+// A money job that meets it keeps retrying (an operator fixes the key and
+// the next attempt succeeds) and raises an alert.
+func ProviderMisconfigured(err error) bool {
+	var pe *ProviderError
+	return errors.As(err, &pe) && !ProviderTemporary(err) && pe.Status != http.StatusConflict && pe.Status != http.StatusPaymentRequired
 }
 
 // ProviderConflict reports whether err is the provider's 409 with code: the

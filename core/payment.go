@@ -52,10 +52,15 @@ const (
 	JobCapture JobKind = "capture" // take the money of an authorization (sync flow)
 	JobEmail   JobKind = "email"   // the ticket email
 	JobSMS     JobKind = "sms"     // the ticket SMS
+	// JobStrayRefund gives back a payment its booking does not keep (see
+	// Settlement): a second payment for a booking, one whose id is not
+	// the booking's payment, or one of another amount or currency. It
+	// names its payment (Job.PaymentID) and does not move the booking.
+	JobStrayRefund JobKind = "refund_stray"
 )
 
 // JobKinds lists every job kind.
-var JobKinds = []JobKind{JobRefund, JobVoid, JobCapture, JobEmail, JobSMS}
+var JobKinds = []JobKind{JobRefund, JobVoid, JobCapture, JobEmail, JobSMS, JobStrayRefund}
 
 // GiveBackJobs are the jobs a move to REFUND_DUE may queue: the refund of
 // an async payment, the void of a card authorization (Transition picks one
@@ -66,7 +71,9 @@ var GiveBackJobs = []JobKind{JobRefund, JobVoid}
 // MovesMoney reports whether a job moves money at the provider. Such a job
 // is never given up: a refund nobody makes is money kept from a fan, a
 // capture nobody makes is a seat given away.
-func (k JobKind) MovesMoney() bool { return k == JobRefund || k == JobVoid || k == JobCapture }
+func (k JobKind) MovesMoney() bool {
+	return k == JobRefund || k == JobVoid || k == JobCapture || k == JobStrayRefund
+}
 
 // Outcome is the outcome a finished job of this kind is for its booking
 // (ok false: the job does not move the booking, as a ticket email).
@@ -104,6 +111,9 @@ type Job struct {
 	// booking, after the void that released its authorization).
 	Round    int
 	Attempts int // including this one
+	// PaymentID is the payment a JobStrayRefund gives back ("" for the
+	// other kinds: they act on the booking's own payment).
+	PaymentID string
 }
 
 // MaxJobAttempts is how often a job is tried before a job that moves no

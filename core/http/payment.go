@@ -275,6 +275,13 @@ func (s *Server) providerError(ctx context.Context, b *core.Booking, err error) 
 	case core.ProviderTemporary(err):
 		s.Log.Warn("provider: no answer", "booking", b.ID, "err", err)
 		return errResult(core.Errorf(core.EProvider, "the payment provider did not answer; retry with the same Idempotency-Key"))
+	case errors.As(err, &pe) && (pe.Status == http.StatusUnauthorized || pe.Status == http.StatusForbidden):
+		// The provider refuses the core's key: nothing about this payment
+		// or this fan. Alert (core/outbox raises the same metric) and let
+		// the fan retry under the same key once an operator has fixed it.
+		s.Metrics.ProviderMisconfigured.WithLabelValues("create_payment", strconv.Itoa(pe.Status)).Inc()
+		s.Log.Error("PAYMENT PROVIDER REFUSES THE CORE'S KEY: check ONSALE_PROVIDER_KEY; payments cannot start", "booking", b.ID, "status", pe.Status, "err", err)
+		return errResult(core.Errorf(core.EProvider, "the payment provider is not reachable now; retry with the same Idempotency-Key"))
 	case errors.As(err, &pe) && pe.Status == http.StatusPaymentRequired:
 		if _, serr := s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, Type: "authorize"}); serr != nil {
 			return errResult(serr)
@@ -319,9 +326,10 @@ func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (co
 }
 
 // workContext outlives the client: once money may move, the request's work
-// is finished and recorded even if the fan hangs up.
+// is finished and recorded even if the fan hangs up. Its workTimeout is
+// part of LongestRequest, from which the server's write timeout is sized.
 func workContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.Context()), 20*time.Second)
+	return context.WithTimeout(context.WithoutCancel(r.Context()), workTimeout)
 }
 
 // pay starts the async (UPI-like) flow: the booking, the one extension of
@@ -396,7 +404,8 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		var outcome core.BookingStatus
 		switch p.Status {
 		case core.PaymentRequiresCapture, core.PaymentSucceeded:
-			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize", Succeeded: true})
+			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize", Succeeded: true,
+				Amount: p.Amount, Currency: p.Currency})
 		case core.PaymentFailed, core.PaymentCanceled:
 			outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{BookingID: b.ID, PaymentID: p.ID, Type: "authorize"})
 		default:
@@ -433,6 +442,8 @@ type webhookEvent struct {
 			PaymentID string `json:"payment_id"`
 			Status    string `json:"status"`
 			Reference string `json:"reference"`
+			Amount    int64  `json:"amount"`
+			Currency  string `json:"currency"`
 		} `json:"object"`
 	} `json:"data"`
 }
@@ -464,7 +475,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	switch ev.Type {
 	case "payment.succeeded", "payment.failed":
 		outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{EventID: ev.ID, Type: ev.Type, PaymentID: obj.ID,
-			BookingID: booking, Succeeded: ev.Type == "payment.succeeded"})
+			BookingID: booking, Succeeded: ev.Type == "payment.succeeded", Amount: obj.Amount, Currency: obj.Currency})
 		if err != nil {
 			s.fail(w, r, err) // 503: the provider retries
 			return
@@ -477,6 +488,13 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	switch outcome {
 	case core.OutcomeUnknownOrder:
 		log.Warn("payment webhook for an unknown order: acknowledged, needs a look")
+	case core.OutcomeStrayRefund:
+		// Money the booking does not keep (core.Settlement): its refund
+		// is queued; run it now, in the worker's loop.
+		log.Warn("payment the booking does not keep: refund queued", "amount", obj.Amount, "currency", obj.Currency)
+		if booking > 0 {
+			s.Payments.Outbox.Kick(core.JobStrayRefund, booking)
+		}
 	case core.BookingRefundDue:
 		log.Info("late payment: refund queued")
 		if booking > 0 {

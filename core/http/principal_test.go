@@ -68,7 +68,12 @@ func (f *fixture) holdState(t *testing.T, id string) (string, int64) {
 // settle confirms a booking as the provider's webhook would.
 func (f *fixture) settle(t *testing.T, booking int64) {
 	t.Helper()
-	st, err := f.db.Settle(ctx, core.Settlement{BookingID: booking, PaymentID: "pay", Type: "payment.succeeded", Succeeded: true})
+	b, err := f.db.Booking(ctx, booking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The booking's own payment: another would be refunded, not kept.
+	st, err := f.db.Settle(ctx, core.Settlement{BookingID: booking, PaymentID: b.PaymentID, Type: "payment.succeeded", Succeeded: true})
 	if err != nil || st != core.BookingConfirmed {
 		t.Fatalf("settle %d = %s, %v", booking, st, err)
 	}

@@ -24,6 +24,33 @@ const MaxBodyBytes = 64 << 10
 // requestTimeout bounds the database work of one request.
 const requestTimeout = 5 * time.Second
 
+// The server's timeouts (cmd/core sets them), sized from the work of the
+// longest request, a Pay or a Confirm, because a response cut by the
+// write timeout after money moved leaves the fan without the outcome
+// (their retry replays it, but only once they retry). net/http starts the
+// write deadline once the request's headers are read, so it must cover,
+// one after the other:
+//
+//   - reading the body: at most ReadTimeout (counted from the request's
+//     start, so at most that after the headers);
+//   - the account's contact, when the body names none: requestTimeout;
+//   - claiming the Idempotency-Key: requestTimeout;
+//   - the work (workContext, workTimeout): the booking, the provider's
+//     calls, the settlement and the capture, all under one deadline;
+//   - recording the outcome under the key: requestTimeout;
+//   - writing the small JSON answer: writeMargin.
+//
+// LongestRequest is that sum (45 s), and WriteTimeout adds the margin. A
+// proxy in front of the core must wait longer than LongestRequest for an
+// answer (HAProxy's cores backend: timeout server 60 s).
+const (
+	ReadTimeout    = 10 * time.Second
+	workTimeout    = 20 * time.Second
+	writeMargin    = 5 * time.Second
+	LongestRequest = ReadTimeout + requestTimeout + requestTimeout + workTimeout + requestTimeout
+	WriteTimeout   = LongestRequest + writeMargin
+)
+
 // Verifier checks admit tokens (*admission.Verifier).
 type Verifier interface {
 	Verify(token string) (*admission.Claims, error)

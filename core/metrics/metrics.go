@@ -29,6 +29,12 @@ type Metrics struct {
 
 	// OutboxJobs counts outbox job runs by kind and result (done, retry, dead).
 	OutboxJobs *prometheus.CounterVec
+	// ProviderMisconfigured counts money jobs the provider refused for a
+	// reason of the core's own (core.ProviderMisconfigured: a wrong API
+	// key, 401 or 403, another account's, 404), by job kind and HTTP
+	// status. Any increase is an alert: every capture, refund and void
+	// fails until an operator fixes the configuration.
+	ProviderMisconfigured *prometheus.CounterVec
 	// Webhooks counts provider webhooks by outcome.
 	Webhooks *prometheus.CounterVec
 	// Reconciled counts bookings the reconciler settled, by outcome.
@@ -65,6 +71,10 @@ func New() *Metrics {
 		OutboxJobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onsale_core_outbox_jobs_total", Help: "Outbox job runs by kind and result.",
 		}, []string{"kind", "result"}),
+		ProviderMisconfigured: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onsale_core_provider_misconfigured_total",
+			Help: "Money jobs the payment provider refused for the core's configuration (wrong API key, ...), by kind and status: alert on any.",
+		}, []string{"kind", "status"}),
 		Webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onsale_core_payment_webhooks_total", Help: "Payment webhooks by outcome.",
 		}, []string{"outcome"}),
@@ -76,7 +86,7 @@ func New() *Metrics {
 		}, []string{"step", "outcome"}),
 	}
 	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweptSeats, m.SweepErrors,
-		m.OutboxJobs, m.Webhooks, m.Reconciled, m.SignIns,
+		m.OutboxJobs, m.ProviderMisconfigured, m.Webhooks, m.Reconciled, m.SignIns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

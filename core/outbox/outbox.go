@@ -1,5 +1,6 @@
 // Package outbox carries out what a committed transaction promised: refunds,
-// voids and captures at the payment provider, and the ticket email and SMS.
+// voids and captures at the payment provider (and the refund of money a
+// booking does not keep: core.JobStrayRefund), and the ticket email and SMS.
 // Jobs live in the outbox table (core/postgres); a Worker leases due jobs,
 // runs them under idempotency keys derived from the booking, and records
 // success or schedules a retry. A Reconciler settles bookings whose payment
@@ -257,7 +258,20 @@ func (w *Worker) run(ctx context.Context, j core.Job) bool {
 		if j.Attempts >= core.MaxJobAttempts {
 			result = resultDead
 		}
-		w.Log.Warn("outbox job failed", "job", j.ID, "kind", j.Kind, "booking", j.BookingID, "attempt", j.Attempts, "err", err)
+		if core.ProviderMisconfigured(err) {
+			// Not the payment's fault but the core's: a wrong or revoked
+			// API key, another account's key, a request the provider no
+			// longer takes. Every sale's money job fails the same way
+			// until an operator fixes it; the booking is left as it is and
+			// the job keeps retrying, so the fix alone finishes the work.
+			var pe *core.ProviderError
+			errors.As(err, &pe)
+			w.Metrics.ProviderMisconfigured.WithLabelValues(string(j.Kind), strconv.Itoa(pe.Status)).Inc()
+			w.Log.Error("PAYMENT PROVIDER REFUSES THE CORE'S REQUESTS: check ONSALE_PROVIDER_KEY and ONSALE_PROVIDER_URL; the job is retried and its booking kept",
+				"job", j.ID, "kind", j.Kind, "booking", j.BookingID, "attempt", j.Attempts, "status", pe.Status, "err", err)
+		} else {
+			w.Log.Warn("outbox job failed", "job", j.ID, "kind", j.Kind, "booking", j.BookingID, "attempt", j.Attempts, "err", err)
+		}
 		if ferr := w.DB.FailJob(ctx, j, err); ferr != nil {
 			w.Log.Error("outbox: recording a failure failed", "job", j.ID, "err", ferr)
 		}
@@ -295,10 +309,12 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 	if err != nil {
 		return err
 	}
-	if j.Kind.MovesMoney() && b.PaymentID == "" {
+	if j.Kind.MovesMoney() && j.Kind != core.JobStrayRefund && b.PaymentID == "" {
 		return errors.New("the booking has no payment id yet")
 	}
 	switch j.Kind {
+	case core.JobStrayRefund:
+		return w.refundStray(ctx, j.PaymentID)
 	case core.JobRefund:
 		return w.refund(ctx, b)
 	case core.JobVoid:
@@ -314,13 +330,14 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 		return err
 	case core.JobCapture:
 		_, err := w.Provider.Capture(ctx, key(core.JobCapture, b.ID), b.PaymentID)
-		var pe *core.ProviderError
 		switch {
 		case core.ProviderConflict(err, "already_captured"):
 			return nil
-		case errors.As(err, &pe) && !core.ProviderTemporary(err):
-			// Refused for good (the authorization expired or was
-			// cancelled): no money will come; undo the booking.
+		case core.ProviderRefusedCapture(err):
+			// Refused for good (declined, the authorization expired or was
+			// cancelled): no money will come; undo the booking. Any other
+			// refusal (a wrong key: core.ProviderMisconfigured) leaves the
+			// booking CONFIRMED and the job retrying (run).
 			w.Log.Warn("capture refused; failing the booking", "booking", b.ID, "err", err)
 			if ferr := w.DB.FailCapture(ctx, b.ID); ferr != nil {
 				return ferr
@@ -366,15 +383,41 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 func (w *Worker) refund(ctx context.Context, b *core.Booking) error {
 	_, err := w.Provider.Refund(ctx, key(core.JobRefund, b.ID), b.PaymentID)
 	if core.ProviderConflict(err, "refund_exceeds_capture") {
-		return w.verifyRefunded(ctx, b)
+		return w.verifyRefunded(ctx, b.PaymentID)
+	}
+	return err
+}
+
+// refundStray gives back a payment its booking does not keep
+// (core.Settlement), under keys of that payment, so never twice: a card
+// authorization is voided (nothing was taken), money taken is refunded
+// whole.
+func (w *Worker) refundStray(ctx context.Context, paymentID string) error {
+	k := string(core.JobStrayRefund) + ":" + paymentID
+	p, err := w.Provider.Payment(ctx, paymentID)
+	if err != nil {
+		return err
+	}
+	if p.Status == core.PaymentRequiresCapture {
+		_, err := w.Provider.Cancel(ctx, k+":void", paymentID)
+		switch {
+		case err == nil || core.ProviderConflict(err, "already_canceled"):
+			return nil
+		case !core.ProviderConflict(err, "already_captured"):
+			return err
+		}
+	}
+	_, err = w.Provider.Refund(ctx, k, paymentID)
+	if core.ProviderConflict(err, "refund_exceeds_capture") {
+		return w.verifyRefunded(ctx, paymentID)
 	}
 	return err
 }
 
 // verifyRefunded accepts "nothing left to refund" only when the provider
 // shows the whole capture refunded.
-func (w *Worker) verifyRefunded(ctx context.Context, b *core.Booking) error {
-	p, err := w.Provider.Payment(ctx, b.PaymentID)
+func (w *Worker) verifyRefunded(ctx context.Context, paymentID string) error {
+	p, err := w.Provider.Payment(ctx, paymentID)
 	if err != nil {
 		return err
 	}
@@ -472,11 +515,21 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			continue // its turn comes again; the others are not held up
 		}
 		var s *core.Settlement
+		var extra []core.Settlement // more money for the booking: Settle refunds what it does not keep
 		failed := 0
 		for _, p := range payments {
 			switch p.Status {
 			case core.PaymentSucceeded, core.PaymentRequiresCapture:
-				s = &core.Settlement{PaymentID: p.ID, BookingID: b.ID, Succeeded: true, Type: "reconcile"}
+				ps := core.Settlement{PaymentID: p.ID, BookingID: b.ID, Succeeded: true, Type: "reconcile", Amount: p.Amount, Currency: p.Currency}
+				switch {
+				case s == nil:
+					s = &ps
+				case p.ID == b.PaymentID: // the booking's own payment settles it first
+					extra = append(extra, *s)
+					s = &ps
+				default:
+					extra = append(extra, ps)
+				}
 			case core.PaymentFailed, core.PaymentCanceled:
 				failed++
 			}
@@ -493,6 +546,11 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		if err != nil {
 			r.Log.Warn("reconcile: settle failed", "booking", b.ID, "err", err)
 			continue
+		}
+		for _, x := range extra {
+			if _, err := r.DB.Settle(ctx, x); err != nil {
+				r.Log.Warn("reconcile: settle failed", "booking", b.ID, "payment", x.PaymentID, "err", err)
+			}
 		}
 		settled++
 		r.Metrics.Reconciled.WithLabelValues(string(outcome)).Inc()

@@ -47,9 +47,10 @@ type call struct {
 type fakeProvider struct {
 	mu      sync.Mutex
 	calls   []call
-	done    map[string]bool // keys acted on: a repeat under one is answered, not carried out
-	moved   map[string]int  // "op payment" -> times money moved; no cap
-	failing map[string]int  // op -> temporary failures still to give (-1: forever)
+	done    map[string]bool  // keys acted on: a repeat under one is answered, not carried out
+	moved   map[string]int   // "op payment" -> times money moved; no cap
+	failing map[string]int   // op -> temporary failures still to give (-1: forever)
+	refuse  map[string]error // op -> the provider's answer to every call, until deleted
 	// hang, when set, holds the next refund call until it is closed, and
 	// hung is closed when that call arrives: a worker stuck mid-job.
 	hang, hung chan struct{}
@@ -59,7 +60,7 @@ type fakeProvider struct {
 }
 
 func newFakeProvider() *fakeProvider {
-	return &fakeProvider{done: map[string]bool{}, moved: map[string]int{}, failing: map[string]int{}}
+	return &fakeProvider{done: map[string]bool{}, moved: map[string]int{}, failing: map[string]int{}, refuse: map[string]error{}}
 }
 
 func (p *fakeProvider) enter(ctx context.Context, op, key, payment string) error {
@@ -68,6 +69,10 @@ func (p *fakeProvider) enter(ctx context.Context, op, key, payment string) error
 	hang, hung := p.hang, p.hung
 	if op == "refund" && hang != nil {
 		p.hang, p.hung = nil, nil
+	}
+	if err := p.refuse[op]; err != nil {
+		p.mu.Unlock()
+		return err
 	}
 	n := p.failing[op]
 	if n > 0 {
@@ -477,6 +482,177 @@ func TestMoneyJobsNeverGivenUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 13, item 14: only the provider's definite refusal of the payment
+// (declined, the authorization voided or failed) undoes a card sale. A
+// refusal that is the core's own configuration (a mistyped or revoked API
+// key: 401, 403; another account's key: 404; a request the provider does
+// not take: 400) leaves the booking CONFIRMED with its seats, keeps the
+// capture job retrying, raises onsale_core_provider_misconfigured_total
+// and, once the key is fixed, the next attempt captures. The refusal rows
+// are the control: the same harness sees a booking undone.
+func TestCaptureRefusalVersusMisconfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    *core.ProviderError
+		undone bool
+	}{
+		{"401 wrong api key", &core.ProviderError{Status: http.StatusUnauthorized, Code: "unauthorized"}, false},
+		{"403 revoked key", &core.ProviderError{Status: http.StatusForbidden, Code: "forbidden"}, false},
+		{"404 another account's key", &core.ProviderError{Status: http.StatusNotFound, Code: "not_found"}, false},
+		{"400 request not taken", &core.ProviderError{Status: http.StatusBadRequest, Code: "invalid_request"}, false},
+		{"402 declined", &core.ProviderError{Status: http.StatusPaymentRequired, Code: "card_declined"}, true},
+		{"409 authorization voided", &core.ProviderError{Status: http.StatusConflict, Code: "already_canceled"}, true},
+		{"409 payment failed", &core.ProviderError{Status: http.StatusConflict, Code: "invalid_state"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			b := e.booking(t, core.FlowSync, false, "")
+			w := e.worker(e.db, time.Minute)
+			e.prov.mu.Lock()
+			e.prov.refuse["capture"] = tc.err
+			e.prov.mu.Unlock()
+			if n := w.Poll(ctx); n != 1 {
+				t.Fatalf("poll ran %d jobs; want the capture", n)
+			}
+			alerts := e.misconfigured(t, core.JobCapture, tc.err.Status)
+			st, captured := e.status(t, b)
+			var seatsBooked int
+			if err := e.db.Pool().QueryRow(ctx, `SELECT count(*) FROM seats WHERE booking_id = $1 AND status = 'BOOKED'`, b).Scan(&seatsBooked); err != nil {
+				t.Fatal(err)
+			}
+			if tc.undone {
+				if st != core.BookingFailed || seatsBooked != 0 || alerts != 0 {
+					t.Fatalf("after %v: booking %s, %d seats booked, %d alerts; want FAILED, seats back on sale, no alert", tc.err, st, seatsBooked, alerts)
+				}
+				return
+			}
+			if st != core.BookingConfirmed || captured || seatsBooked != 1 {
+				t.Fatalf("after %v: booking %s (captured %v), %d seats booked; want CONFIRMED, uncaptured, its seat kept", tc.err, st, captured, seatsBooked)
+			}
+			if j := e.job(t, core.JobCapture, b); j.status != core.JobPending || j.attempts != 1 {
+				t.Fatalf("capture job after %v: %+v; want PENDING, retried", tc.err, j)
+			}
+			if alerts != 1 {
+				t.Fatalf("onsale_core_provider_misconfigured_total{capture,%d} = %d; want 1", tc.err.Status, alerts)
+			}
+			// The operator fixes the key: the next attempt captures.
+			e.prov.mu.Lock()
+			delete(e.prov.refuse, "capture")
+			e.prov.mu.Unlock()
+			e.due(t)
+			if n := w.Poll(ctx); n != 1 {
+				t.Fatalf("poll after the fix ran %d jobs; want the capture", n)
+			}
+			if st, captured := e.status(t, b); st != core.BookingConfirmed || !captured {
+				t.Fatalf("after the fix: booking %s (captured %v); want CONFIRMED and captured", st, captured)
+			}
+		})
+	}
+}
+
+// A second payment for a settled booking is refunded by its refund_stray
+// job: one refund of that payment, under a key of that payment, and the
+// booking keeps its own payment, status and seats.
+func TestStrayRefund(t *testing.T) {
+	e := newEnv(t)
+	b := e.booking(t, core.FlowAsync, false, "")
+	got, err := e.db.Settle(ctx, core.Settlement{EventID: "evt_second", BookingID: b, PaymentID: "pay_second", Succeeded: true, Type: "payment.succeeded"})
+	if err != nil || got != core.OutcomeStrayRefund {
+		t.Fatalf("second payment = %s, %v; want %s", got, err, core.OutcomeStrayRefund)
+	}
+	w := e.worker(e.db, time.Minute)
+	for w.Poll(ctx) > 0 { // the stray refund, and the booking's ticket messages
+	}
+	if n := e.prov.movedFor("refund", "pay_second"); n != 1 {
+		t.Fatalf("pay_second refunded %d times; want once", n)
+	}
+	if calls := e.prov.callsFor("refund_stray:pay_second"); len(calls) != 1 {
+		t.Fatalf("calls under refund_stray:pay_second: %+v; want one refund", calls)
+	}
+	if n := e.prov.movedFor("refund", payment(b)); n != 0 {
+		t.Fatalf("the booking's own payment refunded %d times; want kept", n)
+	}
+	if j := e.job(t, core.JobStrayRefund, b); j.status != core.JobDone {
+		t.Fatalf("stray refund job: %+v; want DONE", j)
+	}
+	if st, captured := e.status(t, b); st != core.BookingConfirmed || !captured {
+		t.Fatalf("booking %s (captured %v); want CONFIRMED and captured, untouched", st, captured)
+	}
+}
+
+// lister is the provider's payments by order reference.
+type lister map[string][]core.Payment
+
+func (l lister) PaymentsByReference(_ context.Context, ref string) ([]core.Payment, error) {
+	return l[ref], nil
+}
+
+// The reconciler settles every payment the provider shows for a pending
+// booking: the booking's own confirms it, and a second one (a fan who paid
+// twice while the webhooks were lost) is refunded, not left with the
+// provider unseen.
+func TestReconcilerRefundsSecondPayment(t *testing.T) {
+	e := newEnv(t)
+	h, err := e.db.CreateHold(ctx, core.HoldParams{EventID: e.event, Account: "fan", Request: core.HoldRequest{Seats: []string{e.seats[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: "fan", EventID: e.event}, core.FlowAsync, core.Contact{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.SetPaymentID(ctx, b.ID, "pay_own"); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, `UPDATE bookings SET created_at = now() - interval '1 hour' WHERE id = $1`, b.ID)
+	paid := func(id string) core.Payment {
+		return core.Payment{ID: id, Status: core.PaymentSucceeded, Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference()}
+	}
+	r := &outbox.Reconciler{DB: e.db, Provider: lister{b.Reference(): {paid("pay_twice"), paid("pay_own")}}, Worker: e.worker(e.db, time.Minute),
+		After: time.Minute, Log: slog.New(slog.DiscardHandler), Metrics: e.met}
+	if n, err := r.Once(ctx); err != nil || n != 1 {
+		t.Fatalf("Once = %d, %v; want 1 settled", n, err)
+	}
+	if st, _ := e.status(t, b.ID); st != core.BookingConfirmed {
+		t.Fatalf("booking %s; want CONFIRMED by its own payment", st)
+	}
+	var strays []string
+	rows, _ := e.db.Pool().Query(ctx, `SELECT payment_id FROM outbox WHERE booking_id = $1 AND kind = 'refund_stray'`, b.ID)
+	for rows.Next() {
+		var p string
+		rows.Scan(&p)
+		strays = append(strays, p)
+	}
+	rows.Close()
+	if len(strays) != 1 || strays[0] != "pay_twice" {
+		t.Fatalf("stray refunds queued for %v; want [pay_twice]", strays)
+	}
+}
+
+// misconfigured is the alert counter for a kind of job and a status.
+func (e *env) misconfigured(t *testing.T, kind core.JobKind, status int) int {
+	t.Helper()
+	families, err := e.met.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "onsale_core_provider_misconfigured_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == string(kind) && labels["status"] == fmt.Sprint(status) {
+				return int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return 0
 }
 
 // Money that reaches a FAILED card booking after its authorization was

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -209,11 +210,13 @@ func (db *DB) Booking(ctx context.Context, id int64) (*core.Booking, error) {
 
 // lockedColumns is what scanLocked reads of a booking whose row the
 // statement locks: what a transition and its compensation need.
-const lockedColumns = `SELECT id, hold_id::text, event_id, account, seat_ids, quantity, flow, status FROM bookings`
+const lockedColumns = `SELECT id, hold_id::text, event_id, account, seat_ids, quantity, flow, status,
+       amount_paise, currency, coalesce(payment_id, '') FROM bookings`
 
 func scanLocked(row pgx.Row) (*core.Booking, error) {
 	var b core.Booking
-	if err := row.Scan(&b.ID, &b.HoldID, &b.EventID, &b.Account, &b.Seats, &b.Quantity, &b.Flow, &b.Status); err != nil {
+	if err := row.Scan(&b.ID, &b.HoldID, &b.EventID, &b.Account, &b.Seats, &b.Quantity, &b.Flow, &b.Status,
+		&b.AmountPaise, &b.Currency, &b.PaymentID); err != nil {
 		return nil, err
 	}
 	return &b, nil
@@ -366,6 +369,14 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 		return "", err
 	default:
 		bookingID = b.ID
+		if s.Succeeded {
+			if why := strayMoney(b, s); why != "" {
+				if result, err = db.refundStray(ctx, tx, b, s, why); err != nil {
+					return "", err
+				}
+				break
+			}
+		}
 		o := core.OutcomeDeclined
 		booked := false
 		if s.Succeeded {
@@ -401,6 +412,52 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 		}
 	}
 	return result, nil
+}
+
+// strayMoney says why the money of a successful settlement is not the
+// booking's to keep (see core.Settlement), or "" when it is: its payment is
+// the booking's (or the booking has recorded none yet: the payment's id is
+// recorded after the provider answers, and its webhook may come first), of
+// the booking's amount in its currency.
+func strayMoney(b *core.Booking, s core.Settlement) string {
+	switch {
+	case s.PaymentID == "":
+		return "" // nothing to refund by; no caller settles success without one
+	case b.PaymentID != "" && s.PaymentID != b.PaymentID:
+		return "payment " + s.PaymentID + " is not the booking's payment " + b.PaymentID
+	case s.Currency != "" && (s.Amount != b.AmountPaise || !strings.EqualFold(s.Currency, b.Currency)):
+		return fmt.Sprintf("payment %s took %d %s; the booking costs %d %s", s.PaymentID, s.Amount, s.Currency, b.AmountPaise, b.Currency)
+	}
+	return ""
+}
+
+// enqueueStraySQL queues the refund of money a booking does not keep: one
+// job per payment ever (outbox_one_stray), numbered among the booking's
+// stray refunds (the caller holds the booking's row lock). $1 booking,
+// $2 payment.
+const enqueueStraySQL = `
+INSERT INTO outbox (kind, booking_id, round, payment_id)
+SELECT '` + string(core.JobStrayRefund) + `', $1, coalesce(max(round), 0) + 1, $2
+  FROM outbox WHERE kind = '` + string(core.JobStrayRefund) + `' AND booking_id = $1
+ON CONFLICT DO NOTHING`
+
+// refundStray queues the refund of a payment booking b (locked) does not
+// keep, and leaves the booking as it is, but for one case: the booking's
+// own payment (or the first for a booking that has recorded none) came for
+// another amount or currency, so the booking's payment failed: a pending
+// booking is declined (FAILED, with that payment's id), and its fan may
+// pay again. A settled booking is never moved by another payment.
+func (db *DB) refundStray(ctx context.Context, tx pgx.Tx, b *core.Booking, s core.Settlement, why string) (core.BookingStatus, error) {
+	db.log.Warn("payment the booking does not keep: refunding it", "booking", b.ID, "payment", s.PaymentID, "reason", why)
+	if _, err := tx.Exec(ctx, enqueueStraySQL, b.ID, s.PaymentID); err != nil {
+		return "", fmt.Errorf("queue stray refund: %w", err)
+	}
+	if b.PaymentID == "" || b.PaymentID == s.PaymentID {
+		if _, _, err := advance(ctx, tx, b, core.OutcomeDeclined, s.PaymentID); err != nil {
+			return "", err
+		}
+	}
+	return core.OutcomeStrayRefund, nil
 }
 
 // bookSeats runs the conditional book of a booking's hold in a savepoint

@@ -130,7 +130,7 @@ func (db *DB) Events(ctx context.Context, f core.EventFilter) ([]core.Event, err
 		d := f.Date.Format(time.DateOnly)
 		date = &d
 	}
-	rows, err := db.pool.Query(ctx, eventsSQL, nullable(f.City), date, nullable(f.Kind))
+	rows, err := db.reads.Query(ctx, eventsSQL, nullable(f.City), date, nullable(f.Kind))
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -148,7 +148,7 @@ func (db *DB) Events(ctx context.Context, f core.EventFilter) ([]core.Event, err
 
 // Event returns one event, or ENotFound.
 func (db *DB) Event(ctx context.Context, id int64) (*core.Event, error) {
-	e, err := scanEvent(db.pool.QueryRow(ctx, eventSQL, id))
+	e, err := scanEvent(db.reads.QueryRow(ctx, eventSQL, id))
 	if err == pgx.ErrNoRows {
 		return nil, core.Errorf(core.ENotFound, "no event %d", id)
 	}

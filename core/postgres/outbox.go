@@ -23,7 +23,7 @@ UPDATE outbox SET attempts = attempts + 1, locked_until = now() + make_interval(
                ORDER BY next_attempt_at
                LIMIT $1
                FOR UPDATE SKIP LOCKED)
-RETURNING id, kind, booking_id, round, attempts`
+RETURNING id, kind, booking_id, round, attempts, coalesce(payment_id, '')`
 
 // ClaimJobs leases up to n due jobs for lease.
 func (db *DB) ClaimJobs(ctx context.Context, n int, lease time.Duration) ([]core.Job, error) {
@@ -50,7 +50,7 @@ func (db *DB) claim(ctx context.Context, n int, lease time.Duration, id int64) (
 	var jobs []core.Job
 	for rows.Next() {
 		var j core.Job
-		if err := rows.Scan(&j.ID, &j.Kind, &j.BookingID, &j.Round, &j.Attempts); err != nil {
+		if err := rows.Scan(&j.ID, &j.Kind, &j.BookingID, &j.Round, &j.Attempts, &j.PaymentID); err != nil {
 			return nil, translate(err)
 		}
 		jobs = append(jobs, j)

@@ -31,7 +31,10 @@ var migrations embed.FS
 
 // Options tune the connection pool.
 type Options struct {
-	MaxConns       int32         // 0: pgx's default
+	MaxConns int32 // 0: pgx's default
+	// ReadMaxConns sizes a pool of its own for the public catalog reads
+	// (see DB.reads); 0: those reads share the main pool.
+	ReadMaxConns   int32
 	ConnectTimeout time.Duration // 0: 2 s
 	Logger         *slog.Logger
 	// LatePolicy decides what a payment for an expired hold gets (default refund).
@@ -109,7 +112,20 @@ const (
 
 // DB is the core's PostgreSQL store.
 type DB struct {
-	pool    *pgxpool.Pool
+	// pool serves holds, payments, the outbox, accounts and every write:
+	// the work a sale is made of.
+	pool *pgxpool.Pool
+	// reads serves the public catalog reads a crowd of browsers sends
+	// (Events, Event, Layout, FreePositions, SeatPositions, Counts,
+	// LiveSeatedEvents), in a pool of its own (Options.ReadMaxConns) so
+	// that however many of them are in flight (a flood of catalog
+	// requests, each waiting up to its request's deadline for a slow
+	// database) they hold at most ReadMaxConns connections and never the
+	// ones a hold or a payment is waiting for. A read that finds its pool
+	// busy waits in that pool's queue until its own deadline; a hold never
+	// queues behind it. It is pool itself when ReadMaxConns is 0 (tools and
+	// tests that need no such split).
+	reads   *pgxpool.Pool
 	log     *slog.Logger
 	policy  core.LatePolicy
 	onSeats func(event int64, seats []string, available bool)
@@ -172,6 +188,22 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
+	reads := pool
+	if o.ReadMaxConns > 0 {
+		rcfg := cfg.Copy()
+		rcfg.MaxConns = o.ReadMaxConns
+		rcfg.MinConns = 0
+		if reads, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open read pool: %w", err)
+		}
+	}
+	closePools := func() {
+		if reads != pool {
+			reads.Close()
+		}
+		pool.Close()
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -179,15 +211,15 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		o.LatePolicy = core.PolicyRefund
 	}
 	if o.LatePolicy != core.PolicyRefund && o.LatePolicy != core.PolicyHonour {
-		pool.Close()
+		closePools()
 		return nil, fmt.Errorf("%w: late payment policy %q: want refund or honour", ErrConfig, o.LatePolicy)
 	}
-	db := &DB{pool: pool, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, extend: o.ExtendBy, events: make(map[int64]eventInfo)}
+	db := &DB{pool: pool, reads: reads, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, extend: o.ExtendBy, events: make(map[int64]eventInfo)}
 	if db.extend <= 0 {
 		db.extend = core.ExtendBy
 	}
 	if err := db.migrate(ctx); err != nil {
-		pool.Close()
+		db.Close()
 		return nil, err
 	}
 	return db, nil
@@ -224,8 +256,13 @@ func (db *DB) seatsChanged(event int64, seats []string, available bool) {
 	}
 }
 
-// Close closes the pool.
-func (db *DB) Close() { db.pool.Close() }
+// Close closes the pools.
+func (db *DB) Close() {
+	if db.reads != db.pool {
+		db.reads.Close()
+	}
+	db.pool.Close()
+}
 
 // Ping reports whether the database answers.
 func (db *DB) Ping(ctx context.Context) error {
@@ -237,6 +274,10 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // Pool exposes the pool to tests and tools in this module's tree.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// ReadPool exposes the catalog reads' pool (Pool itself without
+// Options.ReadMaxConns) to tests.
+func (db *DB) ReadPool() *pgxpool.Pool { return db.reads }
 
 // unavailable reports whether a SQLSTATE means the database cannot serve
 // now but may in a moment. It is the rule for a database that goes away

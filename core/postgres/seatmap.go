@@ -21,7 +21,7 @@ func (db *DB) Layout(ctx context.Context, event int64) (*core.SeatLayout, error)
 	if !e.Seated {
 		return nil, core.Errorf(core.ENotFound, "event %d is general admission: it has no seat map", event)
 	}
-	rows, err := db.pool.Query(ctx, layoutSQL, event)
+	rows, err := db.reads.Query(ctx, layoutSQL, event)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -54,7 +54,7 @@ const freePositionsSQL = `SELECT pos FROM seats WHERE event_id = $1 AND ` + seat
 // FreePositions returns the positions of the event's seats that can be held
 // now: free, or held by an expired hold.
 func (db *DB) FreePositions(ctx context.Context, event int64) ([]int, error) {
-	rows, err := db.pool.Query(ctx, freePositionsSQL, event)
+	rows, err := db.reads.Query(ctx, freePositionsSQL, event)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -67,7 +67,7 @@ const seatPositionsSQL = `SELECT seat_id, pos FROM seats WHERE event_id = $1`
 
 // SeatPositions maps an event's seat ids to their positions.
 func (db *DB) SeatPositions(ctx context.Context, event int64) (map[string]int, error) {
-	rows, err := db.pool.Query(ctx, seatPositionsSQL, event)
+	rows, err := db.reads.Query(ctx, seatPositionsSQL, event)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -94,7 +94,7 @@ SELECT id, capacity FROM events
 // within the hour, not yet started) with their capacity: the ones whose
 // seat maps are kept.
 func (db *DB) LiveSeatedEvents(ctx context.Context) (map[int64]int, error) {
-	rows, err := db.pool.Query(ctx, liveSeatedEventsSQL)
+	rows, err := db.reads.Query(ctx, liveSeatedEventsSQL)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -139,6 +139,6 @@ func (db *DB) Counts(ctx context.Context, event int64) (*core.Counts, error) {
 	if e.Seated {
 		q = seatCountsSQL
 	}
-	err = db.pool.QueryRow(ctx, q, event).Scan(&c.Available, &c.Held, &c.Sold)
+	err = db.reads.QueryRow(ctx, q, event).Scan(&c.Available, &c.Held, &c.Sold)
 	return c, translate(err)
 }

@@ -57,14 +57,15 @@ func main() {
 type Config struct {
 	Addr            string        `env:"ONSALE_CORE_ADDR" flag:"addr" default:"127.0.0.1:8081" help:"listen address (host:port)"`
 	DatabaseURL     string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"PostgreSQL URL (required); migrations are applied at start-up"`
-	DBMaxConns      int           `env:"ONSALE_DB_MAX_CONNS" flag:"db-max-conns" default:"16" min:"1" max:"1000" help:"connection pool size (connections)"`
+	DBMaxConns      int           `env:"ONSALE_DB_MAX_CONNS" flag:"db-max-conns" default:"16" min:"1" max:"1000" help:"connection pool size of holds, payments and every write (connections)"`
+	DBReadMaxConns  int           `env:"ONSALE_DB_READ_MAX_CONNS" flag:"db-read-max-conns" default:"4" min:"1" max:"1000" help:"connection pool size of the public catalog, event, layout and seat-map reads, apart from the holds' pool so a flood of reads cannot starve a hold (connections; each core opens up to DB_MAX_CONNS plus this)"`
 	DBIdleTxTimeout time.Duration `env:"ONSALE_DB_IDLE_TX_TIMEOUT" flag:"db-idle-tx-timeout" default:"5s" min:"0s" max:"1h" help:"the server ends a transaction of the core's idle this long: a stalled core's locks go (duration; 0: the server's setting)"`
 	DBLockTimeout   time.Duration `env:"ONSALE_DB_LOCK_TIMEOUT" flag:"db-lock-timeout" default:"2s" min:"0s" max:"1h" help:"a statement waiting this long for a row lock fails with 503 (duration; 0: the server's setting)"`
 	AdmitPublicKey  string        `env:"ONSALE_ADMIT_PUBLIC_KEY" flag:"admit-public-key" help:"PEM file of the gateway's Ed25519 admit-token public key (this or -admit-jwks-url)"`
 	AdmitJWKSURL    string        `env:"ONSALE_ADMIT_JWKS_URL" flag:"admit-jwks-url" help:"the gateway's /.well-known/jwks.json URL, instead of a key file"`
 	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-fetch the JWKS (duration)"`
 	SweepInterval   time.Duration `env:"ONSALE_SWEEP_INTERVAL" flag:"sweep-interval" default:"30s" min:"10ms" max:"24h" help:"time between sweeps of expired holds (duration)"`
-	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"30s" min:"1s" max:"10m" help:"grace period for in-flight requests on SIGTERM (duration; a card confirm may take 25 s)"`
+	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"50s" min:"1s" max:"10m" help:"grace period for in-flight requests on SIGTERM (duration; a card confirm may take 45 s: below that, a shutdown may cut an answer after money moved)"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"log level: debug, info, warn or error; logs are JSON on stderr"`
 	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR" flag:"debug-addr" help:"serve /debug/pprof on this address (host:port); off when empty"`
 	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db, or host:port,... for a cluster; off when empty"`
@@ -165,7 +166,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	var keeper *seatmap.Keeper
-	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy,
+	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), ReadMaxConns: int32(c.DBReadMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy,
 		IdleInTxTimeout: c.DBIdleTxTimeout, LockTimeout: c.DBLockTimeout}
 	// A core started while PostgreSQL fails over (about 10 s without a
 	// primary) or before Redis answers waits for them instead of exiting:
@@ -241,18 +242,7 @@ func (m *Main) Run(ctx context.Context) error {
 			WebhookSecret: []byte(c.WebhookSecret), Tickets: worker.Tickets}
 		log.Info("payments on", "provider", c.ProviderURL, "late_policy", c.LatePolicy, "smtp", c.SMTPAddr != "", "sms", c.SMSURL != "")
 	}
-	hs := &nethttp.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		// Above the longest request: a card confirmation works up to 20 s
-		// (workContext in core/http) after reading its body, and a
-		// response cut by WriteTimeout would lose an outcome already
-		// recorded. HAProxy's cores' backend waits 60 s (timeout server).
-		WriteTimeout: 30 * time.Second,
-		IdleTimeout:  2 * time.Minute,
-		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := newHTTPServer(srv.Handler(), log)
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
@@ -311,6 +301,20 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newHTTPServer is the core's HTTP server. Its read and write timeouts are
+// core/http's, sized from the longest request (a card confirmation: see
+// http.LongestRequest), so no answer is cut after money moved.
+func newHTTPServer(h nethttp.Handler, log *slog.Logger) *nethttp.Server {
+	return &nethttp.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       http.ReadTimeout,
+		WriteTimeout:      http.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // purge deletes rows past their retention (idempotency keys after 24

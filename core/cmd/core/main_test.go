@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/core"
+	corehttp "github.com/onsale/onsale/core/http"
 	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/postgres/postgrestest"
@@ -140,6 +141,27 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if m.Config.OutboxLease != outbox.DefaultLease {
 		t.Errorf("default OutboxLease = %v; want outbox.DefaultLease %v", m.Config.OutboxLease, outbox.DefaultLease)
+	}
+}
+
+// Item 12 of issue 13: no answer is cut after money moved. The server's
+// write timeout outlasts the longest request's work (a card confirmation:
+// http.LongestRequest, the sum of its bounded steps), and the default
+// grace period of a shutdown lets such a request finish.
+func TestTimeoutsOutlastPayment(t *testing.T) {
+	hs := newHTTPServer(nil, slog.New(slog.DiscardHandler))
+	if hs.WriteTimeout <= corehttp.LongestRequest {
+		t.Errorf("WriteTimeout = %v; want above http.LongestRequest %v", hs.WriteTimeout, corehttp.LongestRequest)
+	}
+	if hs.ReadTimeout > corehttp.ReadTimeout {
+		t.Errorf("ReadTimeout = %v; want at most %v, the body read http.LongestRequest counts", hs.ReadTimeout, corehttp.ReadTimeout)
+	}
+	m := NewMain()
+	if err := m.ParseFlags([]string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.ShutdownTimeout < corehttp.LongestRequest {
+		t.Errorf("default ShutdownTimeout = %v; want at least http.LongestRequest %v", m.Config.ShutdownTimeout, corehttp.LongestRequest)
 	}
 }
 
