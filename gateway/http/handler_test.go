@@ -449,7 +449,7 @@ func TestProxyClientAddr(t *testing.T) {
 	for _, tc := range []struct{ method, path string }{
 		{"POST", "/v1/auth/code"}, {"POST", "/v1/auth/verify"}, {"GET", "/v1/me"}, {"PATCH", "/v1/me"},
 		{"GET", "/v1/me/bookings"}, {"POST", "/v1/gate/scan"}, {"GET", "/v1/gate/offline"}, {"POST", "/v1/holds"},
-		{"GET", "/v1/bookings/3"}, {"GET", "/v1/events"},
+		{"GET", "/v1/bookings/3"}, {"POST", "/v1/events/3/holds"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			var ctx fasthttp.RequestCtx

@@ -28,3 +28,20 @@ func (s *Server) proxy(ctx *fasthttp.RequestCtx, _ params) error {
 	}
 	return err
 }
+
+// maxWebhookBody bounds a webhook's body below the server's request bound:
+// a provider's event is a few KiB, and the gateway holds each body it
+// passes on in memory.
+const maxWebhookBody = 32 << 10
+
+// webhook passes the payment provider's webhooks to the core, which checks
+// their signatures (the gateway holds no webhook secret and changes
+// nothing a signature covers): the provider's webhook URL can name the
+// gateways, and the core stay private. A body over maxWebhookBody is
+// refused before the core sees it.
+func (s *Server) webhook(ctx *fasthttp.RequestCtx, p params) error {
+	if len(ctx.PostBody()) > maxWebhookBody {
+		return gateway.Errorf(gateway.ETooLarge, "a webhook body is at most %d bytes", maxWebhookBody)
+	}
+	return s.proxy(ctx, p)
+}

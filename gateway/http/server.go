@@ -56,9 +56,10 @@ type Config struct {
 	MaxTickets int
 	// CheckoutURL is the payment provider's hosted checkout, for the pages.
 	CheckoutURL string
-	// Per client IP (joins, bad polls) and per queue token (polls): requests
-	// per second and burst. Zero takes the defaults: 5/s burst 20 per IP,
-	// 2/s burst 10 per token.
+	// Per client address (joins; polls without a valid token apart) and per
+	// queue token (polls): requests per second and burst. Zero takes the
+	// defaults: 5/s burst 20 per address, 2/s burst 10 per token. The other
+	// routes' per-address limits are multiples of IPRate (limit.go).
 	IPRate, TokenRate   float64
 	IPBurst, TokenBurst int
 	// TrustedProxies are the peers whose X-Forwarded-For names the client
@@ -73,16 +74,16 @@ type Config struct {
 
 // Server serves the waiting room.
 type Server struct {
-	cfg                 Config
-	store               gateway.Store
-	room                *room.Room
-	core                *coreclient.Client
-	log                 *slog.Logger
-	ipLimit, tokenLimit *limiter
-	metrics             *metrics
-	prom                fasthttp.RequestHandler
-	jwks                []byte
-	maps                *seatmaps
+	cfg     Config
+	store   gateway.Store
+	room    *room.Room
+	core    *coreclient.Client
+	log     *slog.Logger
+	limits  *limits
+	metrics *metrics
+	prom    fasthttp.RequestHandler
+	jwks    []byte
+	reads   *reads
 }
 
 type metrics struct {
@@ -140,10 +141,9 @@ func NewServer(c Config) (*Server, error) {
 	m := newMetrics()
 	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health})
 	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log,
-		ipLimit:    newLimiter(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), 200_000),
-		tokenLimit: newLimiter(or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10)), 1_000_000),
-		metrics:    m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
-		jwks: jwks, maps: newSeatmaps()}, nil
+		limits:  newLimits(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10))),
+		metrics: m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
+		jwks: jwks, reads: newReads()}, nil
 }
 
 // Handler returns the fasthttp handler: the route table's handler for the
