@@ -149,11 +149,11 @@ type Answer struct {
 	CacheControl string
 }
 
-// Read fetches a public read (path and query, e.g. /v1/events?city=Oslo)
-// within readTimeout or ctx's deadline if sooner: the core's answer when it
-// is 200 or a 4xx other than 429; otherwise the error answerError gives
-// (busy, core_unavailable, unavailable).
-func (c *Client) Read(ctx context.Context, pathQuery string) (Answer, error) {
+// Read fetches a public read (path and query, e.g. /v1/events?city=Oslo;
+// what names it in errors) within readTimeout or ctx's deadline if sooner:
+// the core's answer when it is 200 or a 4xx other than 429; otherwise the
+// error answerError gives (busy, core_unavailable, unavailable).
+func (c *Client) Read(ctx context.Context, pathQuery, what string) (Answer, error) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -168,7 +168,7 @@ func (c *Client) Read(ctx context.Context, pathQuery string) (Answer, error) {
 	}
 	st := resp.StatusCode()
 	if err != nil || st != fasthttp.StatusOK && (st < 400 || st >= 500 || st == fasthttp.StatusTooManyRequests) {
-		return Answer{}, answerError(st, err, "page")
+		return Answer{}, answerError(st, err, what)
 	}
 	return Answer{Status: st, Body: append([]byte(nil), resp.Body()...), ContentType: string(resp.Header.ContentType()),
 		CacheControl: string(resp.Header.Peek(fasthttp.HeaderCacheControl))}, nil

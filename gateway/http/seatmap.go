@@ -40,16 +40,19 @@ func newReads() *reads {
 		counts: newReadCache(countsBytes, maxRefusals), bits: newReadCache(bitsBytes, maxRefusals)}
 }
 
-// serveRead answers with a cached read of the core's: its status, body,
-// content type and Cache-Control as the core gave them; the core's 404 as
-// the gateway's not_found saying notFound.
-func (s *Server) serveRead(ctx *fasthttp.RequestCtx, c *readCache, pathQuery, notFound string) error {
-	a, _, err := c.get(pathQuery, func(cc context.Context) (coreclient.Answer, error) { return s.core.Read(cc, pathQuery) })
+// serveRead answers with a cached read of the core's (what it is: what):
+// its status, body, content type and Cache-Control as the core gave them;
+// the core's 404 as the gateway's not_found.
+func (s *Server) serveRead(ctx *fasthttp.RequestCtx, c *readCache, pathQuery, what string) error {
+	a, _, err := c.get(pathQuery, func(cc context.Context) (coreclient.Answer, error) { return s.core.Read(cc, pathQuery, what) })
 	switch {
 	case err != nil:
 		return err
 	case a.Status == fasthttp.StatusNotFound:
-		return gateway.Errorf(gateway.ENotFound, "%s", notFound)
+		if what == "event" || what == "catalog" {
+			return gateway.Errorf(gateway.ENotFound, "no such %s", what)
+		}
+		return gateway.Errorf(gateway.ENotFound, "no %s for this event", what)
 	}
 	ctx.SetStatusCode(a.Status)
 	ctx.SetContentType(a.ContentType)
@@ -74,7 +77,7 @@ func (s *Server) catalog(ctx *fasthttp.RequestCtx, _ params) error {
 	if len(q) > 0 {
 		key += "?" + q.Encode()
 	}
-	return s.serveRead(ctx, s.reads.events, key, "no such route")
+	return s.serveRead(ctx, s.reads.events, key, "catalog")
 }
 
 // event serves one event's catalog entry (GET /v1/events/{id}).
@@ -83,7 +86,7 @@ func (s *Server) event(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	return s.serveRead(ctx, s.reads.events, "/v1/events/"+strconv.FormatInt(ev, 10), "no such event")
+	return s.serveRead(ctx, s.reads.events, "/v1/events/"+strconv.FormatInt(ev, 10), "event")
 }
 
 // layout serves an event's seat layout, which never changes: cached here
@@ -94,7 +97,7 @@ func (s *Server) layout(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	return s.serveRead(ctx, s.reads.layouts, fmt.Sprintf("/v1/events/%d/layout", ev), "no seat layout for this event")
+	return s.serveRead(ctx, s.reads.layouts, fmt.Sprintf("/v1/events/%d/layout", ev), "seat layout")
 }
 
 // counts serves the event's seat counts (available, held, sold), asking the
@@ -106,7 +109,7 @@ func (s *Server) counts(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	return s.serveRead(ctx, s.reads.counts, fmt.Sprintf("/v1/events/%d/stats", ev), "no seat counts for this event")
+	return s.serveRead(ctx, s.reads.counts, fmt.Sprintf("/v1/events/%d/stats", ev), "seat counts")
 }
 
 // seatmapTTL is how stale the availability may be: browsing may lag a

@@ -1,16 +1,20 @@
 // Package http is the gateway's edge on fasthttp: join, status polls (no
 // store round trip in the steady state), leave, the admit-token keys, the
-// operators' dials and stats, the seat map, the pages, health and metrics,
-// and the booking API passed through to the core.
+// operators' dials and stats, the public reads (cached), the pages, health
+// and metrics, and the booking API and the provider's webhooks passed
+// through to the core.
 //
 // One file per concern: routes.go (the route table), error.go (the status
 // table and the one error writer), queue.go (join, status, leave),
-// identity.go (who is joining, proof of work), limit.go (per-address and
-// per-token limits), clientaddr.go (who the client is behind a load
-// balancer: trusted proxies, PROXY protocol, X-Forwarded-For), admin.go
-// (dials and stats), seatmap.go (seat map, layout and counts caches),
-// pages.go (pages, health, keys), proxy.go (and the core's health as the
-// proxied calls show it), rate.go (the effective rate's metrics).
+// identity.go (who is joining, proof of work), limit.go (every route's
+// per-address or per-token limit), clientaddr.go (who the client is behind
+// a load balancer: trusted proxies, PROXY protocol, X-Forwarded-For),
+// admin.go (dials and stats), readcache.go (the bounded, one-in-flight
+// cache of public reads), seatmap.go (the public reads through it:
+// catalog, event, layout, counts, seat map), pages.go (pages, health,
+// keys), proxy.go (the booking API and the provider's webhooks, and the
+// core's health as the proxied calls show it), rate.go (the effective
+// rate's metrics).
 package http
 
 import (
