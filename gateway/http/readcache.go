@@ -97,10 +97,21 @@ func (c *readCache) get(key string, fetch func(ctx context.Context) (coreclient.
 	f := &flight{done: make(chan struct{})}
 	c.flights[key] = f
 	c.mu.Unlock()
+	landed := false
+	defer func() {
+		if !landed { // fetch panicked (a bug): the waiters and later askers must not wait on it
+			c.mu.Lock()
+			delete(c.flights, key)
+			f.err = gateway.Errorf(gateway.EInternal, "internal error")
+			c.mu.Unlock()
+			close(f.done)
+		}
+	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
 	a, err := fetch(ctx)
 	cancel()
+	landed = true
 
 	c.mu.Lock()
 	delete(c.flights, key)

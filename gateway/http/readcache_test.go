@@ -102,3 +102,19 @@ func TestReadCacheOneInFlight(t *testing.T) {
 		t.Fatalf("20 concurrent gets fetched %d times; want once", n)
 	}
 }
+
+// A fetch that panics (a bug) leaves no flight behind: the next get
+// fetches again rather than waiting on it.
+func TestReadCachePanicLeavesNoFlight(t *testing.T) {
+	c := newReadCache(1<<20, 10)
+	func() {
+		defer func() { _ = recover() }()
+		c.get("k", func(context.Context) (coreclient.Answer, error) { panic("bug") })
+	}()
+	a, _, err := c.get("k", func(context.Context) (coreclient.Answer, error) {
+		return coreclient.Answer{Status: 200, Body: []byte("x")}, nil
+	})
+	if err != nil || string(a.Body) != "x" {
+		t.Fatalf("get after a panicked fetch = %q, %v; want a fresh fetch", a.Body, err)
+	}
+}
