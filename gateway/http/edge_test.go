@@ -217,6 +217,14 @@ func TestRandomEventIDsBounded(t *testing.T) {
 	if entries > bound {
 		t.Fatalf("after %d random ids the caches hold %d entries; want at most %d", n, entries, bound)
 	}
+	m := f.call("GET", "/metrics", "").raw
+	for _, want := range []string{`onsale_gateway_read_cache_entries{cache="counts",kind="answer"} 1`,
+		fmt.Sprintf(`onsale_gateway_read_cache_entries{cache="counts",kind="refusal"} %d`, gwhttp.MaxRefusals),
+		`onsale_gateway_read_cache_entries{cache="bits",kind="refusal"} 0`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grep(m, "read_cache"))
+		}
+	}
 	f.asks.Store(0)
 	for _, p := range []string{"/v1/events/7", "/v1/events/7/stats"} {
 		if r := f.call("GET", p, ""); r.status != 200 || f.asks.Load() != 0 {

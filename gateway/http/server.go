@@ -14,7 +14,7 @@
 // catalog, event, layout, counts, seat map), pages.go (pages, health,
 // keys), proxy.go (the booking API and the provider's webhooks, and the
 // core's health as the proxied calls show it), rate.go (the effective
-// rate's metrics).
+// rate's metrics), bounds.go (the per-key structures' sizes as metrics).
 package http
 
 import (
@@ -143,11 +143,11 @@ func NewServer(c Config) (*Server, error) {
 		return nil, err
 	}
 	m := newMetrics()
-	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health})
-	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log,
-		limits:  newLimits(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10))),
+	lim, rd := newLimits(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10))), newReads()
+	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health}, &boundsCollector{reads: rd, limits: lim})
+	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log, limits: lim,
 		metrics: m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
-		jwks: jwks, reads: newReads()}, nil
+		jwks: jwks, reads: rd}, nil
 }
 
 // Handler returns the fasthttp handler: the route table's handler for the
