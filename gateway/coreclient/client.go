@@ -1,6 +1,7 @@
 // Package coreclient is the gateway's one client of the core, and the only
-// code that talks to it: the room's event times, the seat layout and
-// counts, and the reverse proxy of the booking API. It also decides, in one
+// code that talks to it: the room's event times, the public reads the
+// gateway caches (catalog, event, seat layout and counts: Read), and the
+// reverse proxy of the booking API and the provider's webhooks. It also decides, in one
 // function (answerError), what each answer of the core means to a fan.
 package coreclient
 
@@ -21,7 +22,7 @@ import (
 
 // Client talks to one core over two bounded pools of connections: one for
 // the booking API it passes through (Proxy), one for the gateway's own
-// reads (Event, Layout, Stats). The proxy's requests may each take up to
+// reads (Event, Read). The proxy's requests may each take up to
 // 30 s (a payment waits on its provider), so under booking load its pool
 // is full; the room's reads (the first join of an event, a rejoin after
 // Redis lost a room) must never queue behind them, or joins would 503
@@ -137,14 +138,40 @@ func (c *Client) Event(ctx context.Context, id int64) (gateway.Event, error) {
 	return ev, nil
 }
 
-// Layout returns an event's seat layout as the core serves it (JSON).
-func (c *Client) Layout(ctx context.Context, id int64) ([]byte, error) {
-	return c.get(ctx, fmt.Sprintf("/v1/events/%d/layout", id), "seat layout")
+// Answer is the core's answer to a public read (the catalog, an event, a
+// layout, the counts) as the gateway caches and serves it: 200, or a
+// refusal of the request itself (a 4xx other than 429: no such event, a
+// bad filter), with the headers a cache and a browser need.
+type Answer struct {
+	Status       int
+	Body         []byte
+	ContentType  string
+	CacheControl string
 }
 
-// Stats returns an event's seat counts as the core serves them (JSON).
-func (c *Client) Stats(ctx context.Context, id int64) ([]byte, error) {
-	return c.get(ctx, fmt.Sprintf("/v1/events/%d/stats", id), "seat counts")
+// Read fetches a public read (path and query, e.g. /v1/events?city=Oslo;
+// what names it in errors) within readTimeout or ctx's deadline if sooner:
+// the core's answer when it is 200 or a 4xx other than 429; otherwise the
+// error answerError gives (busy, core_unavailable, unavailable).
+func (c *Client) Read(ctx context.Context, pathQuery, what string) (Answer, error) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(c.base + pathQuery)
+	deadline := time.Now().Add(readTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	err := c.reads.DoDeadline(req, resp, deadline)
+	if err != nil {
+		c.log.Warn("the core did not answer", "path", pathQuery, "err", err)
+	}
+	st := resp.StatusCode()
+	if err != nil || st != fasthttp.StatusOK && (st < 400 || st >= 500 || st == fasthttp.StatusTooManyRequests) {
+		return Answer{}, answerError(st, err, what)
+	}
+	return Answer{Status: st, Body: append([]byte(nil), resp.Body()...), ContentType: string(resp.Header.ContentType()),
+		CacheControl: string(resp.Header.Peek(fasthttp.HeaderCacheControl))}, nil
 }
 
 // Ready asks the core whether it can serve (GET /readyz: the core answers

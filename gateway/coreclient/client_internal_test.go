@@ -51,11 +51,11 @@ func TestReadsBesideAFullProxy(t *testing.T) {
 	if ev, err := c.Event(ctx, 1); err != nil || ev.OnsaleAt.Year() != 2030 {
 		t.Fatalf("Event(1) beside a full proxy = %+v, %v; want the event", ev, err)
 	}
-	if b, err := c.Layout(ctx, 1); err != nil || string(b) != `{"capacity":1}` {
-		t.Fatalf("Layout(1) beside a full proxy = %q, %v", b, err)
+	if a, err := c.Read(ctx, "/v1/events/1/layout", "seat layout"); err != nil || string(a.Body) != `{"capacity":1}` {
+		t.Fatalf("Read(layout 1) beside a full proxy = %q, %v", a.Body, err)
 	}
-	if b, err := c.Layout(ctx, 2); err == nil {
-		t.Fatalf("Layout(2) of %d bytes = %d bytes, nil; want an error past %d", len(big), len(b), maxReadBody)
+	if a, err := c.Read(ctx, "/v1/events/2/layout", "seat layout"); err == nil {
+		t.Fatalf("Read(layout 2) of %d bytes = %d bytes, nil; want an error past %d", len(big), len(a.Body), maxReadBody)
 	}
 	select {
 	case err := <-proxied:

@@ -39,6 +39,8 @@ type fake struct {
 	queue   *token.QueueSigner
 	core    atomic.Pointer[map[string]int] // path suffix: status the core answers
 	asked   atomic.Pointer[http.Request]   // the last request the core was asked
+	asks    atomic.Int64                   // requests that reached the core
+	server  *gwhttp.Server
 }
 
 const fakeEvent = 7
@@ -54,6 +56,7 @@ type fakeOpts struct {
 	wrap func(*storetest.Memory) gateway.Store
 	log  *slog.Logger
 	edit func(*gwhttp.Config)
+	core http.HandlerFunc // the core's answers, instead of the stand-in's
 }
 
 func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
@@ -66,6 +69,11 @@ func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
 	f.core.Store(&map[string]int{})
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.asked.Store(r.Clone(context.Background()))
+		f.asks.Add(1)
+		if o.core != nil {
+			o.core(w, r)
+			return
+		}
 		for suffix, code := range *f.core.Load() {
 			if strings.HasSuffix(r.URL.Path, suffix) {
 				w.WriteHeader(code)
@@ -97,13 +105,21 @@ func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.handler = s.Handler()
+	f.handler, f.server = s.Handler(), s
 	return f
 }
 
 // call runs one request through the handler in memory.
 func (f *fake) call(method, path, body string, hdr ...string) resp {
+	return f.callFrom("", method, path, body, hdr...)
+}
+
+// callFrom is call from the client address from ("": none).
+func (f *fake) callFrom(from, method, path, body string, hdr ...string) resp {
 	var ctx fasthttp.RequestCtx
+	if from != "" {
+		ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.ParseIP(from), Port: 40000}, nil)
+	}
 	ctx.Request.Header.SetMethod(method)
 	ctx.Request.SetRequestURI(path)
 	ctx.Request.SetBodyString(body)
@@ -449,7 +465,7 @@ func TestProxyClientAddr(t *testing.T) {
 	for _, tc := range []struct{ method, path string }{
 		{"POST", "/v1/auth/code"}, {"POST", "/v1/auth/verify"}, {"GET", "/v1/me"}, {"PATCH", "/v1/me"},
 		{"GET", "/v1/me/bookings"}, {"POST", "/v1/gate/scan"}, {"GET", "/v1/gate/offline"}, {"POST", "/v1/holds"},
-		{"GET", "/v1/bookings/3"}, {"GET", "/v1/events"},
+		{"GET", "/v1/bookings/3"}, {"POST", "/v1/events/3/holds"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			var ctx fasthttp.RequestCtx

@@ -89,7 +89,7 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	if err := limit(s.ipLimit, s.clientIP(ctx)); err != nil {
+	if err := limit(s.limits.join, s.clientKey(ctx)); err != nil {
 		return err
 	}
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -249,7 +249,7 @@ func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
 // fanToken verifies the fan's queue token (bearer, else the cookie: a
 // bearer that is not a queue token, such as a page's account token, falls
 // back to the cookie) and applies the per-token limit; a bad token is
-// limited per address and refused with invalid_queue_token.
+// limited per address, apart from joins (limit.go: anon) and refused with invalid_queue_token.
 func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, string, error) {
 	raw, _ := bearer(ctx)
 	q, err := s.cfg.Queue.Verify(raw, ev)
@@ -258,12 +258,12 @@ func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, str
 		q, err = s.cfg.Queue.Verify(raw, ev)
 	}
 	if err != nil {
-		if err := limit(s.ipLimit, s.clientIP(ctx)); err != nil {
+		if err := limit(s.limits.anon, s.clientKey(ctx)); err != nil {
 			return nil, "", err
 		}
 		return nil, "", gateway.Errorf(gateway.EQueueToken, "join the queue first: the queue token is missing, invalid or expired")
 	}
-	if err := limit(s.tokenLimit, q.ID+q.Subject); err != nil {
+	if err := limit(s.limits.token, q.ID+q.Subject); err != nil {
 		return nil, "", err
 	}
 	return q, raw, nil

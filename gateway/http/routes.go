@@ -21,6 +21,7 @@ type handler func(s *Server, ctx *fasthttp.RequestCtx, p params) error
 // latency metric.
 type route struct {
 	method, pattern, name string
+	limit                 limitKind // the bucket family its requests spend (limit.go); none: the handler limits
 	handle                handler
 	segs                  []string
 	exact                 bool // literals only: the path must be the pattern
@@ -28,59 +29,76 @@ type route struct {
 
 // routes is the gateway's surface, matched top to bottom: the first row
 // whose pattern and method both match serves the request. A row without a
-// method after a route's methods answers the others 405; the rest of the
-// booking API (catalog, holds, payments, bookings), sign-in (/v1/auth),
-// the fan's account (/v1/me) and the gate's check-in (/v1/gate) go to
-// the core.
+// method after a route's methods answers the others 405. The public reads
+// (catalog, event, layout, counts, seat map) are served from the gateway's
+// caches (seatmap.go); the rest of the booking API (holds, payments,
+// bookings), sign-in (/v1/auth), the fan's account (/v1/me), the gate's
+// check-in (/v1/gate) and the provider's webhooks go to the core.
 var routes = compile([]route{
-	{method: "", pattern: "/healthz", name: "healthz", handle: (*Server).healthz},
-	{method: "", pattern: "/readyz", name: "readyz", handle: (*Server).readyz},
-	{method: "", pattern: "/metrics", name: "metrics", handle: (*Server).metricsPage},
-	{method: "", pattern: "/.well-known/jwks.json", name: "jwks", handle: (*Server).jwksPage},
+	{method: "", pattern: "/healthz", name: "healthz", limit: limitPage, handle: (*Server).healthz},
+	{method: "", pattern: "/readyz", name: "readyz", limit: limitPage, handle: (*Server).readyz},
+	{method: "", pattern: "/metrics", name: "metrics", limit: limitPage, handle: (*Server).metricsPage},
+	{method: "", pattern: "/.well-known/jwks.json", name: "jwks", limit: limitPage, handle: (*Server).jwksPage},
 
 	{method: "POST", pattern: "/v1/events/{id}/queue", name: "join", handle: (*Server).join},
 	{method: "DELETE", pattern: "/v1/events/{id}/queue", name: "leave", handle: (*Server).leave},
-	{method: "", pattern: "/v1/events/{id}/queue", name: "join", handle: notAllowed("POST to join the queue, DELETE to leave it")},
+	{method: "", pattern: "/v1/events/{id}/queue", name: "join", limit: limitPage, handle: notAllowed("POST to join the queue, DELETE to leave it")},
 	{method: "GET", pattern: "/v1/events/{id}/queue/status", name: "status", handle: (*Server).status},
-	{method: "", pattern: "/v1/events/{id}/queue/status", name: "status", handle: notAllowed("GET the queue status")},
-	{method: "GET", pattern: "/v1/events/{id}/layout", name: "layout", handle: (*Server).layout},
-	{method: "GET", pattern: "/v1/events/{id}/stats", name: "stats", handle: (*Server).counts},
-	{method: "GET", pattern: "/v1/events/{id}/seatmap", name: "seatmap", handle: (*Server).seatmap},
+	{method: "", pattern: "/v1/events/{id}/queue/status", name: "status", limit: limitPage, handle: notAllowed("GET the queue status")},
+	{method: "GET", pattern: "/v1/events", name: "catalog", limit: limitRead, handle: (*Server).catalog},
+	{method: "GET", pattern: "/v1/events/{id}", name: "event", limit: limitRead, handle: (*Server).event},
+	{method: "GET", pattern: "/v1/events/{id}/layout", name: "layout", limit: limitRead, handle: (*Server).layout},
+	{method: "GET", pattern: "/v1/events/{id}/stats", name: "stats", limit: limitRead, handle: (*Server).counts},
+	{method: "GET", pattern: "/v1/events/{id}/seatmap", name: "seatmap", limit: limitRead, handle: (*Server).seatmap},
 
-	{method: "GET", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminGet},
-	{method: "PATCH", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminPatch},
-	{method: "", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminOther},
+	{method: "GET", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminGet},
+	{method: "PATCH", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminPatch},
+	{method: "", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminOther},
 
-	{method: "GET", pattern: "/events/{name}", name: "page", handle: page("waiting.html")},
-	{method: "GET", pattern: "/events/{name}/book", name: "page", handle: page("book.html")},
-	{method: "GET", pattern: "/me", name: "page", handle: page("me.html")},
-	{method: "GET", pattern: "/tickets/{name}", name: "page", handle: page("tickets.html")},
-	{method: "GET", pattern: "/signin", name: "page", handle: page("signin.html")},
-	{method: "GET", pattern: "/gate", name: "page", handle: page("gate.html")},
+	{method: "GET", pattern: "/events/{name}", name: "page", limit: limitPage, handle: page("waiting.html")},
+	{method: "GET", pattern: "/events/{name}/book", name: "page", limit: limitPage, handle: page("book.html")},
+	{method: "GET", pattern: "/me", name: "page", limit: limitPage, handle: page("me.html")},
+	{method: "GET", pattern: "/tickets/{name}", name: "page", limit: limitPage, handle: page("tickets.html")},
+	{method: "GET", pattern: "/signin", name: "page", limit: limitPage, handle: page("signin.html")},
+	{method: "GET", pattern: "/gate", name: "page", limit: limitPage, handle: page("gate.html")},
 	// The scanner's service worker, at the root so that its scope can be /gate.
-	{method: "GET", pattern: "/gate-sw.js", name: "page", handle: page("gate-sw.js")},
-	{method: "GET", pattern: "/admin", name: "page", handle: page("admin.html")},
-	{method: "GET", pattern: "/admin/", name: "page", handle: page("admin.html")},
-	{method: "GET", pattern: "/static/{name}", name: "static", handle: (*Server).static},
-	{method: "GET", pattern: "/web-config.json", name: "page", handle: (*Server).webConfig},
+	{method: "GET", pattern: "/gate-sw.js", name: "page", limit: limitPage, handle: page("gate-sw.js")},
+	{method: "GET", pattern: "/admin", name: "page", limit: limitPage, handle: page("admin.html")},
+	{method: "GET", pattern: "/admin/", name: "page", limit: limitPage, handle: page("admin.html")},
+	{method: "GET", pattern: "/static/{name}", name: "static", limit: limitPage, handle: (*Server).static},
+	{method: "GET", pattern: "/web-config.json", name: "page", limit: limitPage, handle: (*Server).webConfig},
 
-	{method: "", pattern: "/v1/events/*", name: "proxy", handle: (*Server).proxy},
-	{method: "", pattern: "/v1/holds/*", name: "proxy", handle: (*Server).proxy},
-	{method: "", pattern: "/v1/bookings/*", name: "proxy", handle: (*Server).proxy},
-	{method: "", pattern: "/v1/auth/*", name: "proxy", handle: (*Server).proxy},
-	{method: "", pattern: "/v1/me/*", name: "proxy", handle: (*Server).proxy}, // /v1/me itself too
-	{method: "", pattern: "/v1/gate/*", name: "proxy", handle: (*Server).proxy},
+	// The payment provider's webhooks, on to the core, which verifies their
+	// signatures: the core need not face the internet (webhook).
+	{method: "POST", pattern: "/v1/webhooks/payments", name: "webhook", limit: limitWebhook, handle: (*Server).webhook},
+	{method: "", pattern: "/v1/webhooks/payments", name: "webhook", limit: limitPage, handle: notAllowed("POST a webhook")},
+	{method: "", pattern: "/v1/events/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy},
+	{method: "", pattern: "/v1/holds/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy},
+	{method: "", pattern: "/v1/bookings/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy},
+	{method: "", pattern: "/v1/auth/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy},
+	{method: "", pattern: "/v1/me/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy}, // /v1/me itself too
+	{method: "", pattern: "/v1/gate/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy},
 })
 
 // unmatched answers what no row matches.
-var unmatched = route{name: "unmatched", handle: func(*Server, *fasthttp.RequestCtx, params) error {
+var unmatched = compile([]route{{name: "unmatched", limit: limitPage, handle: func(*Server, *fasthttp.RequestCtx, params) error {
 	return gateway.Errorf(gateway.ENotFound, "no such route")
-}}
+}}})[0]
 
+// compile readies the rows: their patterns split, their handlers behind
+// their limits.
 func compile(rs []route) []route {
 	for i := range rs {
 		rs[i].segs = split(rs[i].pattern)
 		rs[i].exact = !strings.ContainsAny(rs[i].pattern, "{*")
+		if kind, h := rs[i].limit, rs[i].handle; kind != limitNone {
+			rs[i].handle = func(s *Server, ctx *fasthttp.RequestCtx, p params) error {
+				if err := limit(s.limits.of(kind), s.clientKey(ctx)); err != nil {
+					return err
+				}
+				return h(s, ctx, p)
+			}
+		}
 	}
 	return rs
 }

@@ -4,75 +4,117 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"sync"
-	"time"
+	"net/url"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/coreclient"
 	"github.com/onsale/onsale/shared/seatmap"
 )
 
-// seatmaps caches, per event, the static layout (fetched from the core once),
-// the availability bitmap (read from Redis at most once a second) and the
-// seat counts (asked of the core about once a second), so however many fans
-// look at the map, the stores see almost nothing of it.
-type seatmaps struct {
-	mu     sync.Mutex
-	layout map[int64][]byte
-	bits   map[int64]bitsAt
-	counts map[int64]*countsAt
+// reads are the caches of the public reads (readcache.go), one per kind so
+// that a flood of one kind (counts of many events) cannot push another
+// (the layouts) out: the catalog and events, the seat layouts, the seat
+// counts (the core's /stats), the availability bits (Redis). Each is
+// bounded in bytes, and its refusals in count; none holds an entry per id
+// asked for that is not an event.
+type reads struct {
+	events, layouts, counts, bits *readCache
 }
 
-func newSeatmaps() *seatmaps {
-	return &seatmaps{layout: map[int64][]byte{}, bits: map[int64]bitsAt{}, counts: map[int64]*countsAt{}}
+// Bounds of the caches (answers' bytes; refusals' count). A stadium's
+// layout is a few MiB, its bits 5 KiB, its counts and its event well under
+// 1 KiB.
+const (
+	eventsBytes  = 8 << 20
+	layoutsBytes = 64 << 20
+	countsBytes  = 4 << 20
+	bitsBytes    = 16 << 20
+	maxRefusals  = 4096
+)
+
+func newReads() *reads {
+	return &reads{events: newReadCache(eventsBytes, maxRefusals), layouts: newReadCache(layoutsBytes, maxRefusals),
+		counts: newReadCache(countsBytes, maxRefusals), bits: newReadCache(bitsBytes, maxRefusals)}
 }
 
-// countsAt is an event's seat counts (the core's /stats: available, held,
-// sold) as of a moment. One request at a time asks the core (inflight);
-// the others serve the last answer meanwhile, or wait for the first. err
-// is the core's last refusal while there is no answer to serve.
-type countsAt struct {
-	body     []byte
-	err      error
-	at       time.Time
-	inflight chan struct{}
+// serveRead answers with a cached read of the core's (what it is: what):
+// its status, body, content type and Cache-Control as the core gave them;
+// the core's 404 as the gateway's not_found.
+func (s *Server) serveRead(ctx *fasthttp.RequestCtx, c *readCache, pathQuery, what string) error {
+	a, _, err := c.get(pathQuery, func(cc context.Context) (coreclient.Answer, error) { return s.core.Read(cc, pathQuery, what) })
+	switch {
+	case err != nil:
+		return err
+	case a.Status == fasthttp.StatusNotFound:
+		if what == "event" || what == "catalog" {
+			return gateway.Errorf(gateway.ENotFound, "no such %s", what)
+		}
+		return gateway.Errorf(gateway.ENotFound, "no %s for this event", what)
+	}
+	ctx.SetStatusCode(a.Status)
+	ctx.SetContentType(a.ContentType)
+	if a.CacheControl != "" {
+		ctx.Response.Header.Set(fasthttp.HeaderCacheControl, a.CacheControl)
+	}
+	ctx.SetBody(a.Body)
+	return nil
 }
 
-type bitsAt struct {
-	b  []byte
-	at time.Time
+// catalog serves the catalog (GET /v1/events), keyed by the filters the
+// core reads (city, kind, date) in one spelling, and asks the core with
+// only those: other parameters cannot make keys.
+func (s *Server) catalog(ctx *fasthttp.RequestCtx, _ params) error {
+	q := url.Values{}
+	for _, k := range []string{"city", "date", "kind"} {
+		if v := ctx.QueryArgs().Peek(k); len(v) > 0 {
+			q.Set(k, string(v))
+		}
+	}
+	key := "/v1/events"
+	if len(q) > 0 {
+		key += "?" + q.Encode()
+	}
+	return s.serveRead(ctx, s.reads.events, key, "catalog")
 }
 
-// maxAge is how stale the availability and the counts may be: browsing
-// may lag a second; buying is decided by the core.
-const maxAge = time.Second
+// event serves one event's catalog entry (GET /v1/events/{id}).
+func (s *Server) event(ctx *fasthttp.RequestCtx, p params) error {
+	ev, err := p.event()
+	if err != nil {
+		return err
+	}
+	return s.serveRead(ctx, s.reads.events, "/v1/events/"+strconv.FormatInt(ev, 10), "event")
+}
 
-// layout serves an event's seat layout, which never changes: asked of the
-// core once, then cached here and by browsers.
+// layout serves an event's seat layout, which never changes: cached here
+// (for as long as the core's Cache-Control says, up to maxTTL) and by
+// browsers.
 func (s *Server) layout(ctx *fasthttp.RequestCtx, p params) error {
 	ev, err := p.event()
 	if err != nil {
 		return err
 	}
-	s.maps.mu.Lock()
-	b, ok := s.maps.layout[ev]
-	s.maps.mu.Unlock()
-	if !ok {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if b, err = s.core.Layout(c, ev); err != nil {
-			return err
-		}
-		s.maps.mu.Lock()
-		s.maps.layout[ev] = b
-		s.maps.mu.Unlock()
-	}
-	ctx.SetContentType("application/json")
-	ctx.Response.Header.Set("Cache-Control", "public, max-age=86400, immutable")
-	ctx.SetBody(b)
-	return nil
+	return s.serveRead(ctx, s.reads.layouts, fmt.Sprintf("/v1/events/%d/layout", ev), "seat layout")
 }
+
+// counts serves the event's seat counts (available, held, sold), asking the
+// core at most once per its max-age (1 s) whatever the crowd does: a
+// sold-out page left open by thousands of fans must not become thousands
+// of counts.
+func (s *Server) counts(ctx *fasthttp.RequestCtx, p params) error {
+	ev, err := p.event()
+	if err != nil {
+		return err
+	}
+	return s.serveRead(ctx, s.reads.counts, fmt.Sprintf("/v1/events/%d/stats", ev), "seat counts")
+}
+
+// seatmapTTL is how stale the availability may be: browsing may lag a
+// second; buying is decided by the core.
+const seatmapTTL = "public, max-age=1"
 
 // seatmap serves which seats can be held, from the bitmap the core keeps in
 // Redis (its format: shared/seatmap), read at most once a second; with
@@ -82,88 +124,27 @@ func (s *Server) seatmap(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	s.maps.mu.Lock()
-	cur, ok := s.maps.bits[ev]
-	s.maps.mu.Unlock()
-	if !ok || now.Sub(cur.at) > maxAge {
-		c, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
+	a, at, err := s.reads.bits.get(strconv.FormatInt(ev, 10), func(c context.Context) (coreclient.Answer, error) {
 		b, err := s.store.Seatmap(c, ev)
 		switch {
-		case err != nil && ok:
-			// Redis is down: the last map, older, is still a fair picture.
 		case err != nil:
-			return gateway.Errorf(gateway.EUnavailable, "the seat map cannot be read right now")
+			return coreclient.Answer{}, gateway.Errorf(gateway.EUnavailable, "the seat map cannot be read right now")
 		case b == nil:
-			return gateway.Errorf(gateway.ENotFound, "no seat map for this event (not on sale, or general admission)")
-		default:
-			cur = bitsAt{b: b, at: now}
-			s.maps.mu.Lock()
-			s.maps.bits[ev] = cur
-			s.maps.mu.Unlock()
+			// Not kept: the core writes the map at onsale, and a fan
+			// must see it then; Redis answers a missing key cheaply.
+			return coreclient.Answer{Status: fasthttp.StatusNotFound, CacheControl: "no-store"}, nil
 		}
+		return coreclient.Answer{Status: fasthttp.StatusOK, Body: b, CacheControl: seatmapTTL}, nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case a.Status != fasthttp.StatusOK:
+		return gateway.Errorf(gateway.ENotFound, "no seat map for this event (not on sale, or general admission)")
 	}
 	ctx.Response.Header.Set("Cache-Control", "public, max-age=1, stale-while-revalidate=1")
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"event_id": ev, "layout": fmt.Sprintf("/v1/events/%d/layout", ev),
-		"available":       base64.StdEncoding.EncodeToString(cur.b),
-		"available_count": seatmap.Count(cur.b), "bits": len(cur.b) * 8, "as_of": cur.at, "encoding": seatmap.Encoding})
-	return nil
-}
-
-// counts serves the event's seat counts (available, held, sold), asking the
-// core at most about once a second whatever the crowd does: a sold-out page
-// left open by thousands of fans must not become thousands of counts.
-func (s *Server) counts(ctx *fasthttp.RequestCtx, p params) error {
-	ev, err := p.event()
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	s.maps.mu.Lock()
-	cur := s.maps.counts[ev]
-	if cur == nil {
-		cur = &countsAt{}
-		s.maps.counts[ev] = cur
-	}
-	switch {
-	case cur.body != nil && now.Sub(cur.at) <= maxAge:
-	case cur.inflight != nil && cur.body != nil:
-		// Someone is asking the core: the last answer, a little older, will do.
-	case cur.inflight != nil:
-		wait := cur.inflight
-		s.maps.mu.Unlock()
-		select {
-		case <-wait:
-		case <-time.After(5 * time.Second):
-		}
-		s.maps.mu.Lock()
-	default:
-		done := make(chan struct{})
-		cur.inflight = done
-		s.maps.mu.Unlock()
-		b, err := s.core.Stats(context.Background(), ev)
-		s.maps.mu.Lock()
-		switch {
-		case err == nil:
-			cur.body, cur.err, cur.at = b, nil, now
-		case cur.body == nil:
-			cur.err = err // a refusal (404): passed on, not kept fresh
-		}
-		cur.inflight = nil
-		close(done)
-	}
-	body, err := cur.body, cur.err
-	s.maps.mu.Unlock()
-	switch {
-	case body != nil:
-	case err != nil:
-		return err
-	default:
-		return gateway.Errorf(gateway.ECoreUnavailable, "the booking service did not answer; try again")
-	}
-	ctx.SetContentType("application/json")
-	ctx.Response.Header.Set("Cache-Control", "public, max-age=1")
-	ctx.SetBody(body)
+		"available":       base64.StdEncoding.EncodeToString(a.Body),
+		"available_count": seatmap.Count(a.Body), "bits": len(a.Body) * 8, "as_of": at, "encoding": seatmap.Encoding})
 	return nil
 }

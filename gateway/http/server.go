@@ -1,16 +1,20 @@
 // Package http is the gateway's edge on fasthttp: join, status polls (no
 // store round trip in the steady state), leave, the admit-token keys, the
-// operators' dials and stats, the seat map, the pages, health and metrics,
-// and the booking API passed through to the core.
+// operators' dials and stats, the public reads (cached), the pages, health
+// and metrics, and the booking API and the provider's webhooks passed
+// through to the core.
 //
 // One file per concern: routes.go (the route table), error.go (the status
 // table and the one error writer), queue.go (join, status, leave),
-// identity.go (who is joining, proof of work), limit.go (per-address and
-// per-token limits), clientaddr.go (who the client is behind a load
-// balancer: trusted proxies, PROXY protocol, X-Forwarded-For), admin.go
-// (dials and stats), seatmap.go (seat map, layout and counts caches),
-// pages.go (pages, health, keys), proxy.go (and the core's health as the
-// proxied calls show it), rate.go (the effective rate's metrics).
+// identity.go (who is joining, proof of work), limit.go (every route's
+// per-address or per-token limit), clientaddr.go (who the client is behind
+// a load balancer: trusted proxies, PROXY protocol, X-Forwarded-For),
+// admin.go (dials and stats), readcache.go (the bounded, one-in-flight
+// cache of public reads), seatmap.go (the public reads through it:
+// catalog, event, layout, counts, seat map), pages.go (pages, health,
+// keys), proxy.go (the booking API and the provider's webhooks, and the
+// core's health as the proxied calls show it), rate.go (the effective
+// rate's metrics), bounds.go (the per-key structures' sizes as metrics).
 package http
 
 import (
@@ -56,9 +60,10 @@ type Config struct {
 	MaxTickets int
 	// CheckoutURL is the payment provider's hosted checkout, for the pages.
 	CheckoutURL string
-	// Per client IP (joins, bad polls) and per queue token (polls): requests
-	// per second and burst. Zero takes the defaults: 5/s burst 20 per IP,
-	// 2/s burst 10 per token.
+	// Per client address (joins; polls without a valid token apart) and per
+	// queue token (polls): requests per second and burst. Zero takes the
+	// defaults: 5/s burst 20 per address, 2/s burst 10 per token. The other
+	// routes' per-address limits are multiples of IPRate (limit.go).
 	IPRate, TokenRate   float64
 	IPBurst, TokenBurst int
 	// TrustedProxies are the peers whose X-Forwarded-For names the client
@@ -73,16 +78,16 @@ type Config struct {
 
 // Server serves the waiting room.
 type Server struct {
-	cfg                 Config
-	store               gateway.Store
-	room                *room.Room
-	core                *coreclient.Client
-	log                 *slog.Logger
-	ipLimit, tokenLimit *limiter
-	metrics             *metrics
-	prom                fasthttp.RequestHandler
-	jwks                []byte
-	maps                *seatmaps
+	cfg     Config
+	store   gateway.Store
+	room    *room.Room
+	core    *coreclient.Client
+	log     *slog.Logger
+	limits  *limits
+	metrics *metrics
+	prom    fasthttp.RequestHandler
+	jwks    []byte
+	reads   *reads
 }
 
 type metrics struct {
@@ -138,12 +143,11 @@ func NewServer(c Config) (*Server, error) {
 		return nil, err
 	}
 	m := newMetrics()
-	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health})
-	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log,
-		ipLimit:    newLimiter(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), 200_000),
-		tokenLimit: newLimiter(or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10)), 1_000_000),
-		metrics:    m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
-		jwks: jwks, maps: newSeatmaps()}, nil
+	lim, rd := newLimits(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10))), newReads()
+	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health}, &boundsCollector{reads: rd, limits: lim})
+	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log, limits: lim,
+		metrics: m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
+		jwks: jwks, reads: rd}, nil
 }
 
 // Handler returns the fasthttp handler: the route table's handler for the

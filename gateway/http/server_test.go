@@ -56,8 +56,11 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	}
 	t.Cleanup(func() { store.Close() })
 	statsAsked := new(atomic.Int64)
+	// A core answering with its Cache-Control (core/http/server.go).
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
 		if strings.HasSuffix(r.URL.Path, "/stats") {
+			w.Header().Set("Cache-Control", "public, max-age=1")
 			n := statsAsked.Add(1)
 			fmt.Fprintf(w, `{"available":%d,"held":0,"sold":0}`, 100-n)
 			return
@@ -67,6 +70,7 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 			return
 		}
 		if strings.HasSuffix(r.URL.Path, "/layout") {
+			w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
 			w.Write([]byte(`{"capacity":12,"sections":[{"code":"A","rows":[{"label":"1","band":"GOLD","pos":0,"numbers":[1,2,3,4,5,6,7,8,9,10,11,12]}]}]}`))
 			return
 		}

@@ -41,11 +41,13 @@ func (t *Topology) app(name, binary string, port int, env []string, ready string
 	return a
 }
 
-// startPaysim starts the payment simulator; its webhooks go to the cores'
-// frontend, so any core takes any webhook.
+// startPaysim starts the payment simulator; its webhooks go to the fans'
+// frontend, as a real provider's do: a gateway passes them to the cores'
+// frontend (any core takes any webhook), so the cores face no one but the
+// gateways. (Until the gateways are up, paysim retries.)
 func (t *Topology) startPaysim(ctx context.Context) error {
 	port := t.base + 70
-	env := append(stack.PaysimEnv(addr(port), t.CoreURL), t.o.PaysimEnv...)
+	env := append(stack.PaysimEnv(addr(port), t.GatewayURL), t.o.PaysimEnv...)
 	var err error
 	t.Paysim, err = stack.StartApp(ctx, t.app("paysim", stack.Paysim, port, env, "/healthz"))
 	return err

@@ -41,7 +41,7 @@ type Topology struct {
 	Cores, Gateways []*stack.Proc
 
 	GatewayURL  string // HAProxy's fans' frontend: what fans use
-	CoreURL     string // HAProxy's cores' frontend: the gateways and paysim's webhooks use it
+	CoreURL     string // HAProxy's cores' frontend: the gateways use it (paysim's webhooks come through them)
 	StatsURL    string // HAProxy's statistics page (StatsURL + "/;csv" for scripts)
 	PaysimURL   string
 	DatabaseURL string // the cores' multi-host DSN (target_session_attrs=read-write)

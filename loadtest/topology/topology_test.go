@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/loadtest/stack"
+	"github.com/onsale/onsale/shared/paysig"
 )
 
 // needTopology skips (or, under ONSALE_REQUIRE_SERVICES=1, fails) when an
@@ -164,6 +166,32 @@ func TestTopology(t *testing.T) {
 			if code, body := post(t, other, topo.GatewayURL+"/v1/events/999999999/queue"); code == http.StatusTooManyRequests || code == 0 {
 				t.Fatalf("a join from 127.0.0.4 = %d %s: it shares 127.0.0.3's limit (the gateway does not see the fan's address)", code, body)
 			}
+		}
+	})
+
+	// The provider's webhooks come to the fans' frontend (paysim's do) and a
+	// gateway passes them to a core, which verifies them: a forged one is
+	// the core's bad_signature, a signed one (of an order no core knows)
+	// the core's acknowledgement. The cores' frontend need face no one else.
+	t.Run("webhook through a gateway", func(t *testing.T) {
+		hook := topo.GatewayURL + "/v1/webhooks/payments"
+		body := []byte(`{"id":"evt_topology","type":"payment.succeeded","data":{"object":{"id":"pay_x","status":"succeeded","reference":"booking_0"}}}`)
+		send := func(sig string) (int, string) {
+			req, _ := http.NewRequest("POST", hook, bytes.NewReader(body))
+			req.Header.Set(paysig.Header, sig)
+			resp, err := fan.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		if code, b := send("t=1,v1=00"); code == http.StatusOK || !strings.Contains(b, "signature") {
+			t.Fatalf("a forged webhook through a gateway = %d %s; want the core's bad signature", code, b)
+		}
+		if code, b := send(paysig.Sign([]byte(stack.WebhookSecret), time.Now(), body)); code != http.StatusOK || !strings.Contains(b, `"received":true`) {
+			t.Fatalf("a signed webhook through a gateway = %d %s; want the core's acknowledgement", code, b)
 		}
 	})
 

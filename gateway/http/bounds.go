@@ -1,0 +1,42 @@
+package http
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// boundsCollector exports, at each scrape, what the gateway's per-key
+// structures hold: the read caches' answers, refusals and bytes, and each
+// limiter's keys. Each is bounded (readcache.go, limit.go); the gauges let
+// an operator, and the attack suite, see them stay so under a flood.
+type boundsCollector struct {
+	reads  *reads
+	limits *limits
+}
+
+var (
+	cacheEntriesDesc = prometheus.NewDesc("onsale_gateway_read_cache_entries",
+		"Entries of the public reads' caches, by cache (events, layouts, counts, bits) and kind (answer, refusal).", []string{"cache", "kind"}, nil)
+	cacheBytesDesc = prometheus.NewDesc("onsale_gateway_read_cache_bytes",
+		"Bytes of the answers the public reads' caches keep, by cache.", []string{"cache"}, nil)
+	limiterKeysDesc = prometheus.NewDesc("onsale_gateway_limiter_keys",
+		"Keys (client addresses, queue tokens) each limiter counts apart, by limit.", []string{"limit"}, nil)
+)
+
+func (c *boundsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cacheEntriesDesc
+	ch <- cacheBytesDesc
+	ch <- limiterKeysDesc
+}
+
+func (c *boundsCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, rc := range map[string]*readCache{"events": c.reads.events, "layouts": c.reads.layouts, "counts": c.reads.counts, "bits": c.reads.bits} {
+		a, r, b := rc.size()
+		ch <- prometheus.MustNewConstMetric(cacheEntriesDesc, prometheus.GaugeValue, float64(a), name, "answer")
+		ch <- prometheus.MustNewConstMetric(cacheEntriesDesc, prometheus.GaugeValue, float64(r), name, "refusal")
+		ch <- prometheus.MustNewConstMetric(cacheBytesDesc, prometheus.GaugeValue, float64(b), name)
+	}
+	l := c.limits
+	for name, lim := range map[string]*limiter{"join": l.join, "anon": l.anon, "token": l.token, "read": l.read, "api": l.api, "webhook": l.webhook, "page": l.page} {
+		ch <- prometheus.MustNewConstMetric(limiterKeysDesc, prometheus.GaugeValue, float64(lim.size()), name)
+	}
+}
