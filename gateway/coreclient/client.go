@@ -70,11 +70,16 @@ func New(coreURL string, log *slog.Logger) *Client {
 // Addr is the core's host:port.
 func (c *Client) Addr() string { return c.proxy.Addr }
 
-// Timeouts of the gateway's own reads (the proxy's is longer: a payment
-// may take the provider a while).
+// Timeouts of the gateway's own reads, and of a proxied call. The proxy's
+// outlasts the core's longest request (core/http.LongestRequest, 45 s: a
+// Pay or Confirm that waits on the provider, then records its outcome)
+// plus the core's write margin (its WriteTimeout, 50 s): a gateway that
+// gave up first would cut the fan's answer after money moved (the fan's
+// retry with the same Idempotency-Key still gets the stored answer, but
+// only after a timeout and a retry).
 const (
 	readTimeout  = 5 * time.Second
-	proxyTimeout = 30 * time.Second
+	proxyTimeout = 55 * time.Second
 )
 
 // answerError maps the core's answer to a request of the gateway's into the
