@@ -18,7 +18,6 @@ const (
 	EQueueToken      = "invalid_queue_token"    // no, a bad or an expired queue token
 	EIdentity        = "identity_required"      // no or a bad account token where one is needed
 	EPhoneUnverified = "phone_not_verified"     // an account without a verified phone
-	EProofOfWork     = "proof_of_work_required" // the pow dial is on and X-Pow does not solve it
 	ERateLimited     = "rate_limited"           // too many requests from one address or token
 	ENotOpen         = "not_open"               // before prequeue_at
 	EClosed          = "closed"                 // after closes_at
@@ -32,7 +31,7 @@ const (
 )
 
 // Error is a failure a client is told about. Detail carries extra fields
-// of the JSON body (the proof-of-work challenge, when the queue opens);
+// of the JSON body (when the queue opens);
 // RetryAfter, for rate_limited and unavailable answers, says when to come
 // back (zero: the writer's default).
 type Error struct {

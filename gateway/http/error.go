@@ -22,7 +22,6 @@ var status = map[string]int{
 	gateway.EQueueToken:      fasthttp.StatusUnauthorized,
 	gateway.EIdentity:        fasthttp.StatusUnauthorized,
 	gateway.EPhoneUnverified: fasthttp.StatusForbidden,
-	gateway.EProofOfWork:     fasthttp.StatusPreconditionRequired,
 	gateway.ERateLimited:     fasthttp.StatusTooManyRequests,
 	gateway.ENotOpen:         fasthttp.StatusConflict,
 	gateway.EClosed:          fasthttp.StatusGone,

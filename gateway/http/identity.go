@@ -1,10 +1,7 @@
 package http
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -64,38 +61,4 @@ func (s *Server) account(tok string) (string, error) {
 func bearer(ctx *fasthttp.RequestCtx) (string, bool) {
 	tok, ok := strings.CutPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer ")
 	return tok, ok && tok != ""
-}
-
-// proofOfWork checks the X-Pow header against the event's difficulty dial:
-// SHA-256 of "<event>:<identity>:<nonce>" must start with difficulty zero
-// bits. It makes a join cost a bot CPU while a fan's browser pays it once.
-// The error (proof_of_work_required) carries the challenge to solve.
-func proofOfWork(ctx *fasthttp.RequestCtx, event int64, identity string, difficulty int) error {
-	if difficulty <= 0 || powOK(event, identity, string(ctx.Request.Header.Peek("X-Pow")), difficulty) {
-		return nil
-	}
-	return gateway.Errorf(gateway.EProofOfWork, "send X-Pow: a nonce with SHA-256(\"%d:%s:<nonce>\") starting with %d zero bits", event, identity, difficulty).
-		With("challenge", fmt.Sprintf("%d:%s:", event, identity)).With("difficulty", difficulty)
-}
-
-func powOK(event int64, identity, nonce string, difficulty int) bool {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s:%s", event, identity, nonce)))
-	return leadingZeros(sum[:]) >= difficulty
-}
-
-func leadingZeros(b []byte) int {
-	n := 0
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		if v != 0 {
-			for v&(1<<63) == 0 {
-				n++
-				v <<= 1
-			}
-			return n
-		}
-		n += 64
-		b = b[8:]
-	}
-	return n
 }

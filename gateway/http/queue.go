@@ -73,7 +73,7 @@ func unavailableFor(what string) error {
 // joinRefusals labels, in the joins metric, the refusals made before the
 // store answers (its answers are labelled by state).
 var joinRefusals = map[string]string{gateway.ERateLimited: "rate_limited", gateway.EIdentity: "identity",
-	gateway.EPhoneUnverified: "identity", gateway.EProofOfWork: "pow", gateway.EUnavailable: "unavailable"}
+	gateway.EPhoneUnverified: "identity", gateway.EUnavailable: "unavailable"}
 
 // join gives the fan a place (or the one it has) and a queue token.
 func (s *Server) join(ctx *fasthttp.RequestCtx, p params) error {
@@ -103,9 +103,6 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	}
 	identity, err := s.identity(ctx, v.Dials.AccountRequired)
 	if err != nil {
-		return err
-	}
-	if err := proofOfWork(ctx, ev, identity, v.Dials.PowDifficulty); err != nil {
 		return err
 	}
 	if q := s.heldToken(ctx, ev, identity, v.Dials.Epoch); q != nil {

@@ -13,7 +13,7 @@ import (
 func TestDialFieldsRoundTrip(t *testing.T) {
 	d := gateway.Dials{NewUsersPerMinute: 1, TotalActiveUsers: 2, SessionSeconds: 3, ClaimSeconds: 4,
 		PrequeueAt: time.UnixMilli(1_000_000), OnsaleAt: time.UnixMilli(2_000_000), ClosesAt: time.UnixMilli(3_000_000),
-		Paused: true, Queueing: "fifo", PowDifficulty: 5, SoldOut: true, Version: 6}
+		Paused: true, Queueing: "fifo", SoldOut: true, Version: 6}
 	m := map[string]string{}
 	for k, v := range dialFields(d) {
 		m[k] = fmt.Sprint(v)
