@@ -22,6 +22,7 @@ var status = map[string]int{
 	gateway.EQueueToken:      fasthttp.StatusUnauthorized,
 	gateway.EIdentity:        fasthttp.StatusUnauthorized,
 	gateway.EPhoneUnverified: fasthttp.StatusForbidden,
+	gateway.ECrossSite:       fasthttp.StatusForbidden,
 	gateway.ERateLimited:     fasthttp.StatusTooManyRequests,
 	gateway.ENotOpen:         fasthttp.StatusConflict,
 	gateway.EClosed:          fasthttp.StatusGone,

@@ -11,8 +11,6 @@ import (
 	"github.com/onsale/onsale/shared/account"
 )
 
-const visitorCookie = "onsale_vid"
-
 // identity is the fan joining. A request with an account token (Bearer)
 // is that account's, "acct:<id>", whatever the event: the token must verify
 // against the core's keys and carry phone_verified. Without one, an event
@@ -31,11 +29,11 @@ func (s *Server) identity(ctx *fasthttp.RequestCtx, accountRequired bool) (strin
 	if accountRequired {
 		return "", gateway.Errorf(gateway.EIdentity, "this sale is for signed-in fans: sign in with your phone number to join the queue")
 	}
-	if id, ok := s.cfg.Queue.Visitor(string(ctx.Request.Header.Cookie(visitorCookie))); ok {
+	if id, ok := s.cfg.Queue.Visitor(s.cookie(ctx, visitorCookie)); ok {
 		return "vis:" + id, nil
 	}
 	id, cookie := s.cfg.Queue.NewVisitor()
-	setCookie(ctx, visitorCookie, cookie, 30*24*time.Hour)
+	s.setCookie(ctx, visitorCookie, cookie, 30*24*time.Hour)
 	return "vis:" + id, nil
 }
 
