@@ -95,16 +95,18 @@ func (d Dials) Validate() error {
 // (a Redis hash, a saved config) is ignored, since every reader walks
 // DialList.
 //
-// pow_difficulty (proof of work) was removed in issue 13, measured on this
-// project's machines (loadtest/browser's TestProofOfWorkCost, README's
-// dials section): SHA-256 in a browser's Web Worker is tens of times slower
-// than Go's crypto/sha256 on one server core, so a difficulty that costs a
-// bot farm one core-second per join costs a mid-range phone tens of seconds
-// (and a GPU farm far less than the one second): a puzzle that taxes the
-// fans more than the bots. Account_required (one verified phone, one place)
-// and the per-address limits are the defences against join floods.
+// pow_difficulty (proof of work) was removed in issue 13: its challenge had
+// no server nonce or expiry (precomputable) and no page solved it, and a
+// real one would tax fans more than bots. Measured here (loadtest/browser's
+// BenchmarkProofOfWorkCost, figures in the README's dials): Go's
+// crypto/sha256 does about 10 million hashes a CPU-second on one server
+// core, a Web Worker in Chromium about 2.9 million; the difficulty that
+// costs a bot one core-second a join (23 bits) costs a desktop browser
+// about 3 s and a mid-range phone (a quarter of that speed) about 12 s,
+// while a GPU farm pays milliseconds. account_required (one verified phone,
+// one place) and the limits are the defences against join floods.
 var RemovedDials = map[string]string{
-	"pow_difficulty": "proof of work was removed: a puzzle that costs a bot farm one second per join costs a phone tens of seconds (see the README's dials); use account_required and the rate limits",
+	"pow_difficulty": "proof of work was removed: a puzzle that costs a bot one core-second a join costs a mid-range phone about 12 s (the README's dials); use account_required and the rate limits",
 }
 
 // DialPatch is a partial update of the dials: the raw JSON value of each
