@@ -55,7 +55,7 @@ func unavailableFor(what string) error {
 // joinRefusals labels, in the joins metric, the refusals made before the
 // store answers (its answers are labelled by state).
 var joinRefusals = map[string]string{gateway.ERateLimited: "rate_limited", gateway.EIdentity: "identity",
-	gateway.EPhoneUnverified: "identity", gateway.EUnavailable: "unavailable"}
+	gateway.EPhoneUnverified: "identity", gateway.ECrossSite: "cross_site", gateway.EUnavailable: "unavailable"}
 
 // join gives the fan a place (or the one it has) and a queue token.
 func (s *Server) join(ctx *fasthttp.RequestCtx, p params) error {
