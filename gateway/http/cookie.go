@@ -47,14 +47,15 @@ const maxQueueCookies = 4
 
 // ReadBufferSize is the fasthttp server's per-connection read buffer, which
 // also bounds the request line and headers (a request over it is refused
-// 400, "the request could not be read"). Sized from what a fan's browser
-// sends: maxQueueCookies queue cookies (about 1.3 KB) and the visitor id,
-// an account token in Authorization (about 0.5 KB), and a browser's usual
-// headers (User-Agent, Accept*, Sec-*, Referer: about 1.5 KB), with room
-// for the operator's own cookies on the domain (analytics, consent). 8 KB
-// is twice that and fasthttp's default (4 KB) is not; more would cost
-// memory on every open connection (fasthttp keeps the buffer per
-// connection: 100,000 polling fans at 8 KB is 800 MB).
+// before any handler). Sized from what a fan's browser sends at worst
+// (TestQueueCookiesBounded builds it: about 3.2 KB): maxQueueCookies queue
+// cookies and the visitor id (about 1.3 KB), an account token in
+// Authorization (about 0.5 KB), a browser's usual headers (about 1 KB) and
+// the operator's own cookies on the domain (analytics, consent: 1.2 KB
+// there, but they vary). fasthttp's default, 4 KB, leaves too little room
+// over that; 8 KB is more than twice it. More would cost memory on every
+// open connection (fasthttp keeps the buffer per connection: 100,000
+// polling fans at 8 KB is 800 MB).
 const ReadBufferSize = 8 << 10
 
 // secure reports whether the fan's browser reached the gateway over TLS:

@@ -195,6 +195,16 @@ const browserHeaders = "Host: onsale.example\r\n" +
 	"Referer: https://onsale.example/events/100/waiting?utm_source=newsletter&utm_medium=email&utm_campaign=onsale\r\n" +
 	"Connection: close\r\n"
 
+// siteCookies are an operator's own cookies on the sale's domain: an
+// analytics suite and a consent record (about 1.2 KB).
+var siteCookies = "_ga=GA1.1.1234567890.1764547200; _ga_ABCDEF1234=GS1.1.1764547200.1.1.1764547300.0.0.0; " +
+	"_gid=GA1.2.987654321.1764547200; _fbp=fb.1.1764547200000.1234567890; " +
+	"OptanonConsent=isGpcEnabled=0&datestamp=Tue+Dec+01+2026+08%3A00%3A00+GMT%2B0530&version=202411.1.0&browserGpcFlag=0" +
+	"&isIABGlobal=false&hosts=&consentId=" + strings.Repeat("a1b2c3d4-", 4) + "&interactionCount=1&isAnonUser=1&landingPath=NotLandingPage" +
+	"&groups=C0001%3A1%2CC0002%3A1%2CC0003%3A1%2CC0004%3A0&AwaitingReconsent=false; OptanonAlertBoxClosed=2026-12-01T02:30:00.000Z; " +
+	"_hjSessionUser_1234567=" + strings.Repeat("eyJpZCI6IjEyMzQ1Njc4OTAiLCJjcmVhdGVkIjoxNzY0NTQ3MjAwMDAwfQ", 3) + "; " +
+	"_hjSession_1234567=" + strings.Repeat("eyJpZCI6ImFiY2RlZiIsImMiOjE3NjQ1NDcyMDAwMDB9", 3)
+
 // serveRaw sends one GET with browserHeaders and extra (header lines) to
 // a fasthttp server of that read buffer size (0: fasthttp's default) that
 // answers 200, and returns the status it answers.
@@ -268,14 +278,20 @@ func TestQueueCookiesBounded(t *testing.T) {
 	if b.jar["onsale_q_99"] != "" {
 		t.Error("a forged queue cookie was kept")
 	}
-	// What that browser sends, through a fasthttp server: with the bound
-	// and ReadBufferSize, answered (an account token in Authorization too);
-	// the control, the unbounded jar's cookies at fasthttp's default 4 KB
-	// buffer, refused (431) before any handler.
-	bearer := "Authorization: Bearer " + accountJWT(t, "9", true) + "\r\n"
-	if code := serveRaw(t, gwhttp.ReadBufferSize, bearer+"Cookie: "+b.cookieHeader()+"\r\n"); code != 200 {
-		t.Errorf("the bounded browser's request at ReadBufferSize = %d; want 200", code)
+	// What that browser sends, through a fasthttp server. The sizing's
+	// worst case (gwhttp.ReadBufferSize): the bounded queue cookies, the
+	// visitor id, an account token in Authorization and the operator's own
+	// cookies on the domain (analytics, consent) are answered, with the
+	// buffer at least twice their size (the headroom the sizing promises:
+	// sites' own cookies vary); the control, the unbounded jar's queue
+	// cookies alone, are refused (431) at fasthttp's default 4 KB.
+	worst := "Authorization: Bearer " + accountJWT(t, "9", true) + "\r\nCookie: " + b.cookieHeader() + "; " + siteCookies + "\r\n"
+	n := len("GET /v1/events/100/queue/status HTTP/1.1\r\n" + browserHeaders + worst)
+	if code := serveRaw(t, gwhttp.ReadBufferSize, worst); code != 200 || 2*n > gwhttp.ReadBufferSize {
+		t.Errorf("the bounded browser's request (%d bytes of headers) at ReadBufferSize (%d) = %d; want 200, with the buffer twice the headers",
+			n, gwhttp.ReadBufferSize, code)
 	}
+	t.Logf("the bounded browser's worst request: %d bytes of headers; ReadBufferSize %d", n, gwhttp.ReadBufferSize)
 	if code := serveRaw(t, 0, "Cookie: "+strings.Join(all, "; ")+"\r\n"); code != 431 {
 		t.Errorf("control: %d unbounded queue cookies at fasthttp's default buffer = %d; want 431", sales, code)
 	}
