@@ -28,3 +28,17 @@ func TestDialFieldsRoundTrip(t *testing.T) {
 		t.Errorf("zero values read as %+v", got)
 	}
 }
+
+// A stored hash that still carries a removed dial (gateway.RemovedDials:
+// pow_difficulty, written by a gateway of before issue 13) reads as the
+// same dials as without it: the field is ignored.
+func TestRemovedDialIgnored(t *testing.T) {
+	m := map[string]string{"new_users_per_minute": "60", "paused": "1", "queueing": "fifo", "version": "3"}
+	want := parseDials(m)
+	for name := range gateway.RemovedDials {
+		m[name] = "20"
+	}
+	if got := parseDials(m); got != want {
+		t.Errorf("parseDials with a removed dial = %+v; want %+v", got, want)
+	}
+}
