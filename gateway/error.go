@@ -12,6 +12,7 @@ import (
 const (
 	EInvalid         = "invalid_request"     // malformed body or value
 	ETooLarge        = "body_too_large"      // request body over the limit
+	EHeadersTooLarge = "headers_too_large"   // request headers (cookies) over the read buffer
 	ENotFound        = "not_found"           // no such event, route, page or seat map
 	EMethod          = "method_not_allowed"  // the route exists, not with this method
 	EUnauthorized    = "unauthorized"        // the operators' API without its token

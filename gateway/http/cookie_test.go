@@ -206,12 +206,13 @@ var siteCookies = "_ga=GA1.1.1234567890.1764547200; _ga_ABCDEF1234=GS1.1.1764547
 	"_hjSession_1234567=" + strings.Repeat("eyJpZCI6ImFiY2RlZiIsImMiOjE3NjQ1NDcyMDAwMDB9", 3)
 
 // serveRaw sends one GET with browserHeaders and extra (header lines) to
-// a fasthttp server of that read buffer size (0: fasthttp's default) that
-// answers 200, and returns the status it answers.
-func serveRaw(t *testing.T, readBuffer int, extra string) int {
+// a fasthttp server of that read buffer size (0: fasthttp's default) and
+// error handler (nil: fasthttp's) that answers 200, and returns the status
+// it answers.
+func serveRaw(t *testing.T, readBuffer int, onError func(*fasthttp.RequestCtx, error), extra string) int {
 	t.Helper()
 	ln := fasthttputil.NewInmemoryListener()
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {}, ReadBufferSize: readBuffer}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {}, ReadBufferSize: readBuffer, ErrorHandler: onError}
 	go srv.Serve(ln)
 	defer srv.Shutdown()
 	c, err := ln.Dial()
@@ -287,12 +288,19 @@ func TestQueueCookiesBounded(t *testing.T) {
 	// cookies alone, are refused (431) at fasthttp's default 4 KB.
 	worst := "Authorization: Bearer " + accountJWT(t, "9", true) + "\r\nCookie: " + b.cookieHeader() + "; " + siteCookies + "\r\n"
 	n := len("GET /v1/events/100/queue/status HTTP/1.1\r\n" + browserHeaders + worst)
-	if code := serveRaw(t, gwhttp.ReadBufferSize, worst); code != 200 || 2*n > gwhttp.ReadBufferSize {
+	if code := serveRaw(t, gwhttp.ReadBufferSize, nil, worst); code != 200 || 2*n > gwhttp.ReadBufferSize {
 		t.Errorf("the bounded browser's request (%d bytes of headers) at ReadBufferSize (%d) = %d; want 200, with the buffer twice the headers",
 			n, gwhttp.ReadBufferSize, code)
 	}
 	t.Logf("the bounded browser's worst request: %d bytes of headers; ReadBufferSize %d", n, gwhttp.ReadBufferSize)
-	if code := serveRaw(t, 0, "Cookie: "+strings.Join(all, "; ")+"\r\n"); code != 431 {
+	// Headers over the buffer all the same (a site's own cookies grown
+	// huge): the gateway's error handler answers 431 headers_too_large,
+	// telling the fan what clears it, not 400 "could not be read".
+	huge := "Cookie: big=" + strings.Repeat("x", gwhttp.ReadBufferSize) + "\r\n"
+	if code := serveRaw(t, gwhttp.ReadBufferSize, f.srv.ErrorHandler, huge); code != 431 {
+		t.Errorf("headers over ReadBufferSize = %d; want 431 (%s)", code, gateway.EHeadersTooLarge)
+	}
+	if code := serveRaw(t, 0, nil, "Cookie: "+strings.Join(all, "; ")+"\r\n"); code != 431 {
 		t.Errorf("control: %d unbounded queue cookies at fasthttp's default buffer = %d; want 431", sales, code)
 	}
 	// The browser's places stay usable: a poll of the newest is answered.

@@ -36,6 +36,7 @@ type fake struct {
 	store   *storetest.Memory
 	room    *room.Room
 	handler fasthttp.RequestHandler
+	srv     *gwhttp.Server
 	queue   *token.QueueSigner
 	core    atomic.Pointer[map[string]int] // path suffix: status the core answers
 	asked   atomic.Pointer[http.Request]   // the last request the core was asked
@@ -97,7 +98,7 @@ func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.handler = s.Handler()
+	f.handler, f.srv = s.Handler(), s
 	return f
 }
 
