@@ -10,29 +10,30 @@ import (
 // are API (pages and apps branch on them); gateway/http maps each to one
 // HTTP status in one table.
 const (
-	EInvalid         = "invalid_request"        // malformed body or value
-	ETooLarge        = "body_too_large"         // request body over the limit
-	ENotFound        = "not_found"              // no such event, route, page or seat map
-	EMethod          = "method_not_allowed"     // the route exists, not with this method
-	EUnauthorized    = "unauthorized"           // the operators' API without its token
-	EQueueToken      = "invalid_queue_token"    // no, a bad or an expired queue token
-	EIdentity        = "identity_required"      // no or a bad account token where one is needed
-	EPhoneUnverified = "phone_not_verified"     // an account without a verified phone
-	EProofOfWork     = "proof_of_work_required" // the pow dial is on and X-Pow does not solve it
-	ERateLimited     = "rate_limited"           // too many requests from one address or token
-	ENotOpen         = "not_open"               // before prequeue_at
-	EClosed          = "closed"                 // after closes_at
-	ESessionEnded    = "session_ended"          // the identity has had its one session
-	ERejoin          = "rejoin"                 // the room was reset: the token's place is gone
-	EOnsalePassed    = "onsale_passed"          // the pre-queue is frozen: its dials are fixed
-	EUnavailable     = "unavailable"            // Redis (or the core, for the room) unreachable: fail closed
-	EBusy            = "busy"                   // every connection to the core is taken: shed
-	ECoreUnavailable = "core_unavailable"       // the core did not answer a proxied request
-	EInternal        = "internal"               // a bug
+	EInvalid         = "invalid_request"     // malformed body or value
+	ETooLarge        = "body_too_large"      // request body over the limit
+	EHeadersTooLarge = "headers_too_large"   // request headers (cookies) over the read buffer
+	ENotFound        = "not_found"           // no such event, route, page or seat map
+	EMethod          = "method_not_allowed"  // the route exists, not with this method
+	EUnauthorized    = "unauthorized"        // the operators' API without its token
+	EQueueToken      = "invalid_queue_token" // no, a bad or an expired queue token
+	EIdentity        = "identity_required"   // no or a bad account token where one is needed
+	EPhoneUnverified = "phone_not_verified"  // an account without a verified phone
+	ECrossSite       = "cross_site"          // a join or leave sent by another site's page
+	ERateLimited     = "rate_limited"        // too many requests from one address or token
+	ENotOpen         = "not_open"            // before prequeue_at
+	EClosed          = "closed"              // after closes_at
+	ESessionEnded    = "session_ended"       // the identity has had its one session
+	ERejoin          = "rejoin"              // the room was reset: the token's place is gone
+	EOnsalePassed    = "onsale_passed"       // the pre-queue is frozen: its dials are fixed
+	EUnavailable     = "unavailable"         // Redis (or the core, for the room) unreachable: fail closed
+	EBusy            = "busy"                // every connection to the core is taken: shed
+	ECoreUnavailable = "core_unavailable"    // the core did not answer a proxied request
+	EInternal        = "internal"            // a bug
 )
 
 // Error is a failure a client is told about. Detail carries extra fields
-// of the JSON body (the proof-of-work challenge, when the queue opens);
+// of the JSON body (when the queue opens);
 // RetryAfter, for rate_limited and unavailable answers, says when to come
 // back (zero: the writer's default).
 type Error struct {

@@ -16,13 +16,14 @@ import (
 var status = map[string]int{
 	gateway.EInvalid:         fasthttp.StatusBadRequest,
 	gateway.ETooLarge:        fasthttp.StatusRequestEntityTooLarge,
+	gateway.EHeadersTooLarge: fasthttp.StatusRequestHeaderFieldsTooLarge,
 	gateway.ENotFound:        fasthttp.StatusNotFound,
 	gateway.EMethod:          fasthttp.StatusMethodNotAllowed,
 	gateway.EUnauthorized:    fasthttp.StatusUnauthorized,
 	gateway.EQueueToken:      fasthttp.StatusUnauthorized,
 	gateway.EIdentity:        fasthttp.StatusUnauthorized,
 	gateway.EPhoneUnverified: fasthttp.StatusForbidden,
-	gateway.EProofOfWork:     fasthttp.StatusPreconditionRequired,
+	gateway.ECrossSite:       fasthttp.StatusForbidden,
 	gateway.ERateLimited:     fasthttp.StatusTooManyRequests,
 	gateway.ENotOpen:         fasthttp.StatusConflict,
 	gateway.EClosed:          fasthttp.StatusGone,
@@ -97,10 +98,17 @@ func writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
 }
 
 // ErrorHandler answers requests fasthttp refuses before any handler (too
-// large, malformed) with the same JSON errors.
+// large, malformed) with the same JSON errors. Headers over the read
+// buffer (ReadBufferSize) are nearly always a browser's cookies for the
+// site: the fan is told what clears them.
 func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		s.writeError(ctx, gateway.Errorf(gateway.ETooLarge, "the request body is too large"))
+		return
+	}
+	if small := (*fasthttp.ErrSmallBuffer)(nil); errors.As(err, &small) {
+		s.writeError(ctx, gateway.Errorf(gateway.EHeadersTooLarge,
+			"the request's headers are too large: clear this site's cookies in the browser's settings and try again"))
 		return
 	}
 	s.writeError(ctx, gateway.Errorf(gateway.EInvalid, "the request could not be read"))

@@ -36,6 +36,7 @@ type fake struct {
 	store   *storetest.Memory
 	room    *room.Room
 	handler fasthttp.RequestHandler
+	srv     *gwhttp.Server
 	queue   *token.QueueSigner
 	core    atomic.Pointer[map[string]int] // path suffix: status the core answers
 	asked   atomic.Pointer[http.Request]   // the last request the core was asked
@@ -167,6 +168,7 @@ func TestErrorAnswers(t *testing.T) {
 		retryAfter   bool
 		authenticate bool
 		detail       string // a detail field the body must carry
+		message      string // words the message must contain
 	}{
 		{name: "no route", method: "GET", path: "/nowhere", status: 404, code: gateway.ENotFound},
 		{name: "non-numeric event", method: "POST", path: "/v1/events/abc/queue", status: 404, code: gateway.ENotFound},
@@ -201,8 +203,8 @@ func TestErrorAnswers(t *testing.T) {
 			status: 403, code: gateway.EPhoneUnverified},
 		{name: "join with an account before the core's keys are known", cfg: noKeysYet, dials: required, method: "POST",
 			path: ev + "/queue", hdr: bearer(accountJWT(t, "1", true)), status: 503, code: gateway.EUnavailable, retryAfter: true},
-		{name: "join without proof of work", dials: func(d *gateway.Dials) { d.PowDifficulty = 20 },
-			method: "POST", path: ev + "/queue", status: 428, code: gateway.EProofOfWork, detail: "challenge"},
+		{name: "admin, a removed dial", method: "PATCH", path: admin, body: `{"pow_difficulty":20}`, hdr: auth, status: 400,
+			code: gateway.EInvalid, message: "proof of work was removed"},
 		{name: "admin without a token", method: "GET", path: admin, status: 401, code: gateway.EUnauthorized, authenticate: true},
 		{name: "admin, wrong method", method: "PUT", path: admin, hdr: auth, status: 405, code: gateway.EMethod},
 		{name: "admin, unknown dial", method: "PATCH", path: admin, body: `{"nope":1}`, hdr: auth, status: 400, code: gateway.EInvalid},
@@ -242,6 +244,9 @@ func TestErrorAnswers(t *testing.T) {
 			}
 			if got := r.header.Get("WWW-Authenticate") != ""; got != tc.authenticate {
 				t.Errorf("WWW-Authenticate %q; want one: %v", r.header.Get("WWW-Authenticate"), tc.authenticate)
+			}
+			if msg, _ := r.body["message"].(string); !strings.Contains(msg, tc.message) {
+				t.Errorf("message %q; want it to say %q", msg, tc.message)
 			}
 			if tc.detail != "" && r.body[tc.detail] == nil {
 				t.Errorf("body %s lacks %q", r.raw, tc.detail)

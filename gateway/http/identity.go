@@ -1,10 +1,7 @@
 package http
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -13,8 +10,6 @@ import (
 	"github.com/onsale/onsale/gateway"
 	"github.com/onsale/onsale/shared/account"
 )
-
-const visitorCookie = "onsale_vid"
 
 // identity is the fan joining. A request with an account token (Bearer)
 // is that account's, "acct:<id>", whatever the event: the token must verify
@@ -34,11 +29,11 @@ func (s *Server) identity(ctx *fasthttp.RequestCtx, accountRequired bool) (strin
 	if accountRequired {
 		return "", gateway.Errorf(gateway.EIdentity, "this sale is for signed-in fans: sign in with your phone number to join the queue")
 	}
-	if id, ok := s.cfg.Queue.Visitor(string(ctx.Request.Header.Cookie(visitorCookie))); ok {
+	if id, ok := s.cfg.Queue.Visitor(s.cookie(ctx, visitorCookie)); ok {
 		return "vis:" + id, nil
 	}
 	id, cookie := s.cfg.Queue.NewVisitor()
-	setCookie(ctx, visitorCookie, cookie, 30*24*time.Hour)
+	s.setCookie(ctx, visitorCookie, cookie, 30*24*time.Hour)
 	return "vis:" + id, nil
 }
 
@@ -64,38 +59,4 @@ func (s *Server) account(tok string) (string, error) {
 func bearer(ctx *fasthttp.RequestCtx) (string, bool) {
 	tok, ok := strings.CutPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer ")
 	return tok, ok && tok != ""
-}
-
-// proofOfWork checks the X-Pow header against the event's difficulty dial:
-// SHA-256 of "<event>:<identity>:<nonce>" must start with difficulty zero
-// bits. It makes a join cost a bot CPU while a fan's browser pays it once.
-// The error (proof_of_work_required) carries the challenge to solve.
-func proofOfWork(ctx *fasthttp.RequestCtx, event int64, identity string, difficulty int) error {
-	if difficulty <= 0 || powOK(event, identity, string(ctx.Request.Header.Peek("X-Pow")), difficulty) {
-		return nil
-	}
-	return gateway.Errorf(gateway.EProofOfWork, "send X-Pow: a nonce with SHA-256(\"%d:%s:<nonce>\") starting with %d zero bits", event, identity, difficulty).
-		With("challenge", fmt.Sprintf("%d:%s:", event, identity)).With("difficulty", difficulty)
-}
-
-func powOK(event int64, identity, nonce string, difficulty int) bool {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s:%s", event, identity, nonce)))
-	return leadingZeros(sum[:]) >= difficulty
-}
-
-func leadingZeros(b []byte) int {
-	n := 0
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		if v != 0 {
-			for v&(1<<63) == 0 {
-				n++
-				v <<= 1
-			}
-			return n
-		}
-		n += 64
-		b = b[8:]
-	}
-	return n
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -40,23 +39,6 @@ type queueReply struct {
 	Message        string     `json:"message,omitempty"`
 }
 
-func cookieName(event int64) string { return "onsale_q_" + strconv.FormatInt(event, 10) }
-
-func setCookie(ctx *fasthttp.RequestCtx, name, value string, maxAge time.Duration) {
-	var c fasthttp.Cookie
-	c.SetKey(name)
-	c.SetValue(value)
-	c.SetPath("/")
-	c.SetHTTPOnly(true)
-	c.SetSameSite(fasthttp.CookieSameSiteLaxMode)
-	c.SetMaxAge(int(maxAge.Seconds()))
-	ctx.Response.Header.SetCookie(&c)
-}
-
-func clearCookie(ctx *fasthttp.RequestCtx, event int64) {
-	setCookie(ctx, cookieName(event), "", -time.Hour)
-}
-
 // sessionEnded is the answer to a fan whose one turn in the sale is over
 // (its session ran out or it left, or it gave up its place): it cannot
 // queue again, but what it holds or bought does not depend on the session.
@@ -73,7 +55,7 @@ func unavailableFor(what string) error {
 // joinRefusals labels, in the joins metric, the refusals made before the
 // store answers (its answers are labelled by state).
 var joinRefusals = map[string]string{gateway.ERateLimited: "rate_limited", gateway.EIdentity: "identity",
-	gateway.EPhoneUnverified: "identity", gateway.EProofOfWork: "pow", gateway.EUnavailable: "unavailable"}
+	gateway.EPhoneUnverified: "identity", gateway.ECrossSite: "cross_site", gateway.EUnavailable: "unavailable"}
 
 // join gives the fan a place (or the one it has) and a queue token.
 func (s *Server) join(ctx *fasthttp.RequestCtx, p params) error {
@@ -87,6 +69,9 @@ func (s *Server) join(ctx *fasthttp.RequestCtx, p params) error {
 func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	ev, err := p.event()
 	if err != nil {
+		return err
+	}
+	if err := refuseCrossSite(ctx); err != nil {
 		return err
 	}
 	if err := limit(s.limits.join, s.clientKey(ctx)); err != nil {
@@ -105,10 +90,8 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	if err := proofOfWork(ctx, ev, identity, v.Dials.PowDifficulty); err != nil {
-		return err
-	}
-	if q := s.heldToken(ctx, ev, identity, v.Dials.Epoch); q != nil {
+	held := s.heldToken(ctx, ev, v.Dials.Epoch)
+	if q := held; q != nil && q.Subject == identity {
 		// A fan joining again with its token (a reload): put its place back
 		// first if a failover lost it, so the join finds it instead of
 		// handing out a new one at the back.
@@ -140,7 +123,13 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return gateway.Errorf(gateway.EInternal, "could not sign the queue token")
 	}
-	setCookie(ctx, cookieName(ev), tok, 24*time.Hour)
+	if held == nil || held.Subject == identity || finished(held, time.Now()) {
+		// Otherwise the cookie keeps a live place of another identity (a
+		// guest's, while an account joins): a join never replaces it. The
+		// token is in the answer; the page gives the other place back
+		// (leave) before the cookie takes this one.
+		s.setQueueCookie(ctx, ev, tok, 24*time.Hour)
+	}
 	reply := describe(v, &token.Queue{Event: ev, Position: r.Position}, time.Now())
 	reply.QueueToken = tok
 	ctx.Response.Header.Set("Cache-Control", "private, no-store")
@@ -253,7 +242,7 @@ func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
 func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, string, error) {
 	raw, _ := bearer(ctx)
 	q, err := s.cfg.Queue.Verify(raw, ev)
-	if cookie := string(ctx.Request.Header.Cookie(cookieName(ev))); err != nil && cookie != "" && cookie != raw {
+	if cookie := s.queueCookieValue(ctx, ev); err != nil && cookie != "" && cookie != raw {
 		raw = cookie
 		q, err = s.cfg.Queue.Verify(raw, ev)
 	}
@@ -291,7 +280,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	ctx.Response.Header.Set("Cache-Control", "private, no-store")
 	if q.Epoch != v.Dials.Epoch {
 		// Redis lost the room this place belonged to: its places are gone.
-		clearCookie(ctx, ev)
+		s.clearQueueCookie(ctx, ev)
 		return gateway.Errorf(gateway.ERejoin, "the waiting room was reset: join the queue again")
 	}
 	// Admitted already: the session is in the token.
@@ -306,7 +295,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		s.restore(c, ev, q)
-		clearCookie(ctx, ev)
+		s.clearQueueCookie(ctx, ev)
 		return sessionEnded()
 	}
 	// (The steady-state poll below touches no Redis and needs no deadline:
@@ -327,11 +316,11 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		if errors.Is(err, gateway.ErrEnded) {
 			// The fan left the pre-queue (or had its session): what the
 			// claim path answers such a fan.
-			clearCookie(ctx, ev)
+			s.clearQueueCookie(ctx, ev)
 			return sessionEnded()
 		}
 		if e := (*gateway.Error)(nil); errors.As(err, &e) {
-			clearCookie(ctx, ev)
+			s.clearQueueCookie(ctx, ev)
 			return err
 		}
 		if err == nil && pos > 0 {
@@ -358,7 +347,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		var e *gateway.Error
 		switch {
 		case errors.As(err, &e):
-			clearCookie(ctx, ev)
+			s.clearQueueCookie(ctx, ev)
 			return err
 		case err == nil && pos != q.Position && pos > 0:
 			q.Position = pos // the control's rejoin at the back
@@ -382,7 +371,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		switch {
 		case errors.As(err, &e):
 			// The fan's turn is over, or the room it queued in is gone.
-			clearCookie(ctx, ev)
+			s.clearQueueCookie(ctx, ev)
 			return err
 		case err != nil:
 			// Redis is down: never admit from a guess; the fan keeps waiting.
@@ -401,14 +390,14 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 				r.Message = "your turn came and went unclaimed: you are back in line"
 			}
 		case st == gateway.ClaimEnded:
-			clearCookie(ctx, ev)
+			s.clearQueueCookie(ctx, ev)
 			return sessionEnded()
 		case st == gateway.ClaimPaused:
 			r.State = gateway.StatePaused
 		}
 	}
 	if newTok != "" {
-		setCookie(ctx, cookieName(ev), newTok, 24*time.Hour)
+		s.setQueueCookie(ctx, ev, newTok, 24*time.Hour)
 		r.QueueToken = newTok
 	}
 	s.metrics.polls.WithLabelValues(r.State, touched).Inc()
@@ -426,16 +415,19 @@ func tickedSince(v room.View, q *token.Queue) bool {
 	return v.Tick.Now.After(q.IssuedAt.Add(time.Second))
 }
 
-// heldToken is the queue token the joining fan holds, from its cookie,
-// when it is this identity's in this room (epoch): its proof of place for
-// a restore. (A join's bearer is an account token, never a queue token.)
-func (s *Server) heldToken(ctx *fasthttp.RequestCtx, ev int64, identity, epoch string) *token.Queue {
-	raw := string(ctx.Request.Header.Cookie(cookieName(ev)))
+// heldToken is the place the joining browser holds, from its queue cookie:
+// a token that verifies, of this room (epoch). When it is the joining
+// identity's, it is the proof of place for a restore (a session over
+// included: the restore writes that it is over); when it is another
+// identity's and its session is not over, the join leaves the cookie
+// alone. (A join's bearer is an account token, never a queue token.)
+func (s *Server) heldToken(ctx *fasthttp.RequestCtx, ev int64, epoch string) *token.Queue {
+	raw := s.queueCookieValue(ctx, ev)
 	if raw == "" {
 		return nil
 	}
 	q, err := s.cfg.Queue.Verify(raw, ev)
-	if err != nil || q.Subject != identity || q.Epoch != epoch {
+	if err != nil || q.Epoch != epoch {
 		return nil
 	}
 	return q
@@ -505,7 +497,7 @@ func (s *Server) admitted(ctx *fasthttp.RequestCtx, ev int64, q *token.Queue, un
 	if err != nil {
 		return gateway.Errorf(gateway.EInternal, "could not sign the admit token")
 	}
-	setCookie(ctx, cookieName(ev), queueTok, time.Until(until)+time.Minute)
+	s.setQueueCookie(ctx, ev, queueTok, time.Until(until)+time.Minute)
 	s.metrics.polls.WithLabelValues(gateway.StateAdmitted, touched).Inc()
 	writeJSON(ctx, fasthttp.StatusOK, queueReply{State: gateway.StateAdmitted, QueueToken: queueTok, Position: q.Position,
 		AdmitToken: admit, AdmitExpiresAt: &until, PollAfterMs: 30000})
@@ -520,6 +512,9 @@ func (s *Server) admitted(ctx *fasthttp.RequestCtx, ev int64, q *token.Queue, un
 func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
 	ev, err := p.event()
 	if err != nil {
+		return err
+	}
+	if err := refuseCrossSite(ctx); err != nil {
 		return err
 	}
 	q, raw, err := s.fanToken(ctx, ev)
@@ -540,8 +535,8 @@ func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
 	// The cookie goes only with its own place: a page that signed in gives
 	// back the guest's place by its bearer token while the cookie already
 	// names the account's.
-	if cookie := string(ctx.Request.Header.Cookie(cookieName(ev))); cookie == "" || cookie == raw {
-		clearCookie(ctx, ev)
+	if cookie := s.queueCookieValue(ctx, ev); cookie == "" || cookie == raw {
+		s.clearQueueCookie(ctx, ev)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"outcome": string(outcome)})
 	return nil

@@ -6,7 +6,9 @@
 //
 // One file per concern: routes.go (the route table), error.go (the status
 // table and the one error writer), queue.go (join, status, leave),
-// identity.go (who is joining, proof of work), limit.go (every route's
+// identity.go (who is joining), cookie.go (the fans' cookies: names, Secure
+// and __Host- over TLS, their bound, the read buffer they fit), crosssite.go
+// (joins and leaves from other sites refused), limit.go (every route's
 // per-address or per-token limit), clientaddr.go (who the client is behind
 // a load balancer: trusted proxies, PROXY protocol, X-Forwarded-For),
 // admin.go (dials and stats), readcache.go (the bounded, one-in-flight

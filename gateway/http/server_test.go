@@ -2,7 +2,6 @@ package http_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -373,7 +372,7 @@ func TestAdmin(t *testing.T) {
 	}
 }
 
-func TestIdentityAndProofOfWork(t *testing.T) {
+func TestIdentity(t *testing.T) {
 	g := newGateway(t, redistest.Addrs(t, false), func(c *gwhttp.Config) { c.Accounts = accountVerifier() })
 	g.dials(t, func(d *gateway.Dials) { d.AccountRequired = true })
 	acct := func(sub string, verified bool) string { return "Bearer " + accountJWT(t, sub, verified) }
@@ -400,23 +399,6 @@ func TestIdentityAndProofOfWork(t *testing.T) {
 	g.dials(t, func(d *gateway.Dials) { d.AccountRequired = false })
 	if r := g.do(t, g.fan(), "POST", g.path("/queue"), ""); r.status != 200 {
 		t.Fatalf("a guest's join with account_required off = %d %s", r.status, r.raw)
-	}
-	// Proof of work.
-	g.dials(t, func(d *gateway.Dials) { d.PowDifficulty = 8 })
-	r := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u2", true))
-	if r.status != 428 || r.body["challenge"] == nil {
-		t.Fatalf("join without proof of work = %d %s", r.status, r.raw)
-	}
-	challenge := r.body["challenge"].(string)
-	nonce := 0
-	for ; ; nonce++ {
-		sum := sha256.Sum256([]byte(fmt.Sprintf("%s%d", challenge, nonce)))
-		if sum[0] == 0 {
-			break
-		}
-	}
-	if r := g.do(t, g.fan(), "POST", g.path("/queue"), "", "Authorization", acct("u2", true), "X-Pow", fmt.Sprint(nonce)); r.status != 200 {
-		t.Fatalf("join with proof of work = %d %s", r.status, r.raw)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 func TestDialFieldsRoundTrip(t *testing.T) {
 	d := gateway.Dials{NewUsersPerMinute: 1, TotalActiveUsers: 2, SessionSeconds: 3, ClaimSeconds: 4,
 		PrequeueAt: time.UnixMilli(1_000_000), OnsaleAt: time.UnixMilli(2_000_000), ClosesAt: time.UnixMilli(3_000_000),
-		Paused: true, Queueing: "fifo", PowDifficulty: 5, SoldOut: true, Version: 6}
+		Paused: true, Queueing: "fifo", SoldOut: true, Version: 6}
 	m := map[string]string{}
 	for k, v := range dialFields(d) {
 		m[k] = fmt.Sprint(v)
@@ -26,5 +26,19 @@ func TestDialFieldsRoundTrip(t *testing.T) {
 	}
 	if got := parseDials(map[string]string{"paused": "0", "prequeue_at": "0"}); got.Paused || !got.PrequeueAt.IsZero() {
 		t.Errorf("zero values read as %+v", got)
+	}
+}
+
+// A stored hash that still carries a removed dial (gateway.RemovedDials:
+// pow_difficulty, written by a gateway of before issue 13) reads as the
+// same dials as without it: the field is ignored.
+func TestRemovedDialIgnored(t *testing.T) {
+	m := map[string]string{"new_users_per_minute": "60", "paused": "1", "queueing": "fifo", "version": "3"}
+	want := parseDials(m)
+	for name := range gateway.RemovedDials {
+		m[name] = "20"
+	}
+	if got := parseDials(m); got != want {
+		t.Errorf("parseDials with a removed dial = %+v; want %+v", got, want)
 	}
 }

@@ -79,6 +79,7 @@ func TestOperatorPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, op, "the console's stats", `document.body.dataset.ready === "1"`, 15*time.Second)
+	look(t, op, "console") // the dials form, phone and desktop
 	until(t, op, "the pause button", `/Pause/.test(document.getElementById("pause").textContent)`, 10*time.Second)
 	if err := chromedp.Do(op, chromedp.Click(chromedp.ID("pause"))); err != nil {
 		t.Fatal(err)

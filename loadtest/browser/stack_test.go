@@ -90,7 +90,7 @@ RETURNING id`, onsaleIn.Seconds()).Scan(&id)
 
 // browser starts headless Chromium (flags from the workplace's measured
 // notes) and returns the browser's context; tabs are made from it.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {

@@ -234,7 +234,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	hs := &fasthttp.Server{Handler: srv.Handler(), Name: "onsale", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log},
+		ReadBufferSize: gwhttp.ReadBufferSize, // the request headers' bound, sized in gateway/http/cookie.go
+		IdleTimeout:    2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log},
 		// Requests fasthttp refuses before any handler (too large, malformed) still get JSON.
 		ErrorHandler: srv.ErrorHandler}
 	ln, err := gwhttp.Listen(c.Addr, trusted, c.ProxyProtocol == "on")

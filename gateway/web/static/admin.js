@@ -30,7 +30,6 @@ const DIALS = [
   { id: "total_active_users", kind: "int", label: "max active users" },
   { id: "session_seconds", kind: "int", label: "session length" },
   { id: "claim_seconds", kind: "int", label: "claim window" },
-  { id: "pow_difficulty", kind: "int", label: "proof of work" },
   { id: "account_required", kind: "bool", label: "signed-in fans only" },
   { id: "queueing", kind: "text", label: "queueing" },
   { id: "prequeue_at", kind: "time", label: "pre-queue opens" },

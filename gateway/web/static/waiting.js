@@ -289,7 +289,9 @@ async function signedIn() {
     // Before the draw a guest place is worth nothing over a new one: the
     // account takes its own place, so the purchase is the account's; only
     // once it has one is the guest place given back (with the guest's own
-    // queue token: the cookie now names the account's place).
+    // queue token). A join never replaces another identity's place in the
+    // cookie, so the cookie still names the guest's until it is given
+    // back; joining again (idempotent) then puts the account's there.
     let guest = null;
     if (current === "prequeue") {
       guest = guestQueueToken;
@@ -302,10 +304,11 @@ async function signedIn() {
     }
     current = null;
     message("");
-    const next = await join();
+    let next = await join();
     if (joined && joinedAs && guest) {
       await api("DELETE", queuePath, { token: guest }).catch(() => null);
       guestQueueToken = null;
+      next = await join();
     }
     if (next !== null) schedule(next);
     return;
