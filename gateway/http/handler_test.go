@@ -36,7 +36,6 @@ type fake struct {
 	store   *storetest.Memory
 	room    *room.Room
 	handler fasthttp.RequestHandler
-	srv     *gwhttp.Server
 	queue   *token.QueueSigner
 	core    atomic.Pointer[map[string]int] // path suffix: status the core answers
 	asked   atomic.Pointer[http.Request]   // the last request the core was asked
