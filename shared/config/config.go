@@ -286,6 +286,16 @@ var sensitiveParams = []string{"password", "sslpassword", "token", "secret", "ke
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" {
+		// A URL net/url cannot parse, such as a cluster's
+		// redis://user:password@h1:1,h2:2: mask what is between the
+		// user's colon and the last @.
+		if scheme, rest, ok := strings.Cut(s, "://"); ok {
+			if at := strings.LastIndex(rest, "@"); at >= 0 {
+				if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+					return scheme + "://" + user + ":xxxxx" + rest[at:]
+				}
+			}
+		}
 		if strings.Contains(strings.ToLower(s), "password") {
 			return "xxxxx"
 		}

@@ -211,6 +211,7 @@ func TestRedactURL(t *testing.T) {
 		"postgres://app@db/x?sslpassword=s3cret":              "postgres://app@db/x?sslpassword=xxxxx",
 		"https://sms.example/send?Token=s3cret&to=1":          "https://sms.example/send?Token=xxxxx&to=1",
 		"host=db user=app password=s3cret":                    "xxxxx",
+		"rediss://app:s3cret@h1:7001,h2:7002":                 "rediss://app:xxxxx@h1:7001,h2:7002",
 		"http://127.0.0.1:8081":                               "http://127.0.0.1:8081",
 		"redis://127.0.0.1:6379/0":                            "redis://127.0.0.1:6379/0",
 		"host=db user=app":                                    "host=db user=app",

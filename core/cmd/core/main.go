@@ -67,7 +67,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"30s" min:"1s" max:"10m" help:"grace period for in-flight requests on SIGTERM (duration; a card confirm may take 25 s)"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"log level: debug, info, warn or error; logs are JSON on stderr"`
 	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR" flag:"debug-addr" help:"serve /debug/pprof on this address (host:port); off when empty"`
-	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db, or host:port,... for a cluster; off when empty"`
+	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,...; off when empty"`
 
 	// Payments: on when ProviderURL is set.
 	ProviderURL    string        `env:"ONSALE_PROVIDER_URL" flag:"provider-url" help:"payment provider base URL; payments are off without it"`

@@ -58,7 +58,7 @@ func main() {
 // it (TestReadme).
 type Config struct {
 	Addr            string        `env:"ONSALE_GATEWAY_ADDR" flag:"addr" default:"127.0.0.1:8080" help:"listen address (host:port)"`
-	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis: redis://host:port/db for one server, or host:port,host:port,... for a cluster (required)"`
+	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis: redis://host:port/db for one server (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,host:port,... (required)"`
 	CoreURL         string        `env:"ONSALE_CORE_URL" flag:"core-url" default:"http://127.0.0.1:8081" secret:"url" help:"the core's base URL: event times, seat layouts and counts, and the booking API passed through"`
 	CheckoutURL     string        `env:"ONSALE_CHECKOUT_URL" flag:"checkout-url" default:"http://127.0.0.1:18090/checkout" secret:"url" help:"the payment provider's hosted checkout, linked from the booking page"`
 	AdmitKeys       []string      `env:"ONSALE_ADMIT_KEYS" flag:"admit-keys" help:"Ed25519 PEM key files, comma-separated: the first signs admit tokens, all are published (required)"`
