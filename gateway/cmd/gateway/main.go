@@ -107,6 +107,9 @@ func (c *Config) Validate() error {
 	case len(c.QueueSecret) < 32:
 		return errors.New("ONSALE_QUEUE_SECRET (-queue-secret) of at least 32 bytes is required")
 	}
+	if _, _, err := coreclient.ParseURL(c.CoreURL); err != nil {
+		return fmt.Errorf("ONSALE_CORE_URL (-core-url): %w", err)
+	}
 	trusted, err := gwhttp.ParseTrustedProxies(c.TrustedProxies)
 	switch {
 	case err != nil:
