@@ -84,6 +84,7 @@ type Config struct {
 	SMTPFrom       string        `env:"ONSALE_SMTP_FROM" flag:"smtp-from" default:"tickets@onsale.local" help:"From address of ticket emails"`
 	SMTPUser       string        `env:"ONSALE_SMTP_USER" flag:"smtp-user" help:"SMTP user name; no authentication when empty"`
 	SMTPPassword   string        `env:"ONSALE_SMTP_PASSWORD" flag:"smtp-password" secret:"true" help:"SMTP password"`
+	SMTPTLS        string        `env:"ONSALE_SMTP_TLS" flag:"smtp-tls" default:"starttls" oneof:"starttls|tls|off" help:"how the SMTP relay is reached: starttls (required, port 587), tls (from the first byte, port 465) or off (plain: a relay on the same host only); the relay's certificate is checked against the system roots"`
 	SMSURL         string        `env:"ONSALE_SMS_URL" flag:"sms-url" secret:"url" help:"HTTP SMS gateway for sign-in codes and ticket SMS (POST {\"to\",\"body\"}); off when empty"`
 	PublicURL      string        `env:"ONSALE_PUBLIC_URL" flag:"public-url" default:"http://127.0.0.1:8080" help:"the gateway's public address (scheme://host[:port]), never the core's: ticket SMS and emails link to <url>/tickets/<booking>"`
 
@@ -231,7 +232,9 @@ func (m *Main) Run(ctx context.Context) error {
 		if c.SMTPAddr != "" {
 			host, port, _ := net.SplitHostPort(c.SMTPAddr) // checked by Validate
 			p, _ := strconv.Atoi(port)
-			worker.Mailer = &notify.Mailer{Host: host, Port: p, From: c.SMTPFrom, Username: c.SMTPUser, Password: c.SMTPPassword}
+			sec, _ := notify.ParseSecurity(c.SMTPTLS) // oneof checked by Load
+			worker.Mailer = &notify.Mailer{Host: host, Port: p, From: c.SMTPFrom, Username: c.SMTPUser, Password: c.SMTPPassword,
+				Security: sec}
 		}
 		if sms != nil {
 			worker.SMS = sms
