@@ -61,7 +61,7 @@ type Config struct {
 	DBIdleTxTimeout time.Duration `env:"ONSALE_DB_IDLE_TX_TIMEOUT" flag:"db-idle-tx-timeout" default:"5s" min:"0s" max:"1h" help:"the server ends a transaction of the core's idle this long: a stalled core's locks go (duration; 0: the server's setting)"`
 	DBLockTimeout   time.Duration `env:"ONSALE_DB_LOCK_TIMEOUT" flag:"db-lock-timeout" default:"2s" min:"0s" max:"1h" help:"a statement waiting this long for a row lock fails with 503 (duration; 0: the server's setting)"`
 	AdmitPublicKey  string        `env:"ONSALE_ADMIT_PUBLIC_KEY" flag:"admit-public-key" help:"PEM file of the gateway's Ed25519 admit-token public key (this or -admit-jwks-url)"`
-	AdmitJWKSURL    string        `env:"ONSALE_ADMIT_JWKS_URL" flag:"admit-jwks-url" help:"the gateway's /.well-known/jwks.json URL, instead of a key file"`
+	AdmitJWKSURL    string        `env:"ONSALE_ADMIT_JWKS_URL" flag:"admit-jwks-url" help:"the gateway's /.well-known/jwks.json URL, instead of a key file: https (plain http only to a loopback address); each read bounded, keys merged during a rotation"`
 	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-fetch the JWKS (duration)"`
 	SweepInterval   time.Duration `env:"ONSALE_SWEEP_INTERVAL" flag:"sweep-interval" default:"30s" min:"10ms" max:"24h" help:"time between sweeps of expired holds (duration)"`
 	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"30s" min:"1s" max:"10m" help:"grace period for in-flight requests on SIGTERM (duration; a card confirm may take 25 s)"`
@@ -106,6 +106,11 @@ func (c *Config) Validate() error {
 		return errors.New("give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
 	case c.ProviderURL != "" && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
 		return errors.New("payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
+	}
+	if c.AdmitJWKSURL != "" {
+		if err := admission.CheckJWKSURL(c.AdmitJWKSURL); err != nil {
+			return fmt.Errorf("ONSALE_ADMIT_JWKS_URL: %w", err)
+		}
 	}
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
 		return fmt.Errorf("ONSALE_PUBLIC_URL %q: want the gateway's address, http(s)://host[:port][/path]", c.PublicURL)

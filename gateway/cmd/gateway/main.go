@@ -64,7 +64,7 @@ type Config struct {
 	AdmitKeys       []string      `env:"ONSALE_ADMIT_KEYS" flag:"admit-keys" help:"Ed25519 PEM key files, comma-separated: the first signs admit tokens, all are published (required)"`
 	QueueSecret     string        `env:"ONSALE_QUEUE_SECRET" flag:"queue-secret" secret:"true" help:"HMAC secret of queue tokens, 32 bytes or more, the same on every gateway (required)"`
 	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"bearer token of the operators' API; empty: the API refuses everyone"`
-	AccountJWKSURL  string        `env:"ONSALE_ACCOUNT_JWKS_URL" flag:"account-jwks-url" secret:"url" help:"the core's JWKS, the keys of account tokens (signed-in fans); empty: the core URL with /.well-known/jwks.json. Until it is read, an account token is answered 503 (guests still join)"`
+	AccountJWKSURL  string        `env:"ONSALE_ACCOUNT_JWKS_URL" flag:"account-jwks-url" secret:"url" help:"the core's JWKS, the keys of account tokens (signed-in fans): https (plain http only to a loopback address); empty: the core URL with /.well-known/jwks.json. Until it is read, an account token is answered 503 (guests still join)"`
 	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-read the account JWKS once read (duration); until the first read works it is retried every second or so"`
 	Tick            time.Duration `env:"ONSALE_TICK" flag:"tick" default:"100ms" min:"1ms" max:"1s" help:"admission tick and cache refresh interval: a dial change reaches every gateway within one"`
 	IPRate          float64       `env:"ONSALE_IP_RATE" flag:"ip-rate" default:"5" min:"0.001" help:"requests per second per client IP (joins, polls with a bad token), burst 4x"`
@@ -109,6 +109,15 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := coreclient.ParseURL(c.CoreURL); err != nil {
 		return fmt.Errorf("ONSALE_CORE_URL (-core-url): %w", err)
+	}
+	// An explicit JWKS URL must be https (or loopback). The default, the
+	// core URL's own /.well-known/jwks.json, is read over the connection
+	// that already carries every fan's token and booking to the core: it
+	// is as protected as they are, and no more (an https core URL for both).
+	if c.AccountJWKSURL != "" {
+		if err := admission.CheckJWKSURL(c.AccountJWKSURL); err != nil {
+			return fmt.Errorf("ONSALE_ACCOUNT_JWKS_URL (-account-jwks-url): %w", err)
+		}
 	}
 	trusted, err := gwhttp.ParseTrustedProxies(c.TrustedProxies)
 	switch {
