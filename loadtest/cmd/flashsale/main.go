@@ -31,7 +31,7 @@ type Config struct {
 	Gateway     string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
 	Paysim      string        `flag:"paysim" default:"http://127.0.0.1:18090" help:"payment simulator base URL"`
 	ProviderKey string        `flag:"provider-key" default:"sk_test_paysim" secret:"true" help:"payment simulator API key (for its ledger)"`
-	AdminToken  string        `flag:"admin-token" secret:"true" help:"gateway admin token"`
+	AdminToken  string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"gateway admin token (by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
 	DatabaseURL string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"the core's database (for the checker)"`
 	Event       int64         `flag:"event" default:"1" min:"1" help:"the event on sale"`
 	Fans        int           `flag:"fans" default:"4000" min:"0" help:"fans in the crowd"`

@@ -29,7 +29,7 @@ import (
 // table; -h lists the settings.
 type config struct {
 	Gateway    string        `flag:"gateway" default:"127.0.0.1:18080" help:"the running gateway (host:port)"`
-	AdminToken string        `flag:"admin-token" secret:"true" help:"the gateway's admin token (to set the dials)"`
+	AdminToken string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateway's admin token (to set the dials; by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
 	Event      int64         `flag:"event" default:"1" min:"1" help:"a seated event the core knows"`
 	Fans       int           `flag:"fans" default:"20000" min:"1" help:"fans who join (their queue tokens are polled in turn)"`
 	Conns      int           `flag:"conns" default:"64" min:"1" help:"concurrent connections"`

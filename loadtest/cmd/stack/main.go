@@ -42,7 +42,7 @@ type config struct {
 	PaysimAddr  string        `flag:"paysim-addr" help:"payment simulator listen address (default: a free port on 127.0.0.1)"`
 	CoreAddr    string        `flag:"core-addr" help:"core listen address (default: a free port on 127.0.0.1)"`
 	GatewayAddr string        `flag:"gateway-addr" help:"gateway listen address (default: a free port on 127.0.0.1)"`
-	AdminToken  string        `flag:"admin-token" secret:"true" help:"the gateway's admin token (default: random; written to DIR/keys/admin.token)"`
+	AdminToken  string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateway's admin token (default: random; written to DIR/keys/admin.token 0600; by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
 	PaysimEnv   envList       `flag:"paysim-env" help:"KEY=VALUE for the payment simulator's environment (repeatable)"`
 	CoreEnv     envList       `flag:"core-env" help:"KEY=VALUE for the core's environment (repeatable)"`
 	GatewayEnv  envList       `flag:"gateway-env" help:"KEY=VALUE for the gateway's environment (repeatable)"`
