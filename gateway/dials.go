@@ -163,3 +163,41 @@ func (p DialPatch) Apply(d *Dials) {
 		}
 	}
 }
+
+// DialChange is one dial an operator set, with its value before and after
+// (as the dials' JSON has it): the audit log's record of a change.
+type DialChange struct {
+	Dial   string `json:"dial"`
+	Before any    `json:"before"`
+	After  any    `json:"after"`
+}
+
+// Diff lists the named dials (a patch's Changed) with their values in
+// before and after, in DialList's order: a dial set to the value it had is
+// listed too (the operator did set it).
+func Diff(before, after Dials, names []string) []DialChange {
+	out := []DialChange{}
+	for _, dl := range DialList {
+		for _, n := range names {
+			if n == dl.Name {
+				out = append(out, DialChange{Dial: dl.Name, Before: deref(dl.Field(&before)), After: deref(dl.Field(&after))})
+			}
+		}
+	}
+	return out
+}
+
+// deref is the value a dial's field pointer points to.
+func deref(p any) any {
+	switch v := p.(type) {
+	case *int:
+		return *v
+	case *bool:
+		return *v
+	case *string:
+		return *v
+	case *time.Time:
+		return *v
+	}
+	return p
+}

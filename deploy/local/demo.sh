@@ -28,7 +28,7 @@ REPORT=${REPORT:-$PWD/.run/report/index.html} # the screenshot goes beside it
 mkdir -p "$(dirname "$REPORT")"
 FANS=${FANS:-24000}
 need_bin seed flashsale
-ADMIN=demo-admin-$RANDOM
+ADMIN=demo-admin-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d " \n")
 # Compressed like the holds: Pay extends a hold by 20 s (not 2 minutes). The simulated
 # provider: UPI payers approve after 1-4 s, 2% only after 75 s (their webhooks come
 # after the hold and its extension ran out: the payment is refunded); 5% of payments

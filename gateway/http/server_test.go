@@ -34,7 +34,11 @@ import (
 
 var ctx = context.Background()
 
-const adminToken = "admin-secret"
+const adminToken = "admin-secret-of-at-least-32-bytes!"
+
+// onAdmin says whether a test request goes to the operators' listener
+// (AdminHandler): the fans' one does not serve these paths.
+func onAdmin(path string) bool { return strings.HasPrefix(path, "/admin") || path == "/metrics" }
 
 type gw struct {
 	statsAsked *atomic.Int64 // requests for /stats that reached the core
@@ -88,7 +92,16 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 		t.Fatal(err)
 	}
 	ln := fasthttputil.NewInmemoryListener()
-	go fasthttp.Serve(ln, s.Handler())
+	// One in-memory listener, two handlers: the host "admin" stands for the
+	// operators' listener (AdminHandler), any other for the fans' one.
+	public, admin := s.Handler(), s.AdminHandler()
+	go fasthttp.Serve(ln, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Host()) == "admin" {
+			admin(ctx)
+			return
+		}
+		public(ctx)
+	})
 	rctx, cancel := context.WithCancel(ctx)
 	go rm.Run(rctx, 50*time.Millisecond)
 	t.Cleanup(func() { cancel(); ln.Close() })
@@ -135,7 +148,11 @@ type resp struct {
 
 func (g *gw) do(t *testing.T, c *http.Client, method, path, body string, hdr ...string) resp {
 	t.Helper()
-	req, _ := http.NewRequest(method, g.base+path, strings.NewReader(body))
+	base := g.base
+	if onAdmin(path) {
+		base = "http://admin"
+	}
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

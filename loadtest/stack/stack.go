@@ -182,7 +182,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if s.AdminToken == "" {
-		s.AdminToken = "admin-" + randomHex(12)
+		s.AdminToken = "admin-" + randomHex(16) // over the gateway's minimum (gwhttp.MinAdminToken)
 	}
 	addrs := map[string]*string{Paysim: &o.PaysimAddr, Core: &o.CoreAddr, Gateway: &o.GatewayAddr}
 	picked := map[string]bool{}
