@@ -123,6 +123,26 @@ func ParseDialPatch(body []byte) (DialPatch, error) {
 	return p, nil
 }
 
+// ParseSavedDials reads dials a DialsRecord kept: like ParseDialPatch, but
+// a name that is no longer a dial (a dial since removed) or a value that
+// no longer fits is skipped, not an error: what was saved under an older
+// gateway must not keep a room from being set up.
+func ParseSavedDials(body []byte) (DialPatch, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, err
+	}
+	p := DialPatch{}
+	for k, v := range raw {
+		if one, err := ParseDialPatch(fmt.Appendf(nil, "{%q:%s}", k, v)); err == nil {
+			for name, val := range one {
+				p[name] = val
+			}
+		}
+	}
+	return p, nil
+}
+
 // dialNamed finds a dial by name, ignoring case as encoding/json does.
 func dialNamed(name string) (Dial, bool) {
 	for _, d := range DialList {

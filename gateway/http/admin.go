@@ -190,6 +190,14 @@ func (s *Server) adminPatch(ctx *fasthttp.RequestCtx, p params) error {
 	if err := cur.Validate(); err != nil {
 		return gateway.Errorf(gateway.EInvalid, "%v", err)
 	}
+	if rec := s.room.Record(); rec != nil && len(patch) > 0 {
+		// The core's database first: Redis is a copy, and a change Redis
+		// has but the record has not would be undone by Redis losing it.
+		if err := rec.SaveDials(c, ev, patch); err != nil {
+			s.log.Error("dials not saved in the core; nothing changed", "event", ev, "err", err)
+			return gateway.Errorf(gateway.EUnavailable, "the core did not store the dials: nothing changed")
+		}
+	}
 	if _, err := s.store.PatchDials(c, ev, cur, patch.Changed()); err != nil {
 		return gateway.Errorf(gateway.EUnavailable, "redis is not answering")
 	}

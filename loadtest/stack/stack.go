@@ -232,6 +232,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 			publicURL = "http://" + o.GatewayAddr
 		}
 		env := CoreEnv(s.Keys, o.CoreAddr, o.DatabaseURL, o.RedisURL, publicURL, s.PaysimURL)
+		env = append(env, "ONSALE_ADMIN_TOKEN="+s.AdminToken) // the gateway stores its dials in the core with it
 		if s.Core, err = start(ctx, o, Core, append(env, o.CoreEnv...), coreURL+"/readyz"); err != nil {
 			return nil, err
 		}
