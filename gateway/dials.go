@@ -123,6 +123,26 @@ func ParseDialPatch(body []byte) (DialPatch, error) {
 	return p, nil
 }
 
+// ParseSavedDials reads dials a DialsRecord kept: like ParseDialPatch, but
+// a name that is no longer a dial (a dial since removed) or a value that
+// no longer fits is skipped, not an error: what was saved under an older
+// gateway must not keep a room from being set up.
+func ParseSavedDials(body []byte) (DialPatch, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, err
+	}
+	p := DialPatch{}
+	for k, v := range raw {
+		if one, err := ParseDialPatch(fmt.Appendf(nil, "{%q:%s}", k, v)); err == nil {
+			for name, val := range one {
+				p[name] = val
+			}
+		}
+	}
+	return p, nil
+}
+
 // dialNamed finds a dial by name, ignoring case as encoding/json does.
 func dialNamed(name string) (Dial, bool) {
 	for _, d := range DialList {
@@ -162,4 +182,42 @@ func (p DialPatch) Apply(d *Dials) {
 			json.Unmarshal(v, dl.Field(d))
 		}
 	}
+}
+
+// DialChange is one dial an operator set, with its value before and after
+// (as the dials' JSON has it): the audit log's record of a change.
+type DialChange struct {
+	Dial   string `json:"dial"`
+	Before any    `json:"before"`
+	After  any    `json:"after"`
+}
+
+// Diff lists the named dials (a patch's Changed) with their values in
+// before and after, in DialList's order: a dial set to the value it had is
+// listed too (the operator did set it).
+func Diff(before, after Dials, names []string) []DialChange {
+	out := []DialChange{}
+	for _, dl := range DialList {
+		for _, n := range names {
+			if n == dl.Name {
+				out = append(out, DialChange{Dial: dl.Name, Before: deref(dl.Field(&before)), After: deref(dl.Field(&after))})
+			}
+		}
+	}
+	return out
+}
+
+// deref is the value a dial's field pointer points to.
+func deref(p any) any {
+	switch v := p.(type) {
+	case *int:
+		return *v
+	case *bool:
+		return *v
+	case *string:
+		return *v
+	case *time.Time:
+		return *v
+	}
+	return p
 }

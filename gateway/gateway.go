@@ -162,6 +162,20 @@ func (e Event) Dials() Dials {
 	return d
 }
 
+// DialsRecord is the durable home of the dials operators set (the core's
+// database, in gateway/coreclient): the Store holds a copy. An operator's
+// change is saved here before the store; when the store has lost an
+// event's room, the room is set up again from the event's defaults with
+// the saved dials over them, so a paused sale stays paused. Errors wrap
+// ErrUnavailable (the record cannot be reached: callers fail closed, as a
+// room set up from defaults could resume a paused sale) or are ErrNoEvent.
+type DialsRecord interface {
+	// SavedDials returns the dials operators set for event (empty: none).
+	SavedDials(ctx context.Context, event int64) (DialPatch, error)
+	// SaveDials merges patch into the event's saved dials.
+	SaveDials(ctx context.Context, event int64, patch DialPatch) error
+}
+
 // Catalog is the core's catalog as the room sees it. Event returns
 // ErrNoEvent when the core has no such event, an error wrapping
 // ErrUnavailable when the core cannot say.

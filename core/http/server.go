@@ -1,5 +1,6 @@
 // Package http is the core's JSON API over net/http: the catalog, the
-// token-verified hold path, health and metrics.
+// token-verified hold path, health and metrics, and the gateways' durable
+// copy of each event's waiting-room dials (dials.go).
 package http
 
 import (
@@ -51,6 +52,9 @@ type Server struct {
 	Accounts *Accounts
 	// Gate, when set, serves the gate's scan, offline pack and sync (gate.go).
 	Gate *Gate
+	// Dials, when set, serves the gateways' durable copy of each event's
+	// dials to the gateways (dials.go: how they authenticate).
+	Dials *Dials
 
 	mux *http.ServeMux
 }
@@ -90,6 +94,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.Gate != nil {
 		s.gateRoutes(mux)
+	}
+	if s.Dials != nil && s.Dials.Token != "" {
+		s.dialsRoutes(mux)
 	}
 	s.mux = mux
 	return http.HandlerFunc(s.serve)

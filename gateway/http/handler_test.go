@@ -36,6 +36,7 @@ type fake struct {
 	store   *storetest.Memory
 	room    *room.Room
 	handler fasthttp.RequestHandler
+	admin   fasthttp.RequestHandler // the operators' listener's
 	queue   *token.QueueSigner
 	core    atomic.Pointer[map[string]int] // path suffix: status the core answers
 	asked   atomic.Pointer[http.Request]   // the last request the core was asked
@@ -97,7 +98,7 @@ func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.handler = s.Handler()
+	f.handler, f.admin = s.Handler(), s.AdminHandler()
 	return f
 }
 
@@ -110,7 +111,11 @@ func (f *fake) call(method, path, body string, hdr ...string) resp {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		ctx.Request.Header.Set(hdr[i], hdr[i+1])
 	}
-	f.handler(&ctx)
+	if onAdmin(path) {
+		f.admin(&ctx)
+	} else {
+		f.handler(&ctx)
+	}
 	r := resp{status: ctx.Response.StatusCode(), header: http.Header{}, raw: string(ctx.Response.Body())}
 	for k, v := range ctx.Response.Header.All() {
 		r.header.Add(string(k), string(v))

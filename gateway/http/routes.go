@@ -22,8 +22,12 @@ type handler func(s *Server, ctx *fasthttp.RequestCtx, p params) error
 type route struct {
 	method, pattern, name string
 	handle                handler
-	segs                  []string
-	exact                 bool // literals only: the path must be the pattern
+	// admin rows (the operators' API and page, /metrics) are served only
+	// by AdminHandler, on a listener of their own: a fan's listener
+	// answers them 404 as if they did not exist.
+	admin bool
+	segs  []string
+	exact bool // literals only: the path must be the pattern
 }
 
 // routes is the gateway's surface, matched top to bottom: the first row
@@ -35,7 +39,7 @@ type route struct {
 var routes = compile([]route{
 	{method: "", pattern: "/healthz", name: "healthz", handle: (*Server).healthz},
 	{method: "", pattern: "/readyz", name: "readyz", handle: (*Server).readyz},
-	{method: "", pattern: "/metrics", name: "metrics", handle: (*Server).metricsPage},
+	{method: "", pattern: "/metrics", name: "metrics", handle: (*Server).metricsPage, admin: true},
 	{method: "", pattern: "/.well-known/jwks.json", name: "jwks", handle: (*Server).jwksPage},
 
 	{method: "POST", pattern: "/v1/events/{id}/queue", name: "join", handle: (*Server).join},
@@ -47,9 +51,9 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/v1/events/{id}/stats", name: "stats", handle: (*Server).counts},
 	{method: "GET", pattern: "/v1/events/{id}/seatmap", name: "seatmap", handle: (*Server).seatmap},
 
-	{method: "GET", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminGet},
-	{method: "PATCH", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminPatch},
-	{method: "", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminOther},
+	{method: "GET", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminGet, admin: true},
+	{method: "PATCH", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminPatch, admin: true},
+	{method: "", pattern: "/admin/v1/events/{id}", name: "admin", handle: (*Server).adminOther, admin: true},
 
 	{method: "GET", pattern: "/events/{name}", name: "page", handle: page("waiting.html")},
 	{method: "GET", pattern: "/events/{name}/book", name: "page", handle: page("book.html")},
@@ -59,8 +63,8 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/gate", name: "page", handle: page("gate.html")},
 	// The scanner's service worker, at the root so that its scope can be /gate.
 	{method: "GET", pattern: "/gate-sw.js", name: "page", handle: page("gate-sw.js")},
-	{method: "GET", pattern: "/admin", name: "page", handle: page("admin.html")},
-	{method: "GET", pattern: "/admin/", name: "page", handle: page("admin.html")},
+	{method: "GET", pattern: "/admin", name: "page", handle: page("admin.html"), admin: true},
+	{method: "GET", pattern: "/admin/", name: "page", handle: page("admin.html"), admin: true},
 	{method: "GET", pattern: "/static/{name}", name: "static", handle: (*Server).static},
 	{method: "GET", pattern: "/web-config.json", name: "page", handle: (*Server).webConfig},
 
@@ -100,14 +104,15 @@ func (p params) event() (int64, error) {
 	return id, nil
 }
 
-// match finds the request's route and captures.
-func match(ctx *fasthttp.RequestCtx) (*route, params) {
+// match finds the request's route and captures; admin says whether the
+// admin rows are served (AdminHandler) or skipped (Handler).
+func match(ctx *fasthttp.RequestCtx, admin bool) (*route, params) {
 	path := string(ctx.Path())
 	segs := split(path)
 	method := string(ctx.Method())
 	for i := range routes {
 		r := &routes[i]
-		if r.method != "" && r.method != method {
+		if (r.method != "" && r.method != method) || (r.admin && !admin) {
 			continue
 		}
 		if r.exact {

@@ -8,7 +8,9 @@
 // identity.go (who is joining, proof of work), limit.go (per-address and
 // per-token limits), clientaddr.go (who the client is behind a load
 // balancer: trusted proxies, PROXY protocol, X-Forwarded-For), admin.go
-// (dials and stats), seatmap.go (seat map, layout and counts caches),
+// (dials and stats, served on the operators' own listener: AdminHandler;
+// the admin token's length, its failures limited per address, the audit
+// log of each change), seatmap.go (seat map, layout and counts caches),
 // pages.go (pages, health, keys), proxy.go (and the core's health as the
 // proxied calls show it), rate.go (the effective rate's metrics).
 package http
@@ -44,8 +46,9 @@ type Config struct {
 	Core  *coreclient.Client // the only way to the core
 	Queue *token.QueueSigner
 	Admit *token.Ring
-	// AdminToken guards /admin/ (compared in constant time); empty: no
-	// operators' API.
+	// AdminToken guards /admin/ (compared in constant time; at least
+	// MinAdminToken bytes, or NewServer refuses it); empty: no operators'
+	// API.
 	AdminToken string
 	// Accounts verifies account tokens (the core's, EdDSA, its keys from
 	// the core's JWKS, refreshed by the caller). Nil, or no keys yet: an
@@ -79,6 +82,7 @@ type Server struct {
 	core                *coreclient.Client
 	log                 *slog.Logger
 	ipLimit, tokenLimit *limiter
+	adminFails          *authFailures
 	metrics             *metrics
 	prom                fasthttp.RequestHandler
 	jwks                []byte
@@ -123,6 +127,8 @@ func NewServer(c Config) (*Server, error) {
 		return nil, errors.New("gateway http: a Room over a store, and Core, are required")
 	case c.Queue == nil || c.Admit == nil:
 		return nil, errors.New("gateway http: the queue signer and the admit key ring are required")
+	case c.AdminToken != "" && len(c.AdminToken) < MinAdminToken:
+		return nil, fmt.Errorf("gateway http: the admin token is %d bytes; at least %d are required", len(c.AdminToken), MinAdminToken)
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -142,19 +148,33 @@ func NewServer(c Config) (*Server, error) {
 	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log,
 		ipLimit:    newLimiter(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), 200_000),
 		tokenLimit: newLimiter(or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10)), 1_000_000),
+		adminFails: newAuthFailures(),
 		metrics:    m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
 		jwks: jwks, maps: newSeatmaps()}, nil
 }
 
-// Handler returns the fasthttp handler: the route table's handler for the
-// request, its error answered by writeError, its latency observed by route.
-// A handler that panics is answered 500 internal, logged with its stack and
-// counted: fasthttp does not recover, and one fan's request must never take
-// the process, and every fan in it, down.
-func (s *Server) Handler() fasthttp.RequestHandler {
+// Handler returns the fans' fasthttp handler: every route but the admin
+// rows (the operators' API and page, /metrics), which it answers 404 as
+// unknown routes; AdminHandler serves them, on a listener operators reach
+// and fans do not. Each request gets the route table's handler, its error
+// answered by writeError, its latency observed by route.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handler(false) }
+
+// AdminHandler returns the operators' fasthttp handler: the admin rows
+// (/admin/*, /metrics) and, so the operators' page works from this
+// listener alone (it reads the catalog and the counts), every public route
+// too. It is meant for a listener of its own (ONSALE_ADMIN_ADDR), never
+// the fans' one.
+func (s *Server) AdminHandler() fasthttp.RequestHandler { return s.handler(true) }
+
+// handler serves the route table (the admin rows when admin). A handler
+// that panics is answered 500 internal, logged with its stack and
+// counted: fasthttp does not recover, and one fan's request must never
+// take the process, and every fan in it, down.
+func (s *Server) handler(admin bool) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
-		r, p := match(ctx)
+		r, p := match(ctx, admin)
 		defer func() {
 			if v := recover(); v != nil {
 				s.metrics.panics.WithLabelValues(r.name).Inc()

@@ -8,6 +8,7 @@ package room
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -58,7 +59,8 @@ type Room struct {
 	store   gateway.Store
 	catalog gateway.Catalog // for an unknown event's onsale and show times
 	log     *slog.Logger
-	health  Health // nil: the dial
+	health  Health              // nil: the dial
+	record  gateway.DialsRecord // nil: no saved dials (no operators' API)
 
 	mu      sync.RWMutex
 	events  map[int64]*View
@@ -91,6 +93,18 @@ func (r *Room) WithHealth(h Health) *Room {
 	r.health = h
 	return r
 }
+
+// WithRecord makes the room set up a room Redis lost (or never had) from
+// the dials operators saved in rec over the event's defaults, and gives
+// the operators' API the record to save to (Record); nil: the defaults.
+// Call it before Run.
+func (r *Room) WithRecord(rec gateway.DialsRecord) *Room {
+	r.record = rec
+	return r
+}
+
+// Record is the durable record of the dials (nil: none).
+func (r *Room) Record() gateway.DialsRecord { return r.record }
 
 // Factor is the share of the dial the last tick let the line in at.
 func (r *Room) Factor() float64 {
@@ -354,9 +368,12 @@ func (r *Room) Forget(id int64) {
 }
 
 // Ensure makes an event known: its dials are initialised (only where unset)
-// from the core's view of the event (Event.Dials), then read once. Errors:
-// ErrNoEvent when neither the store nor the core knows the event, else
-// the store's or the catalog's (wrapping ErrUnavailable).
+// from the core's view of the event (Event.Dials) with the dials operators
+// saved (the record) over them, then read once: so a room Redis lost comes
+// back as operators left it, paused if it was. Errors: ErrNoEvent when
+// neither the store nor the core knows the event, else the store's, the
+// catalog's or the record's (wrapping ErrUnavailable: a record that cannot
+// be read fails closed, never sets the room up from the defaults).
 func (r *Room) Ensure(ctx context.Context, id int64) (View, error) {
 	if v, ok := r.View(id); ok && !v.Fetched.IsZero() {
 		return v, nil
@@ -366,7 +383,21 @@ func (r *Room) Ensure(ctx context.Context, id int64) (View, error) {
 		if err != nil {
 			return View{}, err
 		}
-		if err := r.store.InitDials(ctx, id, ev.Dials()); err != nil {
+		d := ev.Dials()
+		if r.record != nil {
+			saved, err := r.record.SavedDials(ctx, id)
+			if errors.Is(err, gateway.ErrNoEvent) {
+				// The catalog has the event: the core does not serve the
+				// record (no admin token there?).
+				err = fmt.Errorf("%w: the core keeps no dials for event %d", gateway.ErrUnavailable, id)
+			}
+			if err != nil {
+				r.log.Error("the saved dials cannot be read; the room is not set up", "event", id, "err", err)
+				return View{}, err
+			}
+			saved.Apply(&d)
+		}
+		if err := r.store.InitDials(ctx, id, d); err != nil {
 			return View{}, err
 		}
 	} else if err != nil {

@@ -44,7 +44,7 @@ func newStack(t *testing.T) *browserStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { drop(context.Background()) })
-	apps, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), DatabaseURL: dbURL, RedisURL: redis, AdminToken: "browser-admin",
+	apps, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), DatabaseURL: dbURL, RedisURL: redis, AdminToken: "browser-admin-token-of-32-bytes-or-more",
 		PaysimEnv:  []string{`ONSALE_PAYSIM_BEHAVIOUR={"upi_delay_min":"1h","upi_delay_max":"1h"}`},
 		CoreEnv:    []string{"ONSALE_LOG_LEVEL=warn"},
 		GatewayEnv: []string{"ONSALE_LOG_LEVEL=warn", "ONSALE_IP_RATE=1000", "ONSALE_TOKEN_RATE=100"}})

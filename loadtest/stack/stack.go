@@ -182,7 +182,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if s.AdminToken == "" {
-		s.AdminToken = "admin-" + randomHex(12)
+		s.AdminToken = "admin-" + randomHex(16) // over the gateway's minimum (gwhttp.MinAdminToken)
 	}
 	addrs := map[string]*string{Paysim: &o.PaysimAddr, Core: &o.CoreAddr, Gateway: &o.GatewayAddr}
 	picked := map[string]bool{}
@@ -232,6 +232,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 			publicURL = "http://" + o.GatewayAddr
 		}
 		env := CoreEnv(s.Keys, o.CoreAddr, o.DatabaseURL, o.RedisURL, publicURL, s.PaysimURL)
+		env = append(env, "ONSALE_ADMIN_TOKEN="+s.AdminToken) // the gateway stores its dials in the core with it
 		if s.Core, err = start(ctx, o, Core, append(env, o.CoreEnv...), coreURL+"/readyz"); err != nil {
 			return nil, err
 		}

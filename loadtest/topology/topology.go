@@ -151,7 +151,7 @@ func (t *Topology) secrets() error {
 		return err
 	}
 	if t.AdminToken == "" {
-		t.AdminToken = "admin-" + stack.RandomHex(12)
+		t.AdminToken = "admin-" + stack.RandomHex(16) // over the gateway's minimum (gwhttp.MinAdminToken)
 	}
 	t.QueueSecret = stack.RandomHex(32)
 	for name, v := range map[string]string{"admin.token": t.AdminToken, "queue.secret": t.QueueSecret} {

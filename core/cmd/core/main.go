@@ -67,6 +67,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"30s" min:"1s" max:"10m" help:"grace period for in-flight requests on SIGTERM (duration; a card confirm may take 25 s)"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"log level: debug, info, warn or error; logs are JSON on stderr"`
 	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR" flag:"debug-addr" help:"serve /debug/pprof on this address (host:port); off when empty"`
+	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateways' admin token (at least 32 bytes): they read and store each event's dials here with it (the dials survive Redis); empty: no dials routes, and gateways with an operators' API refuse to set a room up"`
 	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,...; off when empty"`
 
 	// Payments: on when ProviderURL is set.
@@ -106,6 +107,8 @@ func (c *Config) Validate() error {
 		return errors.New("give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
 	case c.ProviderURL != "" && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
 		return errors.New("payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
+	case c.AdminToken != "" && len(c.AdminToken) < http.MinDialsToken:
+		return fmt.Errorf("ONSALE_ADMIN_TOKEN is %d bytes; at least %d are required", len(c.AdminToken), http.MinDialsToken)
 	}
 	if c.AdmitJWKSURL != "" {
 		if err := admission.CheckJWKSURL(c.AdmitJWKSURL); err != nil {
@@ -212,6 +215,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	met := metrics.New()
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db,
+		Dials:  &http.Dials{Store: db, Token: c.AdminToken},
 		Tokens: keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
 			Limits: core.SignInLimits{SendsPerPhone: c.SendsPerPhone, SendsPerPhoneAddr: c.SendsPhoneAddr, SendsPerAddr: c.SendsPerAddr, VerifiesPerAddr: c.VerifiesPerAddr}}}
 	if sms != nil {

@@ -220,7 +220,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	core := coreclient.New(c.CoreURL, log)
-	rm := room.New(m.store, core, log)
+	rm := room.New(m.store, core, log).WithRecord(coreclient.NewDials(core, c.AdminToken))
 	var monitor *health.Monitor // nil: admission at the dial
 	if c.Health.Mode == "on" {
 		monitor = health.New(c.Health.Rule(), m.store.Health(redis.HealthKey(core.Addr())), log.With("part", "health"))

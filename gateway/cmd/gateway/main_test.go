@@ -35,7 +35,7 @@ import (
 
 var ctx = context.Background()
 
-const admin = "proof-admin"
+const admin = "proof-admin-token-of-32-bytes-or-more"
 
 // gatewayBinary is the gateway built by `make build` (bin/ at the top of the
 // repository, or ONSALE_BIN): tests never build, and a missing binary is a
