@@ -60,14 +60,13 @@ type Server struct {
 }
 
 // Handler returns the routed handler, with JSON errors for unknown routes
-// and methods and a latency histogram per route.
+// and methods and a latency histogram per route. It does not serve
+// /metrics (answered 404 like any unknown route): AdminHandler does, on
+// the operators' listener.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.Metrics.Handler())
 	mux.HandleFunc("GET /v1/events", s.listEvents)
 	mux.HandleFunc("GET /v1/events/{event}", s.eventGetter("public, max-age=5",
 		func(ctx context.Context, id int64) (any, error) { return s.Catalog.Event(ctx, id) }))
@@ -100,6 +99,21 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.mux = mux
 	return http.HandlerFunc(s.serve)
+}
+
+// AdminHandler returns the operators' handler: /metrics (what the
+// service does, which fans and the internet have no business reading)
+// and /healthz, for a listener of its own (ONSALE_CORE_ADMIN_ADDR) that
+// only the operators' network reaches.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", s.Metrics.Handler())
+	return mux
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {

@@ -89,7 +89,7 @@ else
 	EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/demo/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
 	[[ -n $EVENT ]] || { echo "seed: no stadium concert in $RUN/demo/seed.json" >&2; exit 1; }
 	echo "+ flashsale: $FANS fans, event $EVENT"
-	DATABASE_URL=$STACK_DATABASE_URL bin/flashsale -gateway "$STACK_GATEWAY_URL" -paysim "$STACK_PAYSIM_URL" \
+	DATABASE_URL=$STACK_DATABASE_URL bin/flashsale -gateway "$STACK_GATEWAY_URL" -admin "$STACK_GATEWAY_ADMIN_URL" -paysim "$STACK_PAYSIM_URL" \
 		-event "$EVENT" -watch "$(watch_list)" -redis "$REDIS_URL" "${SALE[@]}"
 fi
 # The report, opened in headless Chromium: a screenshot beside it.

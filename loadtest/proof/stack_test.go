@@ -283,10 +283,11 @@ func (s *proofStack) ticketClaims(t *testing.T, payload string) (claims struct {
 	return claims, json.Unmarshal(js, &claims)
 }
 
-// metric is the sum of a counter's samples (every label set) on the core's /metrics.
+// metric is the sum of a counter's samples (every label set) on the core's
+// /metrics (its operators' listener).
 func (s *proofStack) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(s.coreURL + "/metrics")
+	resp, err := http.Get(s.apps.CoreAdminURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,7 @@ type Config struct {
 	SweepInterval   time.Duration `env:"ONSALE_SWEEP_INTERVAL" flag:"sweep-interval" default:"30s" min:"10ms" max:"24h" help:"time between sweeps of expired holds (duration)"`
 	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"30s" min:"1s" max:"10m" help:"grace period for in-flight requests on SIGTERM (duration; a card confirm may take 25 s)"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"log level: debug, info, warn or error; logs are JSON on stderr"`
+	AdminAddr       string        `env:"ONSALE_CORE_ADMIN_ADDR" flag:"admin-addr" help:"the operators' listener (host:port): /metrics, never served on the API's address; empty: off. No default port: two cores may share a machine (give each its own, e.g. 127.0.0.1:9081); keep it off the fans' network"`
 	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR" flag:"debug-addr" help:"serve /debug/pprof on this address (host:port); off when empty"`
 	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateways' admin token (at least 32 bytes): they read and store each event's dials here with it (the dials survive Redis); empty: no dials routes, and gateways with an operators' API refuse to set a room up"`
 	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,...; off when empty"`
@@ -118,6 +119,14 @@ func (c *Config) Validate() error {
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
 		return fmt.Errorf("ONSALE_PUBLIC_URL %q: want the gateway's address, http(s)://host[:port][/path]", c.PublicURL)
 	}
+	if c.AdminAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			return fmt.Errorf("ONSALE_CORE_ADMIN_ADDR %q: %w", c.AdminAddr, err)
+		}
+		if c.AdminAddr == c.Addr {
+			return errors.New("ONSALE_CORE_ADMIN_ADDR is the API's address: the operators' listener must be another")
+		}
+	}
 	if c.SMTPAddr != "" {
 		if _, port, err := net.SplitHostPort(c.SMTPAddr); err != nil {
 			return fmt.Errorf("ONSALE_SMTP_ADDR %q: %w", c.SMTPAddr, err)
@@ -135,6 +144,8 @@ type Main struct {
 	Log    *slog.Logger
 	ready  chan net.Addr
 	addr   net.Addr
+	// adminAddr is the operators' listener's, set before ready is sent.
+	adminAddr net.Addr
 }
 
 // NewMain returns a Main; ParseFlags fills its Config.
@@ -149,6 +160,13 @@ func (m *Main) ParseFlags(args []string) error {
 		return fmt.Errorf("core: %w", err)
 	}
 	return nil
+}
+
+// AdminAddr is the operators' listener's address once Addr has returned;
+// nil when ONSALE_CORE_ADMIN_ADDR is off.
+func (m *Main) AdminAddr() net.Addr {
+	m.Addr()
+	return m.adminAddr
 }
 
 // Addr waits until the server listens and returns its address.
@@ -265,6 +283,23 @@ func (m *Main) Run(ctx context.Context) error {
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// The operators' listener, bound before the API's reports ready (a
+	// caller that saw Addr finds it too); its own server, so it still
+	// answers while the API's is saturated.
+	var admin *nethttp.Server
+	var adminLn net.Listener
+	if c.AdminAddr != "" {
+		if adminLn, err = net.Listen("tcp", c.AdminAddr); err != nil {
+			return fmt.Errorf("operators' listener (ONSALE_CORE_ADMIN_ADDR): %w", err)
+		}
+		defer adminLn.Close()
+		admin = &nethttp.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		m.adminAddr = adminLn.Addr()
+		log.Info("operators' listener", "addr", adminLn.Addr().String())
+	} else {
+		log.Info("no operators' listener (ONSALE_CORE_ADMIN_ADDR): /metrics is off")
+	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
@@ -306,10 +341,22 @@ func (m *Main) Run(ctx context.Context) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }() // joined below: Serve returns once hs is shut down
+	adminc := make(chan error, 1)
+	if admin != nil {
+		go func() { adminc <- admin.Serve(adminLn) }()
+	}
 	select {
 	case err := <-errc:
+		if admin != nil {
+			admin.Close()
+		}
 		stopWorkers()
 		return err
+	case err := <-adminc:
+		hs.Close()
+		<-errc
+		stopWorkers()
+		return fmt.Errorf("operators' listener: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -317,6 +364,9 @@ func (m *Main) Run(ctx context.Context) error {
 	defer cancel()
 	err = hs.Shutdown(sctx)
 	<-errc
+	if admin != nil {
+		err = errors.Join(err, admin.Shutdown(sctx))
+	}
 	stopWorkers()
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -48,7 +48,7 @@ func TestMainEndToEnd(t *testing.T) {
 	}
 
 	m := NewMain()
-	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-database-url", dbURL, "-admit-public-key", keyFile, "-sweep-interval", "100ms"}); err != nil {
+	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-database-url", dbURL, "-admit-public-key", keyFile, "-sweep-interval", "100ms"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -69,7 +69,8 @@ func TestMainEndToEnd(t *testing.T) {
 	if resp.StatusCode != 201 || len(h.Seats) != 2 {
 		t.Fatalf("hold = %d %+v", resp.StatusCode, h)
 	}
-	resp, err = http.Get(base + "/metrics")
+	// /metrics on the operators' listener only (ONSALE_CORE_ADMIN_ADDR).
+	resp, err = http.Get("http://" + m.AdminAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +78,11 @@ func TestMainEndToEnd(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(b), "onsale_core_sweeper_lag_seconds") {
 		t.Error("/metrics has no sweeper lag")
+	}
+	if resp, err = http.Get(base + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != 404 {
+		t.Errorf("GET /metrics on the API's address = %d; want 404 (the operators' listener serves it)", resp.StatusCode)
 	}
 
 	cancel()

@@ -90,6 +90,9 @@ func TestConfig(t *testing.T) {
 		// Whoever rewrites the keys on the wire mints any account token.
 		{"a plain http JWKS to a remote host", map[string]string{"ONSALE_ACCOUNT_JWKS_URL": "http://core:1/keys"}, nil, "ONSALE_ACCOUNT_JWKS_URL"},
 		{"a core URL that is not http(s)", map[string]string{"ONSALE_CORE_URL": "core:8081"}, nil, "ONSALE_CORE_URL"},
+		// Two listeners on one address: the second would not bind.
+		{"the operators' listener on the fans' address", map[string]string{"ONSALE_ADMIN_ADDR": "127.0.0.1:8080"}, nil, "ONSALE_ADMIN_ADDR"},
+		{"an operators' address without a port", map[string]string{"ONSALE_ADMIN_ADDR": "127.0.0.1"}, nil, "ONSALE_ADMIN_ADDR"},
 		{"a health window shorter than three ticks", map[string]string{"ONSALE_HEALTH_WINDOW": "100ms", "ONSALE_TICK": "100ms"}, nil, "ONSALE_HEALTH_WINDOW"},
 	} {
 		if _, err := load(tc.env, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -64,6 +64,7 @@ type Config struct {
 	AdmitKeys       []string      `env:"ONSALE_ADMIT_KEYS" flag:"admit-keys" help:"Ed25519 PEM key files, comma-separated: the first signs admit tokens, all are published (required)"`
 	QueueSecret     string        `env:"ONSALE_QUEUE_SECRET" flag:"queue-secret" secret:"true" help:"HMAC secret of queue tokens, 32 bytes or more, the same on every gateway (required)"`
 	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"bearer token of the operators' API; empty: the API refuses everyone"`
+	AdminAddr       string        `env:"ONSALE_ADMIN_ADDR" flag:"admin-addr" help:"the operators' listener (host:port): the console /admin/, its API /admin/v1/* and /metrics, never served on the fans' address; empty: off. No default port: several gateways share a machine (give each its own, e.g. 127.0.0.1:9080); keep it off the fans' network"`
 	AccountJWKSURL  string        `env:"ONSALE_ACCOUNT_JWKS_URL" flag:"account-jwks-url" secret:"url" help:"the core's JWKS, the keys of account tokens (signed-in fans): https (plain http only to a loopback address); empty: the core URL with /.well-known/jwks.json. Until it is read, an account token is answered 503 (guests still join)"`
 	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-read the account JWKS once read (duration); until the first read works it is retried every second or so"`
 	Tick            time.Duration `env:"ONSALE_TICK" flag:"tick" default:"100ms" min:"1ms" max:"1s" help:"admission tick and cache refresh interval: a dial change reaches every gateway within one"`
@@ -126,6 +127,14 @@ func (c *Config) Validate() error {
 	case c.ProxyProtocol == "on" && trusted.Empty():
 		return errors.New("ONSALE_PROXY_PROTOCOL=on needs ONSALE_TRUSTED_PROXIES: the proxies whose PROXY headers are believed")
 	}
+	if c.AdminAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			return fmt.Errorf("ONSALE_ADMIN_ADDR (-admin-addr) %q: %w", c.AdminAddr, err)
+		}
+		if c.AdminAddr == c.Addr {
+			return errors.New("ONSALE_ADMIN_ADDR (-admin-addr) is the fans' address: the operators' listener must be another")
+		}
+	}
 	if err := c.Health.Rule().Validate(); err != nil {
 		return fmt.Errorf("ONSALE_HEALTH_*: %w", err)
 	}
@@ -145,10 +154,11 @@ type Main struct {
 	// Getenv looks the environment up (os.LookupEnv; tests replace it).
 	Getenv func(string) (string, bool)
 
-	ready chan net.Addr
-	addr  net.Addr
-	store *redis.Store
-	debug *http.Server
+	ready     chan net.Addr
+	addr      net.Addr
+	adminAddr net.Addr
+	store     *redis.Store
+	debug     *http.Server
 }
 
 // NewMain returns a Main reading the process environment.
@@ -181,6 +191,13 @@ func (m *Main) Addr() net.Addr {
 		m.addr = <-m.ready
 	}
 	return m.addr
+}
+
+// AdminAddr is the operators' listener's address once Addr has returned;
+// nil when ONSALE_ADMIN_ADDR is off.
+func (m *Main) AdminAddr() net.Addr {
+	m.Addr()
+	return m.adminAddr
 }
 
 // Run serves until ctx ends, then shuts down gracefully: the listener
@@ -249,6 +266,24 @@ func (m *Main) Run(ctx context.Context) error {
 		IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log},
 		// Requests fasthttp refuses before any handler (too large, malformed) still get JSON.
 		ErrorHandler: srv.ErrorHandler}
+	// The operators' listener: plain (no PROXY header: operators reach it
+	// directly, not through the fans' balancer), its own server so a
+	// crowd on the fans' one never queues an operator. Bound before the
+	// fans' listener reports ready: a caller that saw Addr finds it too.
+	var admin *fasthttp.Server
+	var adminLn net.Listener
+	if c.AdminAddr != "" {
+		if adminLn, err = net.Listen("tcp", c.AdminAddr); err != nil {
+			return fmt.Errorf("operators' listener (ONSALE_ADMIN_ADDR): %w", err)
+		}
+		defer adminLn.Close()
+		admin = &fasthttp.Server{Handler: srv.AdminHandler(), Name: "onsale", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+			IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log}, ErrorHandler: srv.ErrorHandler}
+		m.adminAddr = adminLn.Addr()
+		log.Info("operators' listener", "addr", adminLn.Addr().String())
+	} else {
+		log.Info("no operators' listener (ONSALE_ADMIN_ADDR): the console, its API and /metrics are off")
+	}
 	ln, err := gwhttp.Listen(c.Addr, trusted, c.ProxyProtocol == "on")
 	if err != nil {
 		return err
@@ -270,8 +305,11 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer close(refreshed); keepAccountKeys(bg, accounts, jwksURL, c.JWKSRefresh, log) }()
 	go func() { defer close(probed); monitor.RunProbe(bg, core.Ready) }()
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	if admin != nil {
+		go func() { errc <- admin.Serve(adminLn) }()
+	}
 	select {
 	case err := <-errc:
 		stopBG()
@@ -285,6 +323,9 @@ func (m *Main) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
 	err = hs.ShutdownWithContext(sctx)
+	if admin != nil {
+		err = errors.Join(err, admin.ShutdownWithContext(sctx))
+	}
 	stopBG()
 	<-ticked
 	<-refreshed
