@@ -120,10 +120,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ONSALE_PUBLIC_URL %q: want the gateway's address, http(s)://host[:port][/path]", c.PublicURL)
 	}
 	if c.AdminAddr != "" {
-		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		if _, port, err := net.SplitHostPort(c.AdminAddr); err != nil {
 			return fmt.Errorf("ONSALE_CORE_ADMIN_ADDR %q: %w", c.AdminAddr, err)
-		}
-		if c.AdminAddr == c.Addr {
+		} else if c.AdminAddr == c.Addr && port != "0" { // port 0: each listener gets a free one
 			return errors.New("ONSALE_CORE_ADMIN_ADDR is the API's address: the operators' listener must be another")
 		}
 	}

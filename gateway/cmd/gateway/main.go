@@ -128,10 +128,9 @@ func (c *Config) Validate() error {
 		return errors.New("ONSALE_PROXY_PROTOCOL=on needs ONSALE_TRUSTED_PROXIES: the proxies whose PROXY headers are believed")
 	}
 	if c.AdminAddr != "" {
-		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		if _, port, err := net.SplitHostPort(c.AdminAddr); err != nil {
 			return fmt.Errorf("ONSALE_ADMIN_ADDR (-admin-addr) %q: %w", c.AdminAddr, err)
-		}
-		if c.AdminAddr == c.Addr {
+		} else if c.AdminAddr == c.Addr && port != "0" { // port 0: each listener gets a free one
 			return errors.New("ONSALE_ADMIN_ADDR (-admin-addr) is the fans' address: the operators' listener must be another")
 		}
 	}
