@@ -99,11 +99,11 @@ func (c *Config) Validate() error {
 	if c.Topology == "cluster" && c.Dir == "" {
 		return errors.New("-topology cluster needs -dir")
 	}
-	if c.Topology == "single" && c.Admin == "" {
-		return errors.New("-admin is required: the gateway's operators' listener (ONSALE_ADMIN_ADDR), where the dials are set")
-	}
 	if _, err := faults.Parse(c.Faults, c.FaultAt, c.FaultGap); err != nil {
 		return fmt.Errorf("-faults: %w", err)
+	}
+	if c.Topology == "single" && c.Admin == "" {
+		return errors.New("-admin is required: the gateway's operators' listener (ONSALE_ADMIN_ADDR), where the dials are set")
 	}
 	return nil
 }
