@@ -291,7 +291,18 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	}
 	v, ok := s.room.View(ev)
 	if !ok || v.Fetched.IsZero() {
-		return gateway.Errorf(gateway.EUnavailable, "the waiting room is starting; try again")
+		// A room this gateway does not tick: its sale window is over (the
+		// ticker retired it: closed, from the catalog, nothing written), or
+		// the gateway has just started (Ensure reads the room in).
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if v, err = s.room.Ensure(c, ev); gateway.ErrorCode(err) == gateway.EClosed {
+			clearCookie(ctx, ev)
+			return err
+		}
+		if err != nil || v.Fetched.IsZero() {
+			return gateway.Errorf(gateway.EUnavailable, "the waiting room is starting; try again")
+		}
 	}
 	now := time.Now()
 	touched := "no"
