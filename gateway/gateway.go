@@ -125,8 +125,15 @@ type Store interface {
 	Events(ctx context.Context) ([]int64, error)
 	// Dials reads an event's dials (ErrNoEvent if none).
 	Dials(ctx context.Context, event int64) (Dials, error)
-	// InitDials sets the dials of an event, only those unset.
+	// InitDials sets the dials of an event, only those unset, and lists
+	// the event in Events.
 	InitDials(ctx context.Context, event int64, d Dials) error
+	// Expire makes every key of the event's room expire at at (zero:
+	// never); calling it again moves the expiry (Dials.ExpiresAt).
+	Expire(ctx context.Context, event int64, at time.Time) error
+	// Retire takes the event out of Events (the rooms the gateways tick);
+	// its keys are left to expire.
+	Retire(ctx context.Context, event int64) error
 	// PatchDials writes the named dials of d and bumps the version.
 	PatchDials(ctx context.Context, event int64, d Dials, changed []string) (int64, error)
 	// Frozen reports whether the pre-queue has been drawn (onsale passed).

@@ -127,7 +127,7 @@ func (s *Server) adminAuth(ctx *fasthttp.RequestCtx) error {
 }
 
 // adminEvent authorizes an operator (adminAuth) and makes the route's
-// event known.
+// event known, whatever its sale window (room.Operate).
 func (s *Server) adminEvent(c context.Context, ctx *fasthttp.RequestCtx, p params) (int64, room.View, error) {
 	if err := s.adminAuth(ctx); err != nil {
 		return 0, room.View{}, err
@@ -136,7 +136,7 @@ func (s *Server) adminEvent(c context.Context, ctx *fasthttp.RequestCtx, p param
 	if err != nil {
 		return 0, room.View{}, err
 	}
-	v, err := s.room.Ensure(c, ev)
+	v, err := s.room.Operate(c, ev)
 	switch {
 	case errors.Is(err, gateway.ErrNoEvent):
 		return 0, room.View{}, gateway.Errorf(gateway.ENotFound, "no such event")

@@ -35,7 +35,8 @@ type route struct {
 // method after a route's methods answers the others 405; the rest of the
 // booking API (catalog, holds, payments, bookings), sign-in (/v1/auth),
 // the fan's account (/v1/me) and the gate's check-in (/v1/gate) go to
-// the core.
+// the core. Rows marked admin (the operators' API and page, /metrics) are
+// served only on the operators' listener (AdminHandler).
 var routes = compile([]route{
 	{method: "", pattern: "/healthz", name: "healthz", handle: (*Server).healthz},
 	{method: "", pattern: "/readyz", name: "readyz", handle: (*Server).readyz},

@@ -44,6 +44,7 @@ type gw struct {
 	statsAsked *atomic.Int64 // requests for /stats that reached the core
 	store      *redis.Store
 	room       *room.Room
+	times      *sync.Map // the core's onsale and show times by event path (default: on sale)
 	client     *http.Client
 	base       string
 	event      int64
@@ -61,6 +62,7 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	t.Cleanup(func() { store.Close() })
 	statsAsked := new(atomic.Int64)
 	saved := &savedDials{m: map[string]map[string]json.RawMessage{}}
+	times := new(sync.Map)
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/dials") {
 			saved.serve(w, r)
@@ -77,6 +79,10 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 		}
 		if strings.HasSuffix(r.URL.Path, "/layout") {
 			w.Write([]byte(`{"capacity":12,"sections":[{"code":"A","rows":[{"label":"1","band":"GOLD","pos":0,"numbers":[1,2,3,4,5,6,7,8,9,10,11,12]}]}]}`))
+			return
+		}
+		if at, ok := times.Load(r.URL.Path); ok {
+			json.NewEncoder(w).Encode(map[string]any{"onsale_at": at.([2]time.Time)[0], "starts_at": at.([2]time.Time)[1]})
 			return
 		}
 		json.NewEncoder(w).Encode(map[string]any{"onsale_at": time.Now().Add(-time.Minute), "starts_at": time.Now().Add(24 * time.Hour)})
@@ -111,7 +117,7 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	go rm.Run(rctx, 50*time.Millisecond)
 	t.Cleanup(func() { cancel(); ln.Close() })
 	jar := &cookieJar{}
-	g := &gw{statsAsked: statsAsked, store: store, room: rm, base: "http://gateway", cancel: cancel,
+	g := &gw{statsAsked: statsAsked, store: store, room: rm, times: times, base: "http://gateway", cancel: cancel,
 		client: &http.Client{Jar: jar, Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }}}}
 	g.event = redistest.Event(t, store)
 	return g
