@@ -67,6 +67,69 @@ func DefaultDials(onsale, closes time.Time) Dials {
 		PrequeueAt: onsale.Add(-time.Hour), OnsaleAt: onsale, ClosesAt: closes, Queueing: "random"}
 }
 
+// The sale window: when an event's room lives in Redis and the gateways
+// tick it. It opens WindowLead before the pre-queue (prequeue_at; onsale_at
+// when unset; neither: from the start), so every gateway has the room's
+// view before the first fan may join, and it ends WindowGrace after the
+// sale closes (closes_at; unset: the sale has no end, and its room ticks
+// for as long as it is in Redis). Outside it a fan's join is answered
+// not_open or closed from the catalog and the record, and writes nothing:
+// so no visitor can make the gateways tick, or Redis keep, a room for an
+// arbitrary catalog event. Every key of a room expires at the window's end
+// (ExpiresAt), and the ticker drops an ended event from the list of rooms
+// (gateway/room).
+//
+// Sold out does not end the window: sold_out is a dial operators turn off
+// again, and seats come back when holds lapse; the sale ends at closes_at.
+// The grace is the hour after closes_at in which an operator who moves
+// closes_at later finds the room as it was (the line and its places); a
+// later move sets up a new room from the record (a new epoch: fans rejoin).
+const (
+	WindowLead  = 10 * time.Minute
+	WindowGrace = time.Hour
+)
+
+// Window is the sale window of an event with these dials: from (zero: no
+// start) and until (zero: no end).
+func (d Dials) Window() (from, until time.Time) {
+	switch {
+	case !d.PrequeueAt.IsZero():
+		from = d.PrequeueAt.Add(-WindowLead)
+	case !d.OnsaleAt.IsZero():
+		from = d.OnsaleAt.Add(-WindowLead)
+	}
+	if !d.ClosesAt.IsZero() {
+		until = d.ClosesAt.Add(WindowGrace)
+	}
+	return from, until
+}
+
+// Early reports whether now is before the sale window opens.
+func (d Dials) Early(now time.Time) bool {
+	from, _ := d.Window()
+	return !from.IsZero() && now.Before(from)
+}
+
+// Ended reports whether the sale window is over at now.
+func (d Dials) Ended(now time.Time) bool {
+	_, until := d.Window()
+	return !until.IsZero() && !now.Before(until)
+}
+
+// Closed reports whether the sale has closed at now (closes_at passed):
+// joins are refused, and no room is set up for it any more.
+func (d Dials) Closed(now time.Time) bool { return !d.ClosesAt.IsZero() && !now.Before(d.ClosesAt) }
+
+// Live reports whether now is inside the sale window: the gateways tick the room.
+func (d Dials) Live(now time.Time) bool { return !d.Early(now) && !d.Ended(now) }
+
+// ExpiresAt is when every key of the event's room expires: the window's
+// end (zero: never, the sale has no end).
+func (d Dials) ExpiresAt() time.Time {
+	_, until := d.Window()
+	return until
+}
+
 // Validate checks dials an operator sets: each dial within its range, and
 // the three times in order.
 func (d Dials) Validate() error {
@@ -143,6 +206,26 @@ func ParseDialPatch(body []byte) (DialPatch, error) {
 	return p, nil
 }
 
+// ParseSavedDials reads dials a DialsRecord kept: like ParseDialPatch, but
+// a name that is no longer a dial (a dial since removed) or a value that
+// no longer fits is skipped, not an error: what was saved under an older
+// gateway must not keep a room from being set up.
+func ParseSavedDials(body []byte) (DialPatch, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, err
+	}
+	p := DialPatch{}
+	for k, v := range raw {
+		if one, err := ParseDialPatch(fmt.Appendf(nil, "{%q:%s}", k, v)); err == nil {
+			for name, val := range one {
+				p[name] = val
+			}
+		}
+	}
+	return p, nil
+}
+
 // dialNamed finds a dial by name, ignoring case as encoding/json does.
 func dialNamed(name string) (Dial, bool) {
 	for _, d := range DialList {
@@ -192,4 +275,42 @@ func (p DialPatch) Apply(d *Dials) {
 			json.Unmarshal(v, dl.Field(d))
 		}
 	}
+}
+
+// DialChange is one dial an operator set, with its value before and after
+// (as the dials' JSON has it): the audit log's record of a change.
+type DialChange struct {
+	Dial   string `json:"dial"`
+	Before any    `json:"before"`
+	After  any    `json:"after"`
+}
+
+// Diff lists the named dials (a patch's Changed) with their values in
+// before and after, in DialList's order: a dial set to the value it had is
+// listed too (the operator did set it).
+func Diff(before, after Dials, names []string) []DialChange {
+	out := []DialChange{}
+	for _, dl := range DialList {
+		for _, n := range names {
+			if n == dl.Name {
+				out = append(out, DialChange{Dial: dl.Name, Before: deref(dl.Field(&before)), After: deref(dl.Field(&after))})
+			}
+		}
+	}
+	return out
+}
+
+// deref is the value a dial's field pointer points to.
+func deref(p any) any {
+	switch v := p.(type) {
+	case *int:
+		return *v
+	case *bool:
+		return *v
+	case *string:
+		return *v
+	case *time.Time:
+		return *v
+	}
+	return p
 }

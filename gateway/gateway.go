@@ -125,8 +125,15 @@ type Store interface {
 	Events(ctx context.Context) ([]int64, error)
 	// Dials reads an event's dials (ErrNoEvent if none).
 	Dials(ctx context.Context, event int64) (Dials, error)
-	// InitDials sets the dials of an event, only those unset.
+	// InitDials sets the dials of an event, only those unset, and lists
+	// the event in Events.
 	InitDials(ctx context.Context, event int64, d Dials) error
+	// Expire makes every key of the event's room expire at at (zero:
+	// never); calling it again moves the expiry (Dials.ExpiresAt).
+	Expire(ctx context.Context, event int64, at time.Time) error
+	// Retire takes the event out of Events (the rooms the gateways tick);
+	// its keys are left to expire.
+	Retire(ctx context.Context, event int64) error
 	// PatchDials writes the named dials of d and bumps the version.
 	PatchDials(ctx context.Context, event int64, d Dials, changed []string) (int64, error)
 	// Frozen reports whether the pre-queue has been drawn (onsale passed).
@@ -160,6 +167,20 @@ func (e Event) Dials() Dials {
 	d := DefaultDials(e.OnsaleAt, e.StartsAt)
 	d.AccountRequired = e.Seated && e.Capacity >= StadiumCapacity
 	return d
+}
+
+// DialsRecord is the durable home of the dials operators set (the core's
+// database, in gateway/coreclient): the Store holds a copy. An operator's
+// change is saved here before the store; when the store has lost an
+// event's room, the room is set up again from the event's defaults with
+// the saved dials over them, so a paused sale stays paused. Errors wrap
+// ErrUnavailable (the record cannot be reached: callers fail closed, as a
+// room set up from defaults could resume a paused sale) or are ErrNoEvent.
+type DialsRecord interface {
+	// SavedDials returns the dials operators set for event (empty: none).
+	SavedDials(ctx context.Context, event int64) (DialPatch, error)
+	// SaveDials merges patch into the event's saved dials.
+	SaveDials(ctx context.Context, event int64, patch DialPatch) error
 }
 
 // Catalog is the core's catalog as the room sees it. Event returns

@@ -168,7 +168,7 @@ func TestSignIn(t *testing.T) {
 	if r := f.do(t, "GET", "/v1/me/bookings", tok, nil); r.status != 200 || len(r.body["bookings"].([]any)) != 0 {
 		t.Fatalf("GET /v1/me/bookings = %d %v", r.status, r.body)
 	}
-	resp, err := http.Get(f.srv.URL + "/metrics")
+	resp, err := http.Get(f.admin.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
 // Package http is the core's JSON API over net/http: the catalog, the
-// token-verified hold path, health and metrics.
+// token-verified hold path, health and metrics, and the gateways' durable
+// copy of each event's waiting-room dials (dials.go).
 package http
 
 import (
@@ -78,19 +79,21 @@ type Server struct {
 	Accounts *Accounts
 	// Gate, when set, serves the gate's scan, offline pack and sync (gate.go).
 	Gate *Gate
+	// Dials, when set, serves the gateways' durable copy of each event's
+	// dials to the gateways (dials.go: how they authenticate).
+	Dials *Dials
 
 	mux *http.ServeMux
 }
 
 // Handler returns the routed handler, with JSON errors for unknown routes
-// and methods and a latency histogram per route.
+// and methods and a latency histogram per route. It does not serve
+// /metrics (answered 404 like any unknown route): AdminHandler does, on
+// the operators' listener.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.Metrics.Handler())
 	mux.HandleFunc("GET /v1/events", s.listEvents)
 	mux.HandleFunc("GET /v1/events/{event}", s.eventGetter("public, max-age=5",
 		func(ctx context.Context, id int64) (any, error) { return s.Catalog.Event(ctx, id) }))
@@ -118,8 +121,26 @@ func (s *Server) Handler() http.Handler {
 	if s.Gate != nil {
 		s.gateRoutes(mux)
 	}
+	if s.Dials != nil && s.Dials.Token != "" {
+		s.dialsRoutes(mux)
+	}
 	s.mux = mux
 	return http.HandlerFunc(s.serve)
+}
+
+// AdminHandler returns the operators' handler: /metrics (what the
+// service does, which fans and the internet have no business reading)
+// and /healthz, for a listener of its own (ONSALE_CORE_ADMIN_ADDR) that
+// only the operators' network reaches.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", s.Metrics.Handler())
+	return mux
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {

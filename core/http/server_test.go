@@ -31,6 +31,7 @@ var ctx = context.Background()
 
 type fixture struct {
 	srv    *httptest.Server
+	admin  *httptest.Server // the operators' listener (AdminHandler): /metrics
 	db     *postgres.DB
 	signer *admission.Signer
 	event  int64 // the cinema show (seated, 250 seats)
@@ -76,6 +77,8 @@ func newFixture(t *testing.T, dbURL string, opts ...func(*fixture, *corehttp.Ser
 	}
 	f.srv = httptest.NewServer(s.Handler())
 	t.Cleanup(f.srv.Close)
+	f.admin = httptest.NewServer(s.AdminHandler())
+	t.Cleanup(f.admin.Close)
 	return f
 }
 
@@ -420,7 +423,7 @@ func TestFailsClosed(t *testing.T) {
 	if r.status != 201 {
 		t.Fatalf("hold after the database returned = %d %v", r.status, r.body)
 	}
-	resp, err := http.Get(f.srv.URL + "/metrics")
+	resp, err := http.Get(f.admin.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ package notify
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,6 +26,32 @@ type Ticket struct {
 	PNG []byte
 }
 
+// Security is how a Mailer protects its connection to the relay.
+type Security int
+
+// The zero Security is StartTLS: a relay on the internet (the submission
+// port, 587) speaks plain SMTP first and upgrades, and a mailer that sent
+// anyway when the upgrade is missing would hand fans' tickets and the
+// relay password to whoever sits on the path.
+const (
+	StartTLS    Security = iota // STARTTLS required: no upgrade, no mail
+	ImplicitTLS                 // TLS from the first byte (port 465)
+	NoTLS                       // plain: a relay on the same host or a test sink only
+)
+
+// ParseSecurity reads the ONSALE_SMTP_TLS setting: starttls, tls or off.
+func ParseSecurity(s string) (Security, error) {
+	switch s {
+	case "starttls", "":
+		return StartTLS, nil
+	case "tls":
+		return ImplicitTLS, nil
+	case "off":
+		return NoTLS, nil
+	}
+	return 0, fmt.Errorf("smtp tls %q: want starttls, tls or off", s)
+}
+
 // Mailer sends ticket emails over SMTP.
 type Mailer struct {
 	Host     string
@@ -31,9 +59,10 @@ type Mailer struct {
 	From     string
 	Username string // empty: no authentication
 	Password string
-	// StartTLS requires TLS; without it the connection stays plain (a local
-	// relay or a test server).
-	StartTLS bool
+	Security Security
+	// RootCAs verifies the relay's certificate (for Host); nil: the system
+	// roots.
+	RootCAs *x509.CertPool
 }
 
 // SendTickets mails a booking's tickets to the booking's email address.
@@ -66,9 +95,15 @@ func (m *Mailer) SendTickets(ctx context.Context, b *core.Booking, event, link s
 			return fmt.Errorf("attach: %w", err)
 		}
 	}
-	opts := []mail.Option{mail.WithPort(m.Port), mail.WithTimeout(10 * time.Second), mail.WithTLSPolicy(mail.NoTLS)}
-	if m.StartTLS {
-		opts[2] = mail.WithTLSPolicy(mail.TLSMandatory)
+	opts := []mail.Option{mail.WithPort(m.Port), mail.WithTimeout(10 * time.Second),
+		mail.WithTLSConfig(&tls.Config{ServerName: m.Host, RootCAs: m.RootCAs, MinVersion: tls.VersionTLS12})}
+	switch m.Security {
+	case StartTLS:
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSMandatory))
+	case ImplicitTLS:
+		opts = append(opts, mail.WithSSL(), mail.WithPort(m.Port))
+	default:
+		opts = append(opts, mail.WithTLSPolicy(mail.NoTLS))
 	}
 	if m.Username != "" {
 		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthPlain), mail.WithUsername(m.Username), mail.WithPassword(m.Password))

@@ -56,7 +56,7 @@ func TestSendTickets(t *testing.T) {
 	defer srv.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 
-	m := &Mailer{Host: "127.0.0.1", Port: port, From: "tickets@onsale.test"}
+	m := &Mailer{Host: "127.0.0.1", Port: port, From: "tickets@onsale.test", Security: NoTLS}
 	b := &core.Booking{ID: 17, Email: "fan@example.com", Quantity: 2}
 	tickets := []Ticket{
 		{Ticket: core.Ticket{ID: "t-1", Seat: "NL1-J-14", N: 1, Payload: "t1.aaa.bbb"}, PNG: []byte("\x89PNG-1")},

@@ -28,7 +28,9 @@ REPORT=${REPORT:-$PWD/.run/report/index.html} # the screenshot goes beside it
 mkdir -p "$(dirname "$REPORT")"
 FANS=${FANS:-24000}
 need_bin seed flashsale
-ADMIN=demo-admin-$RANDOM
+# The gateway's admin token, to flashsale and the stack by environment (never argv: ps shows it).
+ADMIN=demo-admin-$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+export ONSALE_ADMIN_TOKEN=$ADMIN
 # Compressed like the holds: Pay extends a hold by 20 s (not 2 minutes). The simulated
 # provider: UPI payers approve after 1-4 s, 2% only after 75 s (their webhooks come
 # after the hold and its extension ran out: the payment is refunded); 5% of payments
@@ -56,7 +58,7 @@ CORE_ENV=(ONSALE_SWEEP_INTERVAL=5s ONSALE_EXTEND_BY="${EXTEND_BY:-20s}" ONSALE_R
 	ONSALE_SIGNIN_SENDS_PER_ADDR="$SIGNIN_PER_ADDR" ONSALE_SIGNIN_VERIFIES_PER_ADDR="$SIGNIN_PER_ADDR")
 GATEWAY_ENV=(ONSALE_IP_RATE=100000 ONSALE_TOKEN_RATE=100 ONSALE_LOG_LEVEL=warn)
 # The sale itself, on either topology.
-SALE=(-admin-token "$ADMIN" -fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}"
+SALE=(-fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}"
 	-onsale-in "${ONSALE_IN:-10s}" -wall "${WALL:-10s}" -claim "${CLAIM:-30s}" -deadline "${DEADLINE:-4m}" -sweep 5s -report "$REPORT"
 	-accounts -addrs "$ADDRS"
 	-note "Settings: the per-address sign-in limits were raised for this run's $ADDRS loopback addresses: $SIGNIN_PER_ADDR codes and $SIGNIN_PER_ADDR verifies an hour per address (defaults 20 and 60).")
@@ -77,7 +79,7 @@ else
 	[[ ${TOPOLOGY:-single} == single ]] || { echo "TOPOLOGY=$TOPOLOGY: single or cluster" >&2; exit 2; }
 	# The run's own database, Redis and ports (stack.sh run); event ids start at a random
 	# point so even a Redis shared with other runs (REDIS_URL given) holds no room of theirs.
-	stack_start demo -admin-token "$ADMIN" -spread-event-ids -paysim-env ONSALE_PAYSIM_BEHAVIOUR="$BEHAVIOUR" \
+	stack_start demo -spread-event-ids -paysim-env ONSALE_PAYSIM_BEHAVIOUR="$BEHAVIOUR" \
 		"${CORE_ENV[@]/#/-core-env=}" "${GATEWAY_ENV[@]/#/-gateway-env=}"
 	echo "+ seed: the demo catalog (stadium at $SEATS seats)"
 	# Time is compressed: holds last 30 s (not eight minutes), sessions 90 s (not ten),
@@ -87,7 +89,7 @@ else
 	EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/demo/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
 	[[ -n $EVENT ]] || { echo "seed: no stadium concert in $RUN/demo/seed.json" >&2; exit 1; }
 	echo "+ flashsale: $FANS fans, event $EVENT"
-	DATABASE_URL=$STACK_DATABASE_URL bin/flashsale -gateway "$STACK_GATEWAY_URL" -paysim "$STACK_PAYSIM_URL" \
+	DATABASE_URL=$STACK_DATABASE_URL bin/flashsale -gateway "$STACK_GATEWAY_URL" -admin "$STACK_GATEWAY_ADMIN_URL" -paysim "$STACK_PAYSIM_URL" \
 		-event "$EVENT" -watch "$(watch_list)" -redis "$REDIS_URL" "${SALE[@]}"
 fi
 # The report, opened in headless Chromium: a screenshot beside it.

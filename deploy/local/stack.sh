@@ -241,8 +241,9 @@ start_bg() { # NAME CMD...
 # Called at the end of `up` with DATABASE_URL / REDIS_URL exported. Only `make up`
 # (MODE=up) starts the apps, so a person can use them: bin/stack runs the payment
 # simulator on ONSALE_PAYSIM_ADDR (127.0.0.1:18090), the core on ONSALE_CORE_ADDR
-# (127.0.0.1:8081) and the gateway on ONSALE_GATEWAY_ADDR (127.0.0.1:8080), logs and keys
-# in .run/apps/ (.run/keys links there); then the demo catalog is seeded (.run/seed.json).
+# (127.0.0.1:8081) and the gateway on ONSALE_GATEWAY_ADDR (127.0.0.1:8080), their operators'
+# listeners on ONSALE_CORE_ADMIN_ADDR (127.0.0.1:8091: /metrics) and ONSALE_ADMIN_ADDR
+# (127.0.0.1:8090: the console /admin/, its API, /metrics), logs and keys in .run/apps/ (.run/keys links there); then the demo catalog is seeded (.run/seed.json).
 # `run` (make test / bench / demo) starts its own.
 start_apps() {
 	[[ $MODE == up ]] || return 0
@@ -265,7 +266,8 @@ start_apps() {
 	rm -f "$dir/stack.env"
 	start_bg apps "$ROOT/bin/stack" -dir "$dir" -env-file "$dir/stack.env" \
 		-paysim-addr "${ONSALE_PAYSIM_ADDR:-127.0.0.1:18090}" -core-addr "${ONSALE_CORE_ADDR:-127.0.0.1:8081}" \
-		-gateway-addr "${ONSALE_GATEWAY_ADDR:-127.0.0.1:8080}"
+		-gateway-addr "${ONSALE_GATEWAY_ADDR:-127.0.0.1:8080}" \
+		-core-admin-addr "${ONSALE_CORE_ADMIN_ADDR:-127.0.0.1:8091}" -gateway-admin-addr "${ONSALE_ADMIN_ADDR:-127.0.0.1:8090}"
 	for ((i = 0; i < 1200; i++)); do
 		[[ -f $dir/stack.env ]] && break
 		alive "$(cat "$RUN_DIR/apps.pid")" || break
@@ -274,7 +276,7 @@ start_apps() {
 	[[ -f $dir/stack.env ]] || { tail -n 20 "$RUN_DIR/apps.log" >&2; die "the apps did not start; see .run/apps.log and .run/apps/*.log"; }
 	"$ROOT/bin/seed" -json >"$RUN_DIR/seed.json"
 	log "apps: demo catalog in .run/seed.json; $(grep -o 'ready: .*' "$RUN_DIR/apps.log" | tail -n 1)"
-	log "apps: admin token in .run/keys/admin.token"
+	log "apps: the console at http://${ONSALE_ADMIN_ADDR:-127.0.0.1:8090}/admin/, admin token in .run/keys/admin.token"
 }
 
 stop_process() { # NAME

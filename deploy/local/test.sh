@@ -47,7 +47,7 @@ export ONSALE_SCREENSHOTS=${ONSALE_SCREENSHOTS:-$PWD/.run/screenshots}
 # Its ports (3 masters from a free base, bus ports +10000) are this run's own. The base is
 # drawn from 2000-4997 (bus ports 12000-14999), a range no other port of the harness uses:
 # stack.sh's free_port takes 20000-29999 (and keeps 30000-39999 clear for bus ports),
-# make up has 8080, 8081, 15432, 16379 and 18090, and the kernel hands out 32768-60999 to
+# make up has 8080, 8081, 8090, 8091, 15432, 16379 and 18090, and the kernel hands out 32768-60999 to
 # outgoing connections.
 cluster_dir=$RUN/redis-cluster
 cluster_base() {

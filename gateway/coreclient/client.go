@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -48,23 +50,61 @@ const (
 	readWaitConn  = time.Second
 )
 
-// New returns a client of the core at coreURL (http://host:port); a nil
-// log discards.
+// New returns a client of the core at coreURL (see ParseURL: http or https,
+// the port defaulting to the scheme's); a nil log discards. A URL that
+// ParseURL refuses (the gateway's config refuses it first) gives a client
+// whose every request fails.
 func New(coreURL string, log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tls := strings.HasPrefix(coreURL, "https://")
-	host := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(coreURL, "http://"), "https://"), "/")
+	addr, tls, err := ParseURL(coreURL)
+	if err != nil {
+		log.Error("the core's URL is unusable: every request to the core fails", "err", err)
+		addr = "invalid.core.url.invalid:1" // .invalid never resolves (RFC 6761)
+	}
 	scheme := "http://"
 	if tls {
 		scheme = "https://"
 	}
-	proxy := &fasthttp.HostClient{Addr: host, IsTLS: tls, ReadTimeout: proxyTimeout, WriteTimeout: 10 * time.Second,
+	proxy := &fasthttp.HostClient{Addr: addr, IsTLS: tls, ReadTimeout: proxyTimeout, WriteTimeout: 10 * time.Second,
 		MaxConns: proxyConns, MaxConnWaitTimeout: proxyWaitConn, DisablePathNormalizing: true}
-	reads := &fasthttp.HostClient{Addr: host, IsTLS: tls, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
+	reads := &fasthttp.HostClient{Addr: addr, IsTLS: tls, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
 		MaxConns: readConns, MaxConnWaitTimeout: readWaitConn, MaxResponseBodySize: maxReadBody}
-	return &Client{proxy: proxy, reads: reads, base: scheme + host, log: log}
+	return &Client{proxy: proxy, reads: reads, base: scheme + addr, log: log}
+}
+
+// ParseURL reads the core's base URL: http:// or https:// and a host, with
+// an optional port (80 or 443 when absent) and no path beyond "/". It
+// returns host:port and whether to speak TLS, which the client then does
+// for every request, proxied ones included, and verifies the core's
+// certificate for the URL's host against the system roots.
+func ParseURL(coreURL string) (addr string, tls bool, err error) {
+	u, err := url.Parse(strings.TrimSpace(coreURL))
+	if err != nil {
+		return "", false, fmt.Errorf("core url: %w", err)
+	}
+	port := u.Port()
+	switch u.Scheme {
+	case "https":
+		tls = true
+		if port == "" {
+			port = "443"
+		}
+	case "http":
+		if port == "" {
+			port = "80"
+		}
+	default:
+		return "", false, fmt.Errorf("core url %q: want http:// or https://", coreURL)
+	}
+	switch {
+	case u.Hostname() == "":
+		return "", false, fmt.Errorf("core url %q names no host", coreURL)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/"):
+		return "", false, fmt.Errorf("core url %q: want only scheme://host[:port]", coreURL)
+	}
+	return net.JoinHostPort(u.Hostname(), port), tls, nil
 }
 
 // Addr is the core's host:port.
@@ -210,6 +250,14 @@ func (c *Client) Proxy(ctx *fasthttp.RequestCtx, clientAddr string) error {
 	req.Header.Del(ClientAddrHeader) // every spelling and copy the client sent
 	req.Header.Set(ClientAddrHeader, clientAddr)
 	req.SetHost(c.proxy.Addr)
+	// The fan's request came in as http (TLS ends at the edge); the
+	// client speaks to the core in the scheme of the core's URL (fasthttp
+	// refuses a request whose scheme is not its client's).
+	if c.proxy.IsTLS {
+		req.URI().SetScheme("https")
+	} else {
+		req.URI().SetScheme("http")
+	}
 	err := c.proxy.DoTimeout(req, &ctx.Response, proxyTimeout)
 	if err == nil {
 		return nil

@@ -5,9 +5,11 @@ import (
 	"crypto/subtle"
 	"errors"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/time/rate"
 
 	"github.com/onsale/onsale/gateway"
 	"github.com/onsale/onsale/gateway/room"
@@ -16,18 +18,125 @@ import (
 // maxPatchBody bounds a dials PATCH.
 const maxPatchBody = 16 << 10
 
-// adminEvent authorizes an operator (the admin token, compared in constant
-// time; none configured: nobody) and makes the route's event known.
+// MinAdminToken is the shortest admin token NewServer accepts, in bytes:
+// 32 random bytes' worth (a token of 32 characters from a password
+// generator is the least an operator should paste), so that guessing it
+// is hopeless even without the failure limit below.
+const MinAdminToken = 32
+
+// Failed admin authentications are limited per client address: a burst of
+// adminFailBurst, then one more every adminFailEvery. An address over the
+// limit is answered 429 rate_limited, whatever token it sends, until its
+// bucket refills: the right token does not open a locked address, so a
+// guesser learns nothing from its guesses while locked.
+const (
+	adminFailBurst = 10
+	adminFailEvery = 6 * time.Second
+	// adminFailKeys bounds the addresses remembered; past it, failures of
+	// new addresses share one bucket (a crowd of addresses cannot flush an
+	// address's record to try again).
+	adminFailKeys = 100_000
+)
+
+// authFailures keeps a token bucket of failed admin authentications per
+// client address. Only addresses with recent failures have an entry: a
+// bucket that has refilled is dropped (it is the same as none).
+type authFailures struct {
+	mu       sync.Mutex
+	m        map[string]*rate.Limiter
+	overflow *rate.Limiter
+	swept    time.Time
+}
+
+func newAuthFailures() *authFailures {
+	return &authFailures{m: make(map[string]*rate.Limiter), overflow: newFailBucket()}
+}
+
+func newFailBucket() *rate.Limiter {
+	return rate.NewLimiter(rate.Every(adminFailEvery), adminFailBurst)
+}
+
+// bucket is addr's bucket (f.mu held), nil when it has none and !create.
+func (f *authFailures) bucket(addr string, now time.Time, create bool) *rate.Limiter {
+	if now.Sub(f.swept) > time.Minute {
+		for k, b := range f.m {
+			if b.TokensAt(now) >= adminFailBurst {
+				delete(f.m, k)
+			}
+		}
+		f.swept = now
+	}
+	if b, ok := f.m[addr]; ok {
+		return b
+	}
+	if len(f.m) >= adminFailKeys {
+		return f.overflow
+	}
+	if !create {
+		return nil
+	}
+	b := newFailBucket()
+	f.m[addr] = b
+	return b
+}
+
+// locked says how long addr must wait before its next try (0: it may try).
+func (f *authFailures) locked(addr string, now time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.bucket(addr, now, false)
+	if b == nil {
+		return 0
+	}
+	if t := b.TokensAt(now); t < 1 {
+		return time.Duration((1 - t) * float64(adminFailEvery))
+	}
+	return 0
+}
+
+// fail records a failed authentication of addr.
+func (f *authFailures) fail(addr string, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.bucket(addr, now, true).AllowN(now, 1)
+}
+
+// size is the number of addresses with an entry (tests).
+func (f *authFailures) size() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
+}
+
+// adminAuth authorizes an operator: the admin token, compared in constant
+// time (none configured: nobody), from an address not locked by its
+// failures (authFailures). A refusal is logged with the address (never
+// the token sent).
+func (s *Server) adminAuth(ctx *fasthttp.RequestCtx) error {
+	addr, now := s.clientIP(ctx), time.Now()
+	if wait := s.adminFails.locked(addr, now); wait > 0 {
+		return &gateway.Error{Code: gateway.ERateLimited, Message: "too many failed admin tokens from this address: wait", RetryAfter: wait}
+	}
+	auth := ctx.Request.Header.Peek("Authorization")
+	if s.cfg.AdminToken == "" || subtle.ConstantTimeCompare(auth, []byte("Bearer "+s.cfg.AdminToken)) != 1 {
+		s.adminFails.fail(addr, now)
+		s.log.Warn("admin token refused", "addr", addr, "path", string(ctx.Path()), "sent", len(auth) > 0)
+		return gateway.Errorf(gateway.EUnauthorized, "an admin token is required")
+	}
+	return nil
+}
+
+// adminEvent authorizes an operator (adminAuth) and makes the route's
+// event known, whatever its sale window (room.Operate).
 func (s *Server) adminEvent(c context.Context, ctx *fasthttp.RequestCtx, p params) (int64, room.View, error) {
-	auth := string(ctx.Request.Header.Peek("Authorization"))
-	if s.cfg.AdminToken == "" || subtle.ConstantTimeCompare([]byte(auth), []byte("Bearer "+s.cfg.AdminToken)) != 1 {
-		return 0, room.View{}, gateway.Errorf(gateway.EUnauthorized, "an admin token is required")
+	if err := s.adminAuth(ctx); err != nil {
+		return 0, room.View{}, err
 	}
 	ev, err := p.event()
 	if err != nil {
 		return 0, room.View{}, err
 	}
-	v, err := s.room.Ensure(c, ev)
+	v, err := s.room.Operate(c, ev)
 	switch {
 	case errors.Is(err, gateway.ErrNoEvent):
 		return 0, room.View{}, gateway.Errorf(gateway.ENotFound, "no such event")
@@ -76,14 +185,23 @@ func (s *Server) adminPatch(ctx *fasthttp.RequestCtx, p params) error {
 			return gateway.Errorf(gateway.EOnsalePassed, "the pre-queue is fixed: onsale_at, prequeue_at and queueing can no longer change")
 		}
 	}
+	before := cur
 	patch.Apply(&cur)
 	if err := cur.Validate(); err != nil {
 		return gateway.Errorf(gateway.EInvalid, "%v", err)
 	}
+	if rec := s.room.Record(); rec != nil && len(patch) > 0 {
+		// The core's database first: Redis is a copy, and a change Redis
+		// has but the record has not would be undone by Redis losing it.
+		if err := rec.SaveDials(c, ev, patch); err != nil {
+			s.log.Error("dials not saved in the core; nothing changed", "event", ev, "err", err)
+			return gateway.Errorf(gateway.EUnavailable, "the core did not store the dials: nothing changed")
+		}
+	}
 	if _, err := s.store.PatchDials(c, ev, cur, patch.Changed()); err != nil {
 		return gateway.Errorf(gateway.EUnavailable, "redis is not answering")
 	}
-	s.log.Info("dials changed", "event", ev, "by", s.clientIP(ctx))
+	s.audit(ctx, ev, gateway.Diff(before, cur, patch.Changed()))
 	if err := s.room.Refresh(c, ev); err == nil {
 		v, _ = s.room.View(ev)
 	}
@@ -118,4 +236,17 @@ func (s *Server) adminReply(ev int64, v room.View) map[string]any {
 		"active": tk.Active, "offered_unclaimed": tk.Offers, "drain_seconds": drain, "as_of": v.Fetched,
 		"effective_per_minute": math.Round(v.Rate()*10) / 10, "factor": tk.Factor},
 		"health": s.cfg.Health.Status()}
+}
+
+// adminActor names who made a change in the audit log: today every
+// operator shares the admin token; named operator accounts will put the
+// account here, the rest of the record unchanged.
+const adminActor = "admin-token"
+
+// audit logs one dials change: who (actor, and the address it came from),
+// which event, and each dial named with its value before and after. The
+// record's shape (audit, actor, addr, event, changes) is kept when
+// operators get named accounts.
+func (s *Server) audit(ctx *fasthttp.RequestCtx, ev int64, changes []gateway.DialChange) {
+	s.log.Info("dials changed", "audit", "dials", "actor", adminActor, "addr", s.clientIP(ctx), "event", ev, "changes", changes)
 }

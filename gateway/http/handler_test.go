@@ -36,6 +36,7 @@ type fake struct {
 	store   *storetest.Memory
 	room    *room.Room
 	handler fasthttp.RequestHandler
+	admin   fasthttp.RequestHandler // the operators' listener's
 	queue   *token.QueueSigner
 	core    atomic.Pointer[map[string]int] // path suffix: status the core answers
 	asked   atomic.Pointer[http.Request]   // the last request the core was asked
@@ -105,7 +106,7 @@ func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.handler, f.server = s.Handler(), s
+	f.handler, f.admin, f.server = s.Handler(), s.AdminHandler(), s
 	return f
 }
 
@@ -126,7 +127,11 @@ func (f *fake) callFrom(from, method, path, body string, hdr ...string) resp {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		ctx.Request.Header.Set(hdr[i], hdr[i+1])
 	}
-	f.handler(&ctx)
+	if onAdmin(path) {
+		f.admin(&ctx)
+	} else {
+		f.handler(&ctx)
+	}
 	r := resp{status: ctx.Response.StatusCode(), header: http.Header{}, raw: string(ctx.Response.Body())}
 	for k, v := range ctx.Response.Header.All() {
 		r.header.Add(string(k), string(v))

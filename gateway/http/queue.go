@@ -55,7 +55,8 @@ func unavailableFor(what string) error {
 // joinRefusals labels, in the joins metric, the refusals made before the
 // store answers (its answers are labelled by state).
 var joinRefusals = map[string]string{gateway.ERateLimited: "rate_limited", gateway.EIdentity: "identity",
-	gateway.EPhoneUnverified: "identity", gateway.ECrossSite: "cross_site", gateway.EUnavailable: "unavailable"}
+	gateway.EPhoneUnverified: "identity", gateway.ECrossSite: "cross_site", gateway.EUnavailable: "unavailable",
+	gateway.ENotOpen: "not_open", gateway.EClosed: "closed"}
 
 // join gives the fan a place (or the one it has) and a queue token.
 func (s *Server) join(ctx *fasthttp.RequestCtx, p params) error {
@@ -80,9 +81,12 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	v, err := s.room.Ensure(c, ev)
+	var outside *gateway.Error // not_open or closed: outside the sale window, nothing written
 	switch {
 	case errors.Is(err, gateway.ErrNoEvent):
 		return gateway.Errorf(gateway.ENotFound, "no such event")
+	case errors.As(err, &outside):
+		return err
 	case err != nil:
 		return unavailableFor("take new arrivals")
 	}
@@ -106,6 +110,9 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 		if v, err = s.room.Ensure(c, ev); err == nil {
 			r, err = s.store.Join(c, ev, identity)
 		}
+	}
+	if errors.As(err, &outside) {
+		return err
 	}
 	if err != nil {
 		return unavailableFor("take new arrivals")
@@ -273,7 +280,18 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	}
 	v, ok := s.room.View(ev)
 	if !ok || v.Fetched.IsZero() {
-		return gateway.Errorf(gateway.EUnavailable, "the waiting room is starting; try again")
+		// A room this gateway does not tick: its sale window is over (the
+		// ticker retired it: closed, from the catalog, nothing written), or
+		// the gateway has just started (Ensure reads the room in).
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if v, err = s.room.Ensure(c, ev); gateway.ErrorCode(err) == gateway.EClosed {
+			s.clearQueueCookie(ctx, ev)
+			return err
+		}
+		if err != nil || v.Fetched.IsZero() {
+			return gateway.Errorf(gateway.EUnavailable, "the waiting room is starting; try again")
+		}
 	}
 	now := time.Now()
 	touched := "no"

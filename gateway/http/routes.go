@@ -23,8 +23,12 @@ type route struct {
 	method, pattern, name string
 	limit                 limitKind // the bucket family its requests spend (limit.go); none: the handler limits
 	handle                handler
-	segs                  []string
-	exact                 bool // literals only: the path must be the pattern
+	// admin rows (the operators' API and page, /metrics) are served only
+	// by AdminHandler, on a listener of their own: a fan's listener
+	// answers them 404 as if they did not exist.
+	admin bool
+	segs  []string
+	exact bool // literals only: the path must be the pattern
 }
 
 // routes is the gateway's surface, matched top to bottom: the first row
@@ -33,11 +37,13 @@ type route struct {
 // (catalog, event, layout, counts, seat map) are served from the gateway's
 // caches (seatmap.go); the rest of the booking API (holds, payments,
 // bookings), sign-in (/v1/auth), the fan's account (/v1/me), the gate's
-// check-in (/v1/gate) and the provider's webhooks go to the core.
+// check-in (/v1/gate) and the provider's webhooks go to the core. Rows
+// marked admin (the operators' API and page, /metrics) are served only on
+// the operators' listener (AdminHandler).
 var routes = compile([]route{
 	{method: "", pattern: "/healthz", name: "healthz", limit: limitPage, handle: (*Server).healthz},
 	{method: "", pattern: "/readyz", name: "readyz", limit: limitPage, handle: (*Server).readyz},
-	{method: "", pattern: "/metrics", name: "metrics", limit: limitPage, handle: (*Server).metricsPage},
+	{method: "", pattern: "/metrics", name: "metrics", limit: limitPage, handle: (*Server).metricsPage, admin: true},
 	{method: "", pattern: "/.well-known/jwks.json", name: "jwks", limit: limitPage, handle: (*Server).jwksPage},
 
 	{method: "POST", pattern: "/v1/events/{id}/queue", name: "join", handle: (*Server).join},
@@ -51,9 +57,9 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/v1/events/{id}/stats", name: "stats", limit: limitRead, handle: (*Server).counts},
 	{method: "GET", pattern: "/v1/events/{id}/seatmap", name: "seatmap", limit: limitRead, handle: (*Server).seatmap},
 
-	{method: "GET", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminGet},
-	{method: "PATCH", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminPatch},
-	{method: "", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminOther},
+	{method: "GET", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminGet, admin: true},
+	{method: "PATCH", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminPatch, admin: true},
+	{method: "", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminOther, admin: true},
 
 	{method: "GET", pattern: "/events/{name}", name: "page", limit: limitPage, handle: page("waiting.html")},
 	{method: "GET", pattern: "/events/{name}/book", name: "page", limit: limitPage, handle: page("book.html")},
@@ -63,8 +69,8 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/gate", name: "page", limit: limitPage, handle: page("gate.html")},
 	// The scanner's service worker, at the root so that its scope can be /gate.
 	{method: "GET", pattern: "/gate-sw.js", name: "page", limit: limitPage, handle: page("gate-sw.js")},
-	{method: "GET", pattern: "/admin", name: "page", limit: limitPage, handle: page("admin.html")},
-	{method: "GET", pattern: "/admin/", name: "page", limit: limitPage, handle: page("admin.html")},
+	{method: "GET", pattern: "/admin", name: "page", limit: limitPage, handle: page("admin.html"), admin: true},
+	{method: "GET", pattern: "/admin/", name: "page", limit: limitPage, handle: page("admin.html"), admin: true},
 	{method: "GET", pattern: "/static/{name}", name: "static", limit: limitPage, handle: (*Server).static},
 	{method: "GET", pattern: "/web-config.json", name: "page", limit: limitPage, handle: (*Server).webConfig},
 
@@ -118,14 +124,15 @@ func (p params) event() (int64, error) {
 	return id, nil
 }
 
-// match finds the request's route and captures.
-func match(ctx *fasthttp.RequestCtx) (*route, params) {
+// match finds the request's route and captures; admin says whether the
+// admin rows are served (AdminHandler) or skipped (Handler).
+func match(ctx *fasthttp.RequestCtx, admin bool) (*route, params) {
 	path := string(ctx.Path())
 	segs := split(path)
 	method := string(ctx.Method())
 	for i := range routes {
 		r := &routes[i]
-		if r.method != "" && r.method != method {
+		if (r.method != "" && r.method != method) || (r.admin && !admin) {
 			continue
 		}
 		if r.exact {

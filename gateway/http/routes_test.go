@@ -84,7 +84,7 @@ func TestRouteTable(t *testing.T) {
 		var ctx fasthttp.RequestCtx
 		ctx.Request.Header.SetMethod(tc.method)
 		ctx.Request.SetRequestURI(tc.path)
-		r, p := match(&ctx)
+		r, p := match(&ctx, true)
 		if r.name != tc.name || p.id != tc.id || p.name != tc.file {
 			t.Errorf("%s %s = route %q id %q name %q; want %q %q %q", tc.method, tc.path, r.name, p.id, p.name, tc.name, tc.id, tc.file)
 		}

@@ -11,12 +11,15 @@
 // (joins and leaves from other sites refused), limit.go (every route's
 // per-address or per-token limit), clientaddr.go (who the client is behind
 // a load balancer: trusted proxies, PROXY protocol, X-Forwarded-For),
-// admin.go (dials and stats), readcache.go (the bounded, one-in-flight
-// cache of public reads), seatmap.go (the public reads through it:
-// catalog, event, layout, counts, seat map), pages.go (pages, health,
-// keys), proxy.go (the booking API and the provider's webhooks, and the
-// core's health as the proxied calls show it), rate.go (the effective
-// rate's metrics), bounds.go (the per-key structures' sizes as metrics).
+// admin.go (dials and stats, served on the operators' own listener:
+// AdminHandler; the admin token's length, its failures limited per
+// address, the audit log of each change), readcache.go (the bounded,
+// one-in-flight cache of public reads), seatmap.go (the public reads
+// through it: catalog, event, layout, counts, seat map), pages.go (pages,
+// health, keys), proxy.go (the booking API and the provider's webhooks,
+// and the core's health as the proxied calls show it), rate.go (the
+// effective rate's metrics), bounds.go (the per-key structures' sizes as
+// metrics).
 package http
 
 import (
@@ -50,8 +53,9 @@ type Config struct {
 	Core  *coreclient.Client // the only way to the core
 	Queue *token.QueueSigner
 	Admit *token.Ring
-	// AdminToken guards /admin/ (compared in constant time); empty: no
-	// operators' API.
+	// AdminToken guards /admin/ (compared in constant time; at least
+	// MinAdminToken bytes, or NewServer refuses it); empty: no operators'
+	// API.
 	AdminToken string
 	// Accounts verifies account tokens (the core's, EdDSA, its keys from
 	// the core's JWKS, refreshed by the caller). Nil, or no keys yet: an
@@ -80,16 +84,17 @@ type Config struct {
 
 // Server serves the waiting room.
 type Server struct {
-	cfg     Config
-	store   gateway.Store
-	room    *room.Room
-	core    *coreclient.Client
-	log     *slog.Logger
-	limits  *limits
-	metrics *metrics
-	prom    fasthttp.RequestHandler
-	jwks    []byte
-	reads   *reads
+	cfg        Config
+	store      gateway.Store
+	room       *room.Room
+	core       *coreclient.Client
+	log        *slog.Logger
+	limits     *limits
+	adminFails *authFailures
+	metrics    *metrics
+	prom       fasthttp.RequestHandler
+	jwks       []byte
+	reads      *reads
 }
 
 type metrics struct {
@@ -130,6 +135,8 @@ func NewServer(c Config) (*Server, error) {
 		return nil, errors.New("gateway http: a Room over a store, and Core, are required")
 	case c.Queue == nil || c.Admit == nil:
 		return nil, errors.New("gateway http: the queue signer and the admit key ring are required")
+	case c.AdminToken != "" && len(c.AdminToken) < MinAdminToken:
+		return nil, fmt.Errorf("gateway http: the admin token is %d bytes; at least %d are required", len(c.AdminToken), MinAdminToken)
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -147,20 +154,33 @@ func NewServer(c Config) (*Server, error) {
 	m := newMetrics()
 	lim, rd := newLimits(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10))), newReads()
 	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health}, &boundsCollector{reads: rd, limits: lim})
-	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log, limits: lim,
+	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log, limits: lim, adminFails: newAuthFailures(),
 		metrics: m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
 		jwks: jwks, reads: rd}, nil
 }
 
-// Handler returns the fasthttp handler: the route table's handler for the
-// request, its error answered by writeError, its latency observed by route.
-// A handler that panics is answered 500 internal, logged with its stack and
-// counted: fasthttp does not recover, and one fan's request must never take
-// the process, and every fan in it, down.
-func (s *Server) Handler() fasthttp.RequestHandler {
+// Handler returns the fans' fasthttp handler: every route but the admin
+// rows (the operators' API and page, /metrics), which it answers 404 as
+// unknown routes; AdminHandler serves them, on a listener operators reach
+// and fans do not. Each request gets the route table's handler, its error
+// answered by writeError, its latency observed by route.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handler(false) }
+
+// AdminHandler returns the operators' fasthttp handler: the admin rows
+// (/admin/*, /metrics) and, so the operators' page works from this
+// listener alone (it reads the catalog and the counts), every public route
+// too. It is meant for a listener of its own (ONSALE_ADMIN_ADDR), never
+// the fans' one.
+func (s *Server) AdminHandler() fasthttp.RequestHandler { return s.handler(true) }
+
+// handler serves the route table (the admin rows when admin). A handler
+// that panics is answered 500 internal, logged with its stack and
+// counted: fasthttp does not recover, and one fan's request must never
+// take the process, and every fan in it, down.
+func (s *Server) handler(admin bool) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
-		r, p := match(ctx)
+		r, p := match(ctx, admin)
 		defer func() {
 			if v := recover(); v != nil {
 				s.metrics.panics.WithLabelValues(r.name).Inc()

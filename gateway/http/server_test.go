@@ -33,12 +33,17 @@ import (
 
 var ctx = context.Background()
 
-const adminToken = "admin-secret"
+const adminToken = "admin-secret-of-at-least-32-bytes!"
+
+// onAdmin says whether a test request goes to the operators' listener
+// (AdminHandler): the fans' one does not serve these paths.
+func onAdmin(path string) bool { return strings.HasPrefix(path, "/admin") || path == "/metrics" }
 
 type gw struct {
 	statsAsked *atomic.Int64 // requests for /stats that reached the core
 	store      *redis.Store
 	room       *room.Room
+	times      *sync.Map // the core's onsale and show times by event path (default: on sale)
 	client     *http.Client
 	base       string
 	event      int64
@@ -55,8 +60,14 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	}
 	t.Cleanup(func() { store.Close() })
 	statsAsked := new(atomic.Int64)
+	saved := &savedDials{m: map[string]map[string]json.RawMessage{}}
+	times := new(sync.Map)
 	// A core answering with its Cache-Control (core/http/server.go).
 	coreSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/dials") {
+			saved.serve(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if strings.HasSuffix(r.URL.Path, "/stats") {
 			w.Header().Set("Cache-Control", "public, max-age=1")
@@ -73,6 +84,10 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 			w.Write([]byte(`{"capacity":12,"sections":[{"code":"A","rows":[{"label":"1","band":"GOLD","pos":0,"numbers":[1,2,3,4,5,6,7,8,9,10,11,12]}]}]}`))
 			return
 		}
+		if at, ok := times.Load(r.URL.Path); ok {
+			json.NewEncoder(w).Encode(map[string]any{"onsale_at": at.([2]time.Time)[0], "starts_at": at.([2]time.Time)[1]})
+			return
+		}
 		json.NewEncoder(w).Encode(map[string]any{"onsale_at": time.Now().Add(-time.Minute), "starts_at": time.Now().Add(24 * time.Hour)})
 	}))
 	t.Cleanup(coreSrv.Close)
@@ -81,7 +96,7 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	queue, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
 	log := slog.New(slog.DiscardHandler)
 	core := coreclient.New(coreSrv.URL, log)
-	rm := room.New(store, core, log)
+	rm := room.New(store, core, log).WithRecord(coreclient.NewDials(core, adminToken))
 	cfg := gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: adminToken, Log: log}
 	if edit != nil {
 		edit(&cfg)
@@ -91,15 +106,57 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 		t.Fatal(err)
 	}
 	ln := fasthttputil.NewInmemoryListener()
-	go fasthttp.Serve(ln, s.Handler())
+	// One in-memory listener, two handlers: the host "admin" stands for the
+	// operators' listener (AdminHandler), any other for the fans' one.
+	public, admin := s.Handler(), s.AdminHandler()
+	go fasthttp.Serve(ln, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Host()) == "admin" {
+			admin(ctx)
+			return
+		}
+		public(ctx)
+	})
 	rctx, cancel := context.WithCancel(ctx)
 	go rm.Run(rctx, 50*time.Millisecond)
 	t.Cleanup(func() { cancel(); ln.Close() })
 	jar := &cookieJar{}
-	g := &gw{statsAsked: statsAsked, store: store, room: rm, base: "http://gateway", cancel: cancel,
+	g := &gw{statsAsked: statsAsked, store: store, room: rm, times: times, base: "http://gateway", cancel: cancel,
 		client: &http.Client{Jar: jar, Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }}}}
 	g.event = redistest.Event(t, store)
 	return g
+}
+
+// savedDials stands in for the core's dials record (core/http/dials.go,
+// tested on a real database there): the admin token, a JSON object of
+// dials merged per dial.
+type savedDials struct {
+	mu sync.Mutex
+	m  map[string]map[string]json.RawMessage // by path
+}
+
+func (d *savedDials) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+adminToken {
+		w.WriteHeader(401)
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur := d.m[r.URL.Path]
+	if cur == nil {
+		cur = map[string]json.RawMessage{}
+	}
+	if r.Method == "PATCH" {
+		var p map[string]json.RawMessage
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			w.WriteHeader(400)
+			return
+		}
+		for k, v := range p {
+			cur[k] = v
+		}
+		d.m[r.URL.Path] = cur
+	}
+	json.NewEncoder(w).Encode(map[string]any{"dials": cur})
 }
 
 // cookieJar is a minimal per-client jar (net/http/cookiejar wants a host).
@@ -138,7 +195,11 @@ type resp struct {
 
 func (g *gw) do(t *testing.T, c *http.Client, method, path, body string, hdr ...string) resp {
 	t.Helper()
-	req, _ := http.NewRequest(method, g.base+path, strings.NewReader(body))
+	base := g.base
+	if onAdmin(path) {
+		base = "http://admin"
+	}
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -569,6 +630,59 @@ func TestLeftFanPollsAfterOnsale(t *testing.T) {
 			}
 			if h := g.do(t, nil, "GET", "/healthz", ""); h.status != 200 {
 				t.Fatalf("healthz after the poll = %d; want 200", h.status)
+			}
+		})
+	}
+}
+
+// A paused sale stays paused when Redis loses the room: the gateway saved
+// the operator's change in the core's record and sets the room up again
+// from it. The control, a gateway without the record, comes back unpaused
+// (the defaults): the loss the record repairs.
+func TestPauseSurvivesRedisLoss(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		record bool
+	}{{"saved in the core", true}, {"control: no record", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGateway(t, redistest.Addrs(t, false), func(c *gwhttp.Config) {
+				if !tc.record {
+					c.Room.WithRecord(nil)
+				}
+			})
+			path := fmt.Sprintf("/admin/v1/events/%d", g.event)
+			auth := []string{"Authorization", "Bearer " + adminToken}
+			if r := g.do(t, nil, "GET", path, "", auth...); r.status != 200 { // the room is set up
+				t.Fatalf("GET = %d %s", r.status, r.raw)
+			}
+			if r := g.do(t, nil, "PATCH", path, `{"paused":true,"new_users_per_minute":4321}`, auth...); r.status != 200 {
+				t.Fatalf("PATCH = %d %s", r.status, r.raw)
+			}
+			// Redis loses the room (a restart without persistence, a failover
+			// to an empty replica): every key of the event is gone.
+			if err := g.store.Forget(ctx, g.event); err != nil {
+				t.Fatal(err)
+			}
+			g.room.Forget(g.event)
+			fan := g.fan()
+			if r := g.do(t, fan, "POST", g.path("/queue"), ""); r.status != 200 && r.status != 202 {
+				t.Fatalf("join after the loss = %d %s", r.status, r.raw)
+			}
+			d, err := g.store.Dials(ctx, g.event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Paused != tc.record || (d.NewUsersPerMinute == 4321) != tc.record {
+				t.Errorf("after the loss: paused %v, new_users_per_minute %d; want paused %v (record %v)", d.Paused, d.NewUsersPerMinute, tc.record, tc.record)
+			}
+			if !tc.record {
+				return
+			}
+			if r := g.do(t, nil, "GET", path, "", auth...); r.body["dials"].(map[string]any)["paused"] != true {
+				t.Errorf("admin GET after the loss = %s; want paused", r.raw)
+			}
+			if st := g.do(t, fan, "GET", g.path("/queue/status"), ""); st.body["state"] != gateway.StatePaused {
+				t.Errorf("a fan's status after the loss = %s; want paused", st.raw)
 			}
 		})
 	}

@@ -74,6 +74,7 @@ else
     for i = 1, k do
       redis.call('ZADD', KEYS[6], now + claim_ms, serving + i)
     end
+    if offers == 0 then keep(KEYS[1], KEYS[6]) end -- the offers made anew
     serving = serving + k
     tokens = tokens - k
     offers = offers + k

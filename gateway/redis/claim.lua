@@ -40,8 +40,11 @@ if not offer or offer <= now then
   local claimed = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[2]))
   local claim_ms = dial(KEYS[1], 'claim_seconds', 120) * 1000
   if not (claimed and claimed > now - claim_ms) then
-    local pos = freeze(KEYS[7], KEYS[8]) + redis.call('INCR', KEYS[9])
+    local drawn = freeze(KEYS[7], KEYS[8])
+    local n = redis.call('INCR', KEYS[9])
+    local pos = drawn + n
     redis.call('HSET', KEYS[6], ARGV[1], pos)
+    if n == 1 then keep(KEYS[1], KEYS[8], KEYS[9]) end -- seq (and frozen) made
     return {'requeued', pos}
   end
 end
@@ -53,4 +56,5 @@ redis.call('ZADD', KEYS[4], exp, ARGV[1])
 redis.call('ZADD', KEYS[5], 'NX', now, ARGV[2])
 -- One session per identity: once it ends, the identity does not queue again.
 redis.call('HSET', KEYS[6], ARGV[1], 'done')
+keep(KEYS[1], KEYS[4], KEYS[5])
 return {'admitted', exp}

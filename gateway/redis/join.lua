@@ -28,6 +28,9 @@ if open then
   prequeue_enter(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], now)
   return {'pre', 0, onsale_at}
 end
-local pos = freeze(KEYS[2], KEYS[4]) + redis.call('INCR', KEYS[5])
+local drawn = freeze(KEYS[2], KEYS[4])
+local n = redis.call('INCR', KEYS[5])
+local pos = drawn + n
 redis.call('HSET', KEYS[3], ARGV[1], pos)
+if n == 1 then keep(KEYS[1], KEYS[3], KEYS[4], KEYS[5]) end -- the line's first place: seq and frozen made
 return {'pos', pos, 0}

@@ -122,6 +122,7 @@ if admitted > 0 then
     redis.call('HSET', KEYS[3], identity, 'done')
     if admitted > now and not redis.call('ZSCORE', KEYS[7], identity) then
       redis.call('ZADD', KEYS[7], admitted, identity)
+      keep(KEYS[1], KEYS[7])
     end
   end
   return {'ended', 0}
@@ -159,5 +160,6 @@ end
 local n = freeze(KEYS[2], KEYS[4])
 redis.call('HSET', KEYS[3], identity, place)
 local seq = tonumber(redis.call('GET', KEYS[5]) or 0)
-if place - n > seq then redis.call('SET', KEYS[5], place - n) end
+-- KEEPTTL: seq expires with the room (prelude.lua, keep).
+if place - n > seq then redis.call('SET', KEYS[5], place - n, 'KEEPTTL') end
 return {'restored', place}

@@ -264,6 +264,31 @@ func (s *Store) InitDials(ctx context.Context, event int64, d gateway.Dials) err
 	return unavailable(err)
 }
 
+// Expire sets every key of the event's room to expire at at, or to never
+// expire (PERSIST) when at is zero, in one round trip. A key the room
+// writes later (a join's, a tick's) has no expiry until the next call: the
+// room calls it at every set up and dials change and then every
+// room.ExpireEvery while it ticks, so by the window's end every key has it.
+func (s *Store) Expire(ctx context.Context, event int64, at time.Time) error {
+	k := keysOf(event)
+	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, key := range []string{k.dials, k.pre, k.ids, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims} {
+			if at.IsZero() {
+				p.Persist(ctx, key)
+			} else {
+				p.PExpireAt(ctx, key, at)
+			}
+		}
+		return nil
+	})
+	return unavailable(err)
+}
+
+// Retire takes the event out of the rooms the gateways tick (Events).
+func (s *Store) Retire(ctx context.Context, event int64) error {
+	return unavailable(s.rdb.SRem(ctx, eventsKey, event).Err())
+}
+
 // Events lists the events the room knows.
 func (s *Store) Events(ctx context.Context) ([]int64, error) {
 	ids, err := s.rdb.SMembers(ctx, eventsKey).Result()

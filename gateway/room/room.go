@@ -1,5 +1,6 @@
 // Package room is the gateway's in-process picture of the waiting room: one
-// ticker advances every known event's admission bucket in the store, at the
+// ticker advances the admission bucket of every known event in its sale
+// window (gateway.Dials.Window) in the store, at the
 // share of the rate dial the core's health allows (gateway/health), and
 // keeps each event's view (its dials and the last tick), so a fan's status
 // poll is answered from memory, with no store round trip.
@@ -8,6 +9,7 @@ package room
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -32,6 +34,8 @@ type View struct {
 	// still counts the burst that filled it.
 	FullSince time.Time
 	history   []servingAt
+	expired   time.Time // when this gateway last set the room's keys' expiry (Store.Expire)
+	checked   time.Time // when the ticker last read the dials of an event outside its window
 }
 
 // Rate is how fast the line is let in, places a minute, as of the last
@@ -58,7 +62,8 @@ type Room struct {
 	store   gateway.Store
 	catalog gateway.Catalog // for an unknown event's onsale and show times
 	log     *slog.Logger
-	health  Health // nil: the dial
+	health  Health              // nil: the dial
+	record  gateway.DialsRecord // nil: no saved dials (no operators' API)
 
 	mu      sync.RWMutex
 	events  map[int64]*View
@@ -91,6 +96,18 @@ func (r *Room) WithHealth(h Health) *Room {
 	r.health = h
 	return r
 }
+
+// WithRecord makes the room set up a room Redis lost (or never had) from
+// the dials operators saved in rec over the event's defaults, and gives
+// the operators' API the record to save to (Record); nil: the defaults.
+// Call it before Run.
+func (r *Room) WithRecord(rec gateway.DialsRecord) *Room {
+	r.record = rec
+	return r
+}
+
+// Record is the durable record of the dials (nil: none).
+func (r *Room) Record() gateway.DialsRecord { return r.record }
 
 // Factor is the share of the dial the last tick let the line in at.
 func (r *Room) Factor() float64 {
@@ -149,7 +166,10 @@ func (r *Room) Healthy() bool {
 	return r.ok
 }
 
-// Run ticks every interval until ctx ends. Each event ticks on its own
+// Run ticks every interval until ctx ends: each event in its sale window
+// (gateway.Dials.Window); an event before its window is left alone but for
+// a read of its dials every RestCheck (an operator may move its times), and
+// an event whose window is over is retired (retire). Each event ticks on its own
 // goroutine (at most tickWorkers at once) with its own deadline
 // (tickDeadline), and an event whose last tick is still running is not
 // ticked again until it ends; the health's factor is read on its own
@@ -231,7 +251,12 @@ func (r *Room) runHealth(ctx context.Context, interval, deadline time.Duration) 
 func (r *Room) tickAll(ctx context.Context, deadline time.Duration, wg *sync.WaitGroup, sem chan struct{}) {
 	r.mu.Lock()
 	ids := make([]int64, 0, len(r.events))
-	for id := range r.events {
+	now := time.Now()
+	for id, v := range r.events {
+		known := !v.Fetched.IsZero() || !v.checked.IsZero()
+		if known && !v.Dials.Live(now) && now.Sub(v.checked) < RestCheck {
+			continue // outside its window, its dials read a moment ago
+		}
 		if !r.ticking[id] {
 			ids = append(ids, id)
 		}
@@ -250,7 +275,7 @@ func (r *Room) tickAll(ctx context.Context, deadline time.Duration, wg *sync.Wai
 		wg.Go(func() {
 			defer func() { <-sem }()
 			tctx, cancel := context.WithTimeout(ctx, deadline)
-			err := r.Refresh(tctx, id)
+			err := r.step(tctx, id)
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				r.log.Warn("tick failed; serving from cache, admission paused", "event", id, "err", err)
@@ -264,6 +289,84 @@ func (r *Room) tickAll(ctx context.Context, deadline time.Duration, wg *sync.Wai
 			r.mu.Unlock()
 		})
 	}
+}
+
+// RestCheck is how often the ticker reads the dials of an event outside its
+// sale window, instead of ticking it: an operator who moves prequeue_at
+// sooner is seen within it (well inside gateway.WindowLead).
+const RestCheck = 5 * time.Second
+
+// ExpireEvery is how often a gateway ticking an event sets the expiry of
+// its room's keys again (besides at set up and at every change of the
+// dials): keys a join or a tick made since have none until then. The room
+// ticks until the window's end, far more than ExpireEvery after the last
+// join (joins close at closes_at, the window ends WindowGrace later), so by
+// then every key carries the expiry.
+const ExpireEvery = 30 * time.Second
+
+// step is one event's turn of the ticker: a tick while its sale window is
+// live; outside it, a read of its dials instead (no tick: the room costs
+// Redis nothing while nobody can join it), and the room retired once the
+// window is over or its keys are gone.
+func (r *Room) step(ctx context.Context, id int64) error {
+	v, ok := r.View(id)
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	if !v.Fetched.IsZero() && v.Dials.Live(now) {
+		return r.Refresh(ctx, id)
+	}
+	d, err := r.store.Dials(ctx, id)
+	switch {
+	case errors.Is(err, gateway.ErrNoEvent):
+		return r.retire(ctx, id, nil)
+	case err != nil:
+		return err
+	case d.Ended(now):
+		return r.retire(ctx, id, &d)
+	case d.Live(now):
+		return r.Refresh(ctx, id)
+	}
+	r.mu.Lock()
+	if cur, ok := r.events[id]; ok {
+		next := *cur
+		next.Dials, next.checked = d, now
+		r.events[id] = &next
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// retire ends an event's room on this gateway and takes it out of the rooms
+// every gateway ticks (Store.Retire), when its sale window is over (d: its
+// dials; its keys' expiry, the window's end, is now past, so setting it
+// again makes Redis drop them, whatever expiry they had) or its room is
+// gone from Redis (nil: the keys expired, or Redis lost them). A room set
+// up again meanwhile (a join on another gateway after Redis lost it, an
+// operator moving closes_at later) is listed again: a set up writes the
+// dials before it lists the room, so either its listing comes after
+// Store.Retire or the dials read after it see the room.
+func (r *Room) retire(ctx context.Context, id int64, d *gateway.Dials) error {
+	if d != nil {
+		if err := r.store.Expire(ctx, id, d.ExpiresAt()); err != nil {
+			return err
+		}
+	}
+	r.Forget(id)
+	if err := r.store.Retire(ctx, id); err != nil {
+		return err
+	}
+	again, err := r.store.Dials(ctx, id)
+	switch {
+	case errors.Is(err, gateway.ErrNoEvent):
+		return nil
+	case err != nil:
+		return err
+	case again.Ended(time.Now()):
+		return nil
+	}
+	return r.store.InitDials(ctx, id, again)
 }
 
 // setHealthy (r.mu held) records whether the store answered the last tick
@@ -291,10 +394,9 @@ func (r *Room) Refresh(ctx context.Context, id int64) error {
 		return err
 	}
 	if tk.DialsVersion < 0 {
-		// The event's room is gone from Redis (removed, or Redis lost
-		// it): forget it; the next join sets it up again.
-		r.Forget(id)
-		return nil
+		// The event's room is gone from Redis (its keys expired, or Redis
+		// lost them): retire it; the next join in its window sets it up again.
+		return r.retire(ctx, id, nil)
 	}
 	r.mu.RLock()
 	prev, ok := r.events[id]
@@ -304,14 +406,24 @@ func (r *Room) Refresh(ctx context.Context, id int64) error {
 	}
 	cur := *prev
 	r.mu.RUnlock()
-	if cur.Fetched.IsZero() || tk.DialsVersion != cur.Dials.Version {
+	now := time.Now()
+	reread := cur.Fetched.IsZero() || tk.DialsVersion != cur.Dials.Version
+	if reread {
 		d, err := r.store.Dials(ctx, id)
 		if err != nil {
 			return err
 		}
 		cur.Dials = d
 	}
-	now := time.Now()
+	if at := cur.Dials.ExpiresAt(); (reread || now.Sub(cur.expired) >= ExpireEvery) && (at.IsZero() || at.After(now)) {
+		// Every key of the room expires at the window's end, moved with
+		// the dials. (An end already past is retire's: the ticker's next
+		// step drops the room.)
+		if err := r.store.Expire(ctx, id, at); err != nil {
+			return err
+		}
+		cur.expired = now
+	}
 	if tk.Now.Before(cur.Tick.Now) {
 		return nil // a concurrent refresh stored a newer tick: never go back
 	}
@@ -353,11 +465,46 @@ func (r *Room) Forget(id int64) {
 	r.mu.Unlock()
 }
 
-// Ensure makes an event known: its dials are initialised (only where unset)
-// from the core's view of the event (Event.Dials), then read once. Errors:
-// ErrNoEvent when neither the store nor the core knows the event, else
-// the store's or the catalog's (wrapping ErrUnavailable).
+// Ensure makes an event known for a fan: its dials are initialised (only
+// where unset) from the core's view of the event (Event.Dials) with the
+// dials operators saved (the record) over them, then read once: so a room
+// Redis lost comes back as operators left it, paused if it was. An event
+// with no room is set up only in its sale window (gateway.Dials.Window)
+// and before it closes: outside, Ensure writes nothing and answers a
+// *gateway.Error, not_open (with opens_at) or closed, from the catalog's
+// times and the record. Other errors: ErrNoEvent when neither the store
+// nor the core knows the event, else the store's, the catalog's or the
+// record's (wrapping ErrUnavailable: a record that cannot be read fails
+// closed, never sets the room up from the defaults).
 func (r *Room) Ensure(ctx context.Context, id int64) (View, error) {
+	return r.ensure(ctx, id, true)
+}
+
+// Operate is Ensure for the operators' API: it sets the room up whatever
+// its window, so operators can read and set an event's dials before its
+// sale (the ticker then leaves the room alone until its window opens, and
+// its keys expire at the window's end as any room's).
+func (r *Room) Operate(ctx context.Context, id int64) (View, error) {
+	return r.ensure(ctx, id, false)
+}
+
+// outside is the answer to a fan's join of an event with no room outside
+// its sale window (nil inside it), as the store's join would give it.
+func outside(d gateway.Dials, now time.Time) error {
+	switch {
+	case d.Closed(now):
+		return gateway.Errorf(gateway.EClosed, "the sale is closed")
+	case d.Early(now):
+		opens := d.PrequeueAt
+		if opens.IsZero() {
+			opens = d.OnsaleAt
+		}
+		return gateway.Errorf(gateway.ENotOpen, "the queue opens at %s", opens.UTC().Format(time.RFC3339)).With("opens_at", opens)
+	}
+	return nil
+}
+
+func (r *Room) ensure(ctx context.Context, id int64, fan bool) (View, error) {
 	if v, ok := r.View(id); ok && !v.Fetched.IsZero() {
 		return v, nil
 	}
@@ -366,7 +513,24 @@ func (r *Room) Ensure(ctx context.Context, id int64) (View, error) {
 		if err != nil {
 			return View{}, err
 		}
-		if err := r.store.InitDials(ctx, id, ev.Dials()); err != nil {
+		d := ev.Dials()
+		if r.record != nil {
+			saved, err := r.record.SavedDials(ctx, id)
+			if errors.Is(err, gateway.ErrNoEvent) {
+				// The catalog has the event: the core does not serve the
+				// record (no admin token there?).
+				err = fmt.Errorf("%w: the core keeps no dials for event %d", gateway.ErrUnavailable, id)
+			}
+			if err != nil {
+				r.log.Error("the saved dials cannot be read; the room is not set up", "event", id, "err", err)
+				return View{}, err
+			}
+			saved.Apply(&d)
+		}
+		if err := outside(d, time.Now()); fan && err != nil {
+			return View{}, err
+		}
+		if err := r.store.InitDials(ctx, id, d); err != nil {
 			return View{}, err
 		}
 	} else if err != nil {

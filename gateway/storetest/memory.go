@@ -33,6 +33,8 @@ type event struct {
 	seq     int64
 	serving int64
 	active  map[string]time.Time
+	expires time.Time // Expire's (the memory store never deletes by it)
+	retired bool      // out of Events (Retire)
 }
 
 var _ gateway.Store = (*Memory)(nil)
@@ -314,10 +316,51 @@ func (m *Memory) Events(context.Context) ([]int64, error) {
 		return nil, err
 	}
 	var out []int64
-	for id := range m.events {
-		out = append(out, id)
+	for id, e := range m.events {
+		if !e.retired {
+			out = append(out, id)
+		}
 	}
 	return out, nil
+}
+
+// Expire implements gateway.Store: it records the expiry (ExpiresAt)
+// without acting on it.
+func (m *Memory) Expire(_ context.Context, ev int64, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, err := m.event(ev)
+	if errors.Is(err, gateway.ErrNoEvent) {
+		return nil // as PEXPIREAT on no key
+	}
+	if err != nil {
+		return err
+	}
+	e.expires = at
+	return nil
+}
+
+// ExpiresAt is the expiry Expire last set for the event's room.
+func (m *Memory) ExpiresAt(ev int64) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.events[ev]; e != nil {
+		return e.expires
+	}
+	return time.Time{}
+}
+
+// Retire implements gateway.Store.
+func (m *Memory) Retire(_ context.Context, ev int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.up(); err != nil {
+		return err
+	}
+	if e := m.events[ev]; e != nil {
+		e.retired = true
+	}
+	return nil
 }
 
 // Dials implements gateway.Store.
@@ -342,6 +385,7 @@ func (m *Memory) InitDials(_ context.Context, ev int64, d gateway.Dials) error {
 		d.Epoch = strconv.FormatInt(time.Now().UnixNano(), 36)
 		m.events[ev] = &event{dials: d, places: map[string]string{}, active: map[string]time.Time{}}
 	}
+	m.events[ev].retired = false
 	return nil
 }
 

@@ -70,10 +70,10 @@ var attacks = []attack{
 	{name: "slowloris_gateway", expected: "connection closed by the read timeout", run: slowlorisGateway},
 	{name: "slowloris_core", expected: "connection closed by the read header timeout", run: slowlorisCore},
 	{name: "forged_x_forwarded_for", expected: "429 rate_limited (one bucket whatever it claims)", run: forgedXFF},
-	{name: "random_event_ids", expected: "gateway heap and Redis bounded", skip: "issue 13 item 1 (edge)", run: randomEventIDs},
+	{name: "random_event_ids", expected: "gateway heap and Redis bounded", run: randomEventIDs},
 	{name: "catalog_flood_during_holds", expected: "every hold succeeds", run: catalogFlood},
-	{name: "cookie_pileup", expected: "no 400 however many queues", skip: "issue 13 item 6 (join)", run: cookiePileup},
-	{name: "cross_site_join", expected: "403, no cookie replaced", skip: "issue 13 item 5 (join)", run: crossSiteJoin},
+	{name: "cookie_pileup", expected: "no 400 however many queues", run: cookiePileup},
+	{name: "cross_site_join", expected: "403, no cookie replaced", run: crossSiteJoin},
 }
 
 // --- tokens

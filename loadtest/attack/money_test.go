@@ -9,8 +9,8 @@ import (
 	"github.com/onsale/onsale/shared/paysig"
 )
 
-// --- webhooks: the provider's word on a payment, to the core (the only
-// service that takes them this round).
+// --- webhooks: the provider's word on a payment, through the gateway (the
+// core stays private; the gateway passes them on, the core verifies them).
 
 // pending is a booking waiting for its UPI payment (the simulator settles
 // none by itself for an hour): the target a forged success would confirm.
@@ -47,7 +47,7 @@ func (s *attackStack) refusedWebhook(t *testing.T, booking int64, body []byte, s
 	if sig != "" {
 		hdr = []string{paysig.Header, sig}
 	}
-	r := do(t, client(4), "POST", s.core+"/v1/webhooks/payments", body, hdr...)
+	r := do(t, client(4), "POST", s.gateway+"/v1/webhooks/payments", body, hdr...)
 	s.want(t, r, 400, "invalid_signature")
 	if st := s.bookingStatus(t, booking); st != "PAYMENT_PENDING" {
 		t.Errorf("booking %d = %s after a refused webhook; want PAYMENT_PENDING", booking, st)
@@ -82,7 +82,7 @@ func webhookReplayed(t *testing.T, s *attackStack) string {
 	b, p := s.pending(t, "fan-replayed")
 	body := successBody("evt_replayed", p, b)
 	sig := paysig.Sign([]byte(stack.WebhookSecret), time.Now(), body)
-	first := do(t, client(4), "POST", s.core+"/v1/webhooks/payments", body, paysig.Header, sig)
+	first := do(t, client(4), "POST", s.gateway+"/v1/webhooks/payments", body, paysig.Header, sig)
 	if first.status != 200 {
 		t.Fatalf("genuine webhook = %s %s", first.seen(), first.raw)
 	}
@@ -90,7 +90,7 @@ func webhookReplayed(t *testing.T, s *attackStack) string {
 		t.Fatalf("booking %d = %s after its payment succeeded; want CONFIRMED", b, st)
 	}
 	before := s.settled(t, s.event)
-	again := do(t, client(4), "POST", s.core+"/v1/webhooks/payments", body, paysig.Header, sig)
+	again := do(t, client(4), "POST", s.gateway+"/v1/webhooks/payments", body, paysig.Header, sig)
 	if again.status != 200 {
 		t.Errorf("replayed webhook = %s %s; want 200 (acknowledged, not applied)", again.seen(), again.raw)
 	}

@@ -72,7 +72,7 @@ func TestOperatorPause(t *testing.T) {
 	b := browser(t)
 	op, fan := tab(t, b), tab(t, b)
 	if err := chromedp.Do(op,
-		chromedp.Navigate(fmt.Sprintf("%s/admin/?event=%d", s.gateway, ev)),
+		chromedp.Navigate(fmt.Sprintf("%s/admin/?event=%d", s.console, ev)),
 		chromedp.SendKeys(chromedp.ID("admin-token"), s.admin),
 		chromedp.Click(chromedp.ID("signin")),
 	); err != nil {
@@ -121,7 +121,7 @@ func TestPhoneViewport(t *testing.T) {
 	until(t, fan, "the seat map", `document.querySelectorAll(".seat").length > 10`, 15*time.Second)
 	until(t, fan, "no horizontal scroll on the booking page", noScroll, 2*time.Second)
 	shot(t, fan, "phone-book")
-	if err := chromedp.Do(fan, chromedp.Navigate(s.gateway+"/admin/")); err != nil {
+	if err := chromedp.Do(fan, chromedp.Navigate(s.console+"/admin/")); err != nil {
 		t.Fatal(err)
 	}
 	until(t, fan, "no horizontal scroll in the console", noScroll, 5*time.Second)

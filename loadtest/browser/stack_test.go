@@ -32,6 +32,7 @@ type browserStack struct {
 	db      *pgxpool.Pool
 	dbURL   string
 	gateway string // base URL
+	console string // the gateway's operators' listener (base URL): the console /admin/ and its API
 	paysim  string
 	admin   string // admin token
 }
@@ -44,7 +45,7 @@ func newStack(t *testing.T) *browserStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { drop(context.Background()) })
-	apps, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), DatabaseURL: dbURL, RedisURL: redis, AdminToken: "browser-admin",
+	apps, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), DatabaseURL: dbURL, RedisURL: redis, AdminToken: "browser-admin-token-of-32-bytes-or-more",
 		PaysimEnv:  []string{`ONSALE_PAYSIM_BEHAVIOUR={"upi_delay_min":"1h","upi_delay_max":"1h"}`},
 		CoreEnv:    []string{"ONSALE_LOG_LEVEL=warn"},
 		GatewayEnv: []string{"ONSALE_LOG_LEVEL=warn", "ONSALE_IP_RATE=1000", "ONSALE_TOKEN_RATE=100"}})
@@ -62,7 +63,7 @@ func newStack(t *testing.T) *browserStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return &browserStack{db: db, dbURL: dbURL, gateway: apps.GatewayURL, paysim: apps.PaysimURL, admin: apps.AdminToken}
+	return &browserStack{db: db, dbURL: dbURL, gateway: apps.GatewayURL, console: apps.GatewayAdminURL, paysim: apps.PaysimURL, admin: apps.AdminToken}
 }
 
 // event seeds the demo catalog (bin/seed, the stadium cut to a few rows)
@@ -158,7 +159,7 @@ func shot(t *testing.T, c context.Context, name string) {
 // taken for it (a phantom in line would sit ahead of the test's fans).
 func (s *browserStack) dial(t *testing.T, ev int64, body string) {
 	t.Helper()
-	req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s/admin/v1/events/%d", s.gateway, ev), strings.NewReader(body))
+	req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s/admin/v1/events/%d", s.console, ev), strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+s.admin)
 	r, err := http.DefaultClient.Do(req)
 	if err != nil {

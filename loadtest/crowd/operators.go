@@ -23,8 +23,10 @@ type Operators struct {
 	auth    []string
 }
 
-// NewOperators are the operators of event at gateway (a base URL), with the
-// gateway's admin token; their requests count in st.
+// NewOperators are the operators of event at gateway, the base URL of a
+// gateway's operators' listener (ONSALE_ADMIN_ADDR: the admin API is
+// served there only; it serves the public reads too), with the gateway's
+// admin token; their requests count in st.
 func NewOperators(gateway, adminToken string, event int64, st *Stats) *Operators {
 	return &Operators{gateway: gateway, event: event, st: st, cl: NewClient(NewPool(gateway, 8), 10*time.Second, st, false),
 		auth: []string{"Authorization", "Bearer " + adminToken}}

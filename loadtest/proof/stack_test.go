@@ -74,7 +74,8 @@ func newStack(t *testing.T, o stackOpts) *proofStack {
 	// poll, no sweeps (the tests expire holds themselves), no SMS or email
 	// unless asked for, tickets linking to onsale.test.
 	env := []string{"ONSALE_DB_MAX_CONNS=30", "ONSALE_OUTBOX_LEASE=1s", "ONSALE_OUTBOX_POLL=20ms", "ONSALE_SWEEP_INTERVAL=1h",
-		"ONSALE_PUBLIC_URL=http://onsale.test", "ONSALE_LOG_LEVEL=warn", "ONSALE_SMTP_ADDR=" + o.smtp, "ONSALE_SMTP_FROM=tickets@onsale.test"}
+		"ONSALE_PUBLIC_URL=http://onsale.test", "ONSALE_LOG_LEVEL=warn", "ONSALE_SMTP_ADDR=" + o.smtp, "ONSALE_SMTP_FROM=tickets@onsale.test",
+		"ONSALE_SMTP_TLS=off"} // the proof's SMTP sink is plain, on the same host
 	if o.policy != "" {
 		env = append(env, "ONSALE_LATE_POLICY="+o.policy)
 	}
@@ -282,10 +283,11 @@ func (s *proofStack) ticketClaims(t *testing.T, payload string) (claims struct {
 	return claims, json.Unmarshal(js, &claims)
 }
 
-// metric is the sum of a counter's samples (every label set) on the core's /metrics.
+// metric is the sum of a counter's samples (every label set) on the core's
+// /metrics (its operators' listener).
 func (s *proofStack) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(s.coreURL + "/metrics")
+	resp, err := http.Get(s.apps.CoreAdminURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,9 @@ type Options struct {
 	AdminToken  string   // the gateway's admin token; "" = a random one
 
 	PaysimAddr, CoreAddr, GatewayAddr string // listen addresses; "" = a free port on 127.0.0.1
+	// The operators' listeners (/metrics; the gateway's console and admin
+	// API); "" = a free port on 127.0.0.1.
+	CoreAdminAddr, GatewayAdminAddr string
 
 	PaysimEnv, CoreEnv, GatewayEnv []string
 	Ready                          time.Duration // how long each app may take to answer; 0 = 60 s
@@ -73,8 +76,12 @@ type Keys struct {
 }
 
 // Stack is a set of running apps. The URLs of apps not started are empty.
+// The admin URLs are the operators' listeners (ONSALE_CORE_ADMIN_ADDR,
+// ONSALE_ADMIN_ADDR), each on a free port of its own: /metrics, and the
+// gateway's console and admin API, are served there and nowhere else.
 type Stack struct {
 	PaysimURL, CoreURL, GatewayURL string
+	CoreAdminURL, GatewayAdminURL  string
 	AdminToken                     string
 	Keys
 	// The processes, nil when not started (started in this order, stopped in reverse).
@@ -182,7 +189,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if s.AdminToken == "" {
-		s.AdminToken = "admin-" + randomHex(12)
+		s.AdminToken = "admin-" + randomHex(16) // over the gateway's minimum (gwhttp.MinAdminToken)
 	}
 	addrs := map[string]*string{Paysim: &o.PaysimAddr, Core: &o.CoreAddr, Gateway: &o.GatewayAddr}
 	picked := map[string]bool{}
@@ -213,6 +220,17 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 			}
 		}
 	}()
+	// The operators' listeners: a free port unless given (several stacks
+	// and topologies share the machine: no fixed port would do).
+	admins := map[string]string{Core: o.CoreAdminAddr, Gateway: o.GatewayAdminAddr}
+	for _, app := range []string{Core, Gateway} {
+		if has(app) && admins[app] == "" {
+			if admins[app], err = FreeAddr(); err != nil {
+				return nil, err
+			}
+			picked[app] = true
+		}
+	}
 	coreURL := "http://" + o.CoreAddr
 	if has(Paysim) {
 		s.PaysimURL = "http://" + o.PaysimAddr
@@ -232,6 +250,9 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 			publicURL = "http://" + o.GatewayAddr
 		}
 		env := CoreEnv(s.Keys, o.CoreAddr, o.DatabaseURL, o.RedisURL, publicURL, s.PaysimURL)
+		env = append(env, "ONSALE_ADMIN_TOKEN="+s.AdminToken, // the gateway stores its dials in the core with it
+			"ONSALE_CORE_ADMIN_ADDR="+admins[Core])
+		s.CoreAdminURL = "http://" + admins[Core]
 		if s.Core, err = start(ctx, o, Core, append(env, o.CoreEnv...), coreURL+"/readyz"); err != nil {
 			return nil, err
 		}
@@ -242,6 +263,8 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 		s.GatewayURL = "http://" + o.GatewayAddr
 		env := GatewayEnv(s.Keys, o.GatewayAddr, o.RedisURL, coreURL, randomHex(32), s.AdminToken, s.PaysimURL)
+		env = append(env, "ONSALE_ADMIN_ADDR="+admins[Gateway])
+		s.GatewayAdminURL = "http://" + admins[Gateway]
 		if s.Gateway, err = start(ctx, o, Gateway, append(env, o.GatewayEnv...), s.GatewayURL+"/readyz"); err != nil {
 			return nil, err
 		}

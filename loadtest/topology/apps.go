@@ -62,6 +62,8 @@ func (t *Topology) startCores(ctx context.Context) error {
 	for i := range apps {
 		port := t.base + 61 + i
 		env := stack.CoreEnv(t.Keys, addr(port), t.DatabaseURL, t.Redis.Addrs(), t.GatewayURL, t.PaysimURL)
+		env = append(env, "ONSALE_ADMIN_TOKEN="+t.AdminToken, // the gateways store their dials in the core with it
+			"ONSALE_CORE_ADMIN_ADDR="+addr(t.base+90+i))
 		apps[i] = t.app(fmt.Sprintf("core%d", i+1), stack.Core, port, append(env, t.o.CoreEnv...), "/readyz")
 	}
 	ps, err := startAll(ctx, apps)
@@ -79,6 +81,7 @@ func (t *Topology) startGateways(ctx context.Context) error {
 	for i := range apps {
 		port := t.base + 51 + i
 		env := stack.GatewayEnv(t.Keys, addr(port), t.Redis.Addrs(), t.CoreURL, t.QueueSecret, t.AdminToken, t.PaysimURL)
+		env = append(env, "ONSALE_ADMIN_ADDR="+addr(t.base+71+i))
 		env = append(append(env, gatewayProxyEnv...), t.o.GatewayEnv...)
 		a := t.app(fmt.Sprintf("gw%d", i+1), stack.Gateway, port, env, "/readyz")
 		a.ReadyClient = FanClient(FanAddr)

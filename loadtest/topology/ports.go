@@ -12,8 +12,8 @@ import (
 )
 
 // Port ranges. The harness already uses 2000-4999 and 12000-14999 (make
-// test's Redis Cluster and its bus ports), 8080, 8081, 15432, 16379, 18090
-// (make up) and 20000-39999 (stack.sh's throwaway servers and their Redis
+// test's Redis Cluster and its bus ports), 8080, 8081, 8090, 8091, 15432, 16379,
+// 18090 (make up) and 20000-39999 (stack.sh's throwaway servers and their Redis
 // bus ports); the kernel hands out 32768-60999 to outgoing connections.
 // A topology takes a block of consecutive ports from 5000-7999 (make
 // cluster-up: DefaultBase) or from 9000-11999 (tests: FreeBlock), so none

@@ -39,6 +39,11 @@ type Topology struct {
 	// requires a PROXY header from 127.0.0.1: reach it through GatewayURL,
 	// or directly from another loopback address (FanClient).
 	Cores, Gateways []*stack.Proc
+	// The operators' listeners (plain, no PROXY header): GatewayAdminURLs[i]
+	// is Gateways[i]'s (Base+71+i: the console /admin/, its API and
+	// /metrics), CoreAdminURLs[i] Cores[i]'s (Base+90+i: /metrics). HAProxy
+	// does not reach them.
+	GatewayAdminURLs, CoreAdminURLs []string
 
 	GatewayURL  string // HAProxy's fans' frontend: what fans use
 	CoreURL     string // HAProxy's cores' frontend: the gateways use it (paysim's webhooks come through them)
@@ -101,6 +106,12 @@ func Start(ctx context.Context, o Options) (_ *Topology, err error) {
 	t := &Topology{o: o, dir: dir, base: b, AdminToken: o.AdminToken,
 		GatewayURL: fmt.Sprintf("http://127.0.0.1:%d", b+80), CoreURL: fmt.Sprintf("http://127.0.0.1:%d", b+81),
 		StatsURL: fmt.Sprintf("http://127.0.0.1:%d", b+89), PaysimURL: fmt.Sprintf("http://127.0.0.1:%d", b+70)}
+	for i := range o.Gateways {
+		t.GatewayAdminURLs = append(t.GatewayAdminURLs, "http://"+addr(b+71+i))
+	}
+	for i := range o.Cores {
+		t.CoreAdminURLs = append(t.CoreAdminURLs, "http://"+addr(b+90+i))
+	}
 	defer func() {
 		if err != nil {
 			t.Stop()
@@ -151,7 +162,7 @@ func (t *Topology) secrets() error {
 		return err
 	}
 	if t.AdminToken == "" {
-		t.AdminToken = "admin-" + stack.RandomHex(12)
+		t.AdminToken = "admin-" + stack.RandomHex(16) // over the gateway's minimum (gwhttp.MinAdminToken)
 	}
 	t.QueueSecret = stack.RandomHex(32)
 	for name, v := range map[string]string{"admin.token": t.AdminToken, "queue.secret": t.QueueSecret} {

@@ -141,6 +141,22 @@ func TestTopology(t *testing.T) {
 		t.Fatalf("GET /v1/events through HAProxy = %d %s", code, body)
 	}
 
+	// The operators' listeners: each gateway's console and /metrics, each
+	// core's /metrics, there and not through HAProxy's fans' frontend.
+	for _, u := range append(append([]string{}, topo.GatewayAdminURLs...), topo.CoreAdminURLs...) {
+		if code, body := get(t, http.DefaultClient, u+"/metrics"); code != http.StatusOK || !strings.Contains(body, "# TYPE ") {
+			t.Errorf("GET %s/metrics = %d %.100s; want 200 with Prometheus text", u, code, body)
+		}
+	}
+	if code, _ := get(t, http.DefaultClient, topo.GatewayAdminURLs[0]+"/admin/"); code != http.StatusOK {
+		t.Errorf("the console on gw1's operators' listener = %d; want 200", code)
+	}
+	for _, p := range []string{"/metrics", "/admin/"} {
+		if code, _ := get(t, fan, topo.GatewayURL+p); code != http.StatusNotFound {
+			t.Errorf("GET %s through the fans' frontend = %d; want 404 (operators' listener only)", p, code)
+		}
+	}
+
 	t.Run("client address from PROXY v2", func(t *testing.T) {
 		// Joins of an event that does not exist are counted per client
 		// address (in each gateway's memory) before the event is looked up.

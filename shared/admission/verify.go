@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,8 +122,46 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 	return k, nil
 }
 
-// FetchJWKS downloads and parses a JWKS document.
+// JWKSTimeout bounds one read of a JWKS, whatever the HTTP client: a
+// server that accepts the connection and never answers must not stop the
+// refresh (a verifier that never learns a rotated key refuses every token
+// signed with it).
+const JWKSTimeout = 5 * time.Second
+
+// CheckJWKSURL refuses a JWKS URL that is not https, unless it names a
+// loopback host (a gateway and core on one machine, the local stack): the
+// keys decide whose tokens are believed, so whoever can rewrite them on
+// the wire could mint any token.
+func CheckJWKSURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("jwks url: %w", err)
+	}
+	switch {
+	case u.Host == "":
+		return fmt.Errorf("jwks url %q names no host", raw)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && loopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("jwks url %q: want https (plain http only to a loopback address)", raw)
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// FetchJWKS downloads and parses a JWKS document, within JWKSTimeout (or
+// ctx's deadline if sooner). The services check the URL at start
+// (CheckJWKSURL).
 func FetchJWKS(ctx context.Context, client *http.Client, url string) (map[string]ed25519.PublicKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, JWKSTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -151,11 +191,23 @@ type KeySet interface {
 // Keys returns the trusted keys by kid (not to be modified).
 func (v *Verifier) Keys() map[string]ed25519.PublicKey { return *v.keys.Load() }
 
-// RefreshJWKS re-fetches url every interval and installs the keys in v until
-// ctx ends. A failed fetch keeps the previous keys and is reported to onErr.
+// RetireAfter is how many successful reads in a row must lack a key
+// before RefreshJWKS stops trusting it.
+const RetireAfter = 10
+
+// RefreshJWKS re-fetches url every interval and installs the keys in v
+// until ctx ends. A failed fetch keeps the previous keys and is reported to
+// onErr. Keys are merged, not replaced: a key that a read lacks is kept
+// until RetireAfter successful reads in a row have lacked it. Behind a
+// load balancer, two cores mid-rotation serve different sets, and
+// replacing would make each read undo the last (tokens signed with the key
+// one core still uses refused every other read); the cost is that a
+// withdrawn key stays trusted for about RetireAfter intervals (restart the
+// verifying service to drop one at once).
 func RefreshJWKS(ctx context.Context, v KeySet, client *http.Client, url string, interval time.Duration, onErr func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	missed := make(map[string]int) // kid: reads in a row that lacked it
 	for {
 		select {
 		case <-ctx.Done():
@@ -169,10 +221,32 @@ func RefreshJWKS(ctx context.Context, v KeySet, client *http.Client, url string,
 			}
 			continue
 		}
-		if !sameKeys(keys, v.Keys()) {
-			v.SetKeys(keys)
+		if merged := mergeKeys(v.Keys(), keys, missed); !sameKeys(merged, v.Keys()) {
+			v.SetKeys(merged)
 		}
 	}
+}
+
+// mergeKeys returns the keys of a read (fresh, which win for their kid)
+// and those of prev that fewer than RetireAfter reads in a row have
+// lacked, counting this one in missed.
+func mergeKeys(prev, fresh map[string]ed25519.PublicKey, missed map[string]int) map[string]ed25519.PublicKey {
+	out := make(map[string]ed25519.PublicKey, len(prev)+len(fresh))
+	for kid, k := range fresh {
+		out[kid] = k
+		delete(missed, kid)
+	}
+	for kid, k := range prev {
+		if _, ok := out[kid]; ok {
+			continue
+		}
+		if missed[kid]++; missed[kid] < RetireAfter {
+			out[kid] = k
+		} else {
+			delete(missed, kid)
+		}
+	}
+	return out
 }
 
 func sameKeys(a, b map[string]ed25519.PublicKey) bool {

@@ -25,6 +25,11 @@
 // type without tags is a group: its fields are read the same way. A config
 // whose pointer has a Validate() error method is validated last, for rules
 // across fields.
+//
+// Every secret (any secret tag) may instead be read from a file: its
+// variable with FileSuffix (ONSALE_WEBHOOK_SECRET_FILE=/run/secrets/hook)
+// names the file. Secrets belong in a file or the environment, never on
+// the command line, which every local user can read in ps.
 package config
 
 import (
@@ -286,6 +291,16 @@ var sensitiveParams = []string{"password", "sslpassword", "token", "secret", "ke
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" {
+		// A URL net/url cannot parse, such as a cluster's
+		// redis://user:password@h1:1,h2:2: mask what is between the
+		// user's colon and the last @.
+		if scheme, rest, ok := strings.Cut(s, "://"); ok {
+			if at := strings.LastIndex(rest, "@"); at >= 0 {
+				if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+					return scheme + "://" + user + ":xxxxx" + rest[at:]
+				}
+			}
+		}
 		if strings.Contains(strings.ToLower(s), "password") {
 			return "xxxxx"
 		}
@@ -373,9 +388,13 @@ func load(cfg any, args []string, lookup func(string) (string, bool), usageOut i
 	for i := range fields {
 		f := &fields[i]
 		for _, e := range f.Env {
-			if s, ok := lookup(e); ok && s != "" {
+			s, from, err := envValue(f, e, lookup)
+			if err != nil {
+				return err
+			}
+			if s != "" {
 				if err := f.set(s); err != nil {
-					return fmt.Errorf("%s: %w", e, err)
+					return fmt.Errorf("%s: %w", from, err)
 				}
 				break
 			}
@@ -400,6 +419,39 @@ func load(cfg any, args []string, lookup func(string) (string, bool), usageOut i
 	return nil
 }
 
+// FileSuffix names, appended to a secret's variable, the variable that
+// holds the path of a file with its value (ONSALE_QUEUE_SECRET_FILE): a
+// secret given that way is in neither the process's command line nor its
+// environment, both of which other local users and crash reports can read.
+const FileSuffix = "_FILE"
+
+// envValue is the value of the variable e for f, and the name it came
+// from: for a secret, e or the file that e+FileSuffix names (its content
+// without the final line break); both set is an error (which one was
+// meant?), as is a file that cannot be read.
+func envValue(f *Field, e string, lookup func(string) (string, bool)) (value, from string, err error) {
+	s, _ := lookup(e)
+	if f.Secret == "" {
+		return s, e, nil
+	}
+	path, _ := lookup(e + FileSuffix)
+	switch {
+	case path == "":
+		return s, e, nil
+	case s != "":
+		return "", "", fmt.Errorf("%s and %s%s are both set: give one", e, e, FileSuffix)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", fmt.Errorf("%s%s: %w", e, FileSuffix, err)
+	}
+	value = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if value == "" {
+		return "", "", fmt.Errorf("%s%s: %s is empty", e, FileSuffix, path)
+	}
+	return value, e + FileSuffix, nil
+}
+
 func usageLine(f *Field) string {
 	s := f.Help
 	if r := rangeText(f); r != "" {
@@ -407,6 +459,9 @@ func usageLine(f *Field) string {
 	}
 	if len(f.Env) > 0 {
 		s += " [env " + strings.Join(f.Env, ", ") + "]"
+		if f.Secret != "" {
+			s += " [or a file named by " + f.Env[0] + FileSuffix + "]"
+		}
 	}
 	return s
 }
@@ -473,6 +528,9 @@ func Markdown(cfg any) (string, error) {
 		}
 		if f.Secret != "" {
 			help += "; secret, masked in logs"
+			if len(f.Env) > 0 {
+				help += "; or from the file `" + f.Env[0] + FileSuffix + "` names"
+			}
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", strings.Join(env, ", "), flg, def, strings.ReplaceAll(help, "|", `\|`))
 	}

@@ -67,6 +67,43 @@ func TestLoadOrder(t *testing.T) {
 	}
 }
 
+// Every secret can come from a file named by its variable + _FILE (the
+// final line break dropped), so it is in neither argv nor the environment;
+// the plain variable and its _FILE both set is refused, as is a file that
+// cannot be read or is empty. A setting that is not secret has no _FILE.
+func TestLoadSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	key, db, empty := write("key", "s3cret\n"), write("db", "postgres://u:pw@h/db"), write("empty", "\n")
+	var c sample
+	if err := load(&c, nil, env(map[string]string{"T_KEY_FILE": key, "T_DB_OLD_FILE": db}), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if c.Key != "s3cret" || c.DB != "postgres://u:pw@h/db" {
+		t.Errorf("Key, DB = %q, %q; want the files' contents", c.Key, c.DB)
+	}
+	c = sample{}
+	if err := load(&c, nil, env(map[string]string{"T_ADDR_FILE": key}), io.Discard); err != nil || c.Addr != "127.0.0.1:1" {
+		t.Errorf("T_ADDR_FILE set Addr = %q, %v; a setting that is not secret reads no file", c.Addr, err)
+	}
+	for name, m := range map[string]map[string]string{
+		"both":    {"T_KEY": "x", "T_KEY_FILE": key},
+		"missing": {"T_KEY_FILE": dir + "/nope"},
+		"empty":   {"T_KEY_FILE": empty},
+	} {
+		var c sample
+		if err := load(&c, nil, env(m), io.Discard); err == nil || !strings.Contains(err.Error(), "T_KEY") {
+			t.Errorf("%s: load = %v; want an error naming T_KEY", name, err)
+		}
+	}
+}
+
 func TestLoadBools(t *testing.T) {
 	for in, want := range map[string]bool{"1": true, "true": true, "TRUE": true, "t": true, "0": false, "false": false} {
 		var c sample
@@ -145,7 +182,7 @@ func TestMarkdown(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| `T_EVERY` | `-every` | `30s` | interval (100ms to 1h) |",
-		"| `T_DB`, `T_DB_OLD` | `-db` |  | database URL; secret, masked in logs |",
+		"| `T_DB`, `T_DB_OLD` | `-db` |  | database URL; secret, masked in logs; or from the file `T_DB_FILE` names |",
 		"| `T_MODE` | `-mode` | `refund` | policy (one of refund, keep) |",
 		"| `T_INNER` | `-inner` | `3` | grouped |",
 	} {
@@ -211,6 +248,7 @@ func TestRedactURL(t *testing.T) {
 		"postgres://app@db/x?sslpassword=s3cret":              "postgres://app@db/x?sslpassword=xxxxx",
 		"https://sms.example/send?Token=s3cret&to=1":          "https://sms.example/send?Token=xxxxx&to=1",
 		"host=db user=app password=s3cret":                    "xxxxx",
+		"rediss://app:s3cret@h1:7001,h2:7002":                 "rediss://app:xxxxx@h1:7001,h2:7002",
 		"http://127.0.0.1:8081":                               "http://127.0.0.1:8081",
 		"redis://127.0.0.1:6379/0":                            "redis://127.0.0.1:6379/0",
 		"host=db user=app":                                    "host=db user=app",

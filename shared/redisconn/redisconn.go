@@ -1,48 +1,58 @@
 // Package redisconn opens Redis the one way every onsale service does: a
-// redis:// URL names one server (and its database number), a comma-separated
-// host:port list names the seed nodes of a Redis Cluster.
+// redis:// (or rediss://, TLS) URL names one server (and its database
+// number), a comma names the seed nodes of a Redis Cluster (in a URL with
+// its credentials and TLS, or as a bare host:port list).
 package redisconn
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Options parses addr into client options: redis://[user:password@]host:port[/db]
-// (or rediss:// for TLS) is one server; "host:port,host:port,..." is a
-// cluster. Timeouts are tight (a second to dial, half a second to read or
-// write): a service that cannot reach Redis must say so fast, not queue.
+// Options parses addr into client options. One URL names one server:
+// redis://[user:password@]host:port[/db], or rediss:// for TLS. A cluster is
+// named by a comma: its seed nodes listed either in a URL,
+// redis[s]://[user:password@]host:port,host:port,... (credentials and TLS
+// for every node; a trailing comma names a cluster of one seed), or bare,
+// "host:port,host:port,..." (no credentials, no TLS). TLS verifies each
+// node's certificate against the system roots (a private CA: point Go's
+// SSL_CERT_FILE at it) for the node's own host name. Timeouts are tight (a
+// second to dial, half a second to read or write): a service that cannot
+// reach Redis must say so fast, not queue.
 func Options(addr string) (*goredis.UniversalOptions, error) {
 	addr = strings.TrimSpace(addr)
 	if addr == "" {
 		return nil, errors.New("redis address is empty")
 	}
 	var opts goredis.UniversalOptions
-	if strings.Contains(addr, "://") {
+	switch {
+	case strings.Contains(addr, "://") && strings.Contains(addr, ","):
+		o, err := clusterURL(addr)
+		if err != nil {
+			return nil, err
+		}
+		opts = *o
+	case strings.Contains(addr, "://"):
 		u, err := goredis.ParseURL(addr)
 		if err != nil {
 			return nil, fmt.Errorf("redis url: %w", err)
 		}
 		opts = goredis.UniversalOptions{Addrs: []string{u.Addr}, DB: u.DB, Username: u.Username, Password: u.Password,
 			TLSConfig: u.TLSConfig}
-	} else {
-		for _, a := range strings.Split(addr, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				if !strings.Contains(a, ":") {
-					return nil, fmt.Errorf("redis cluster address %q: want host:port", a)
-				}
-				opts.Addrs = append(opts.Addrs, a)
-			}
+	default:
+		seeds, err := seedList(addr)
+		if err != nil {
+			return nil, err
 		}
-		if len(opts.Addrs) == 0 {
-			return nil, fmt.Errorf("redis address %q names no node", addr)
-		}
-		opts.IsClusterMode = true
+		opts.Addrs, opts.IsClusterMode = seeds, true
 	}
 	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
 	opts.MaxRetries = 1
@@ -51,6 +61,63 @@ func Options(addr string) (*goredis.UniversalOptions, error) {
 	// into seconds of waiting per command instead of a fast error.
 	opts.DialerRetries = 1
 	return &opts, nil
+}
+
+// clusterURL parses redis[s]://[user:password@]host:port,host:port,...:
+// the seeds of a cluster that share the URL's credentials and, for
+// rediss, TLS. A cluster has only database 0, so a path or a query is
+// refused rather than ignored.
+func clusterURL(addr string) (*goredis.UniversalOptions, error) {
+	scheme, rest, _ := strings.Cut(addr, "://")
+	opts := &goredis.UniversalOptions{IsClusterMode: true}
+	switch scheme {
+	case "rediss":
+		// No ServerName: the dialer verifies each node against its own
+		// host name, where one name for all would fail every other node.
+		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	case "redis":
+	default:
+		return nil, fmt.Errorf("redis url: scheme %q: want redis or rediss", scheme)
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		user, pass, hasPass := strings.Cut(rest[:i], ":")
+		var err error
+		if opts.Username, err = url.PathUnescape(user); err != nil {
+			return nil, fmt.Errorf("redis url: user name: %w", err)
+		}
+		if hasPass {
+			if opts.Password, err = url.PathUnescape(pass); err != nil {
+				return nil, errors.New("redis url: the password is not URL-escaped")
+			}
+		}
+		rest = rest[i+1:]
+	}
+	if strings.ContainsAny(rest, "/?#") {
+		return nil, fmt.Errorf("redis cluster url %s: a cluster has no database number or options", Redact(addr))
+	}
+	seeds, err := seedList(rest)
+	if err != nil {
+		return nil, err
+	}
+	opts.Addrs = seeds
+	return opts, nil
+}
+
+// seedList parses "host:port,host:port,...", empty items skipped.
+func seedList(list string) ([]string, error) {
+	var seeds []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				return nil, fmt.Errorf("redis cluster address %q: want host:port", a)
+			}
+			seeds = append(seeds, a)
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("redis address %q names no node", list)
+	}
+	return seeds, nil
 }
 
 // RouteReload is how often a cluster client re-reads the slot map (CLUSTER

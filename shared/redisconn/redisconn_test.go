@@ -32,6 +32,11 @@ func TestOptions(t *testing.T) {
 		{in: "localhost", wantErr: true},
 		{in: "redis://127.0.0.1:6379/notadb", wantErr: true},
 		{in: "http://127.0.0.1:6379", wantErr: true},
+		{in: "rediss://u:p@127.0.0.1:7001,127.0.0.1:7002", addrs: []string{"127.0.0.1:7001", "127.0.0.1:7002"}, cluster: true},
+		{in: "redis://127.0.0.1:7001,", addrs: []string{"127.0.0.1:7001"}, cluster: true},
+		{in: "redis://127.0.0.1:7001,127.0.0.1:7002/1", wantErr: true},
+		{in: "http://127.0.0.1:7001,127.0.0.1:7002", wantErr: true},
+		{in: "redis://127.0.0.1,127.0.0.1:7002", wantErr: true},
 	}
 	for _, tc := range tests {
 		o, err := Options(tc.in)
@@ -57,12 +62,32 @@ func TestOptions(t *testing.T) {
 	}
 }
 
+// A cluster URL carries its credentials and TLS to every node; a bare list
+// has neither.
+func TestOptionsCluster(t *testing.T) {
+	o, err := Options("rediss://alice:p%40ss@[::1]:7001,127.0.0.1:7002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Username != "alice" || o.Password != "p@ss" || o.TLSConfig == nil || o.TLSConfig.ServerName != "" || !o.IsClusterMode {
+		t.Errorf("Options(cluster URL) = user %q password %q tls %v cluster %v; want alice, p@ss, TLS without one ServerName, cluster",
+			o.Username, o.Password, o.TLSConfig, o.IsClusterMode)
+	}
+	if c := o.Cluster(); c.Username != "alice" || c.Password != "p@ss" || c.TLSConfig == nil {
+		t.Errorf("Cluster() dropped the credentials or TLS: %q %q %v", c.Username, c.Password, c.TLSConfig)
+	}
+	if o, err = Options("redis://127.0.0.1:7001,127.0.0.1:7002"); err != nil || o.TLSConfig != nil {
+		t.Errorf("Options(redis:// cluster) = tls %v, %v; want no TLS", o.TLSConfig, err)
+	}
+}
+
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
 		"redis://user:secret@h:1/0": "redis://user:xxxxx@h:1/0",
 		"redis://:secret@h:1":       "redis://:xxxxx@h:1",
 		"redis://h:1/2":             "redis://h:1/2",
 		"h:1,h:2":                   "h:1,h:2",
+		"rediss://u:secret@h:1,h:2": "rediss://u:xxxxx@h:1,h:2",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q; want %q", in, got, want)

@@ -62,13 +62,15 @@ type Config struct {
 	DBIdleTxTimeout time.Duration `env:"ONSALE_DB_IDLE_TX_TIMEOUT" flag:"db-idle-tx-timeout" default:"5s" min:"0s" max:"1h" help:"the server ends a transaction of the core's idle this long: a stalled core's locks go (duration; 0: the server's setting)"`
 	DBLockTimeout   time.Duration `env:"ONSALE_DB_LOCK_TIMEOUT" flag:"db-lock-timeout" default:"2s" min:"0s" max:"1h" help:"a statement waiting this long for a row lock fails with 503 (duration; 0: the server's setting)"`
 	AdmitPublicKey  string        `env:"ONSALE_ADMIT_PUBLIC_KEY" flag:"admit-public-key" help:"PEM file of the gateway's Ed25519 admit-token public key (this or -admit-jwks-url)"`
-	AdmitJWKSURL    string        `env:"ONSALE_ADMIT_JWKS_URL" flag:"admit-jwks-url" help:"the gateway's /.well-known/jwks.json URL, instead of a key file"`
+	AdmitJWKSURL    string        `env:"ONSALE_ADMIT_JWKS_URL" flag:"admit-jwks-url" help:"the gateway's /.well-known/jwks.json URL, instead of a key file: https (plain http only to a loopback address); each read bounded, keys merged during a rotation"`
 	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-fetch the JWKS (duration)"`
 	SweepInterval   time.Duration `env:"ONSALE_SWEEP_INTERVAL" flag:"sweep-interval" default:"30s" min:"10ms" max:"24h" help:"time between sweeps of expired holds (duration)"`
 	ShutdownTimeout time.Duration `env:"ONSALE_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"50s" min:"1s" max:"10m" help:"grace period for in-flight requests on SIGTERM (duration; a card confirm may take 45 s: below that, a shutdown may cut an answer after money moved)"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"log level: debug, info, warn or error; logs are JSON on stderr"`
+	AdminAddr       string        `env:"ONSALE_CORE_ADMIN_ADDR" flag:"admin-addr" help:"the operators' listener (host:port): /metrics, never served on the API's address; empty: off. No default port: two cores may share a machine (give each its own, e.g. 127.0.0.1:9081); keep it off the fans' network"`
 	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR" flag:"debug-addr" help:"serve /debug/pprof on this address (host:port); off when empty"`
-	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db, or host:port,... for a cluster; off when empty"`
+	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateways' admin token (at least 32 bytes): they read and store each event's dials here with it (the dials survive Redis); empty: no dials routes, and gateways with an operators' API refuse to set a room up"`
+	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,...; off when empty"`
 
 	// Payments: on when ProviderURL is set.
 	ProviderURL    string        `env:"ONSALE_PROVIDER_URL" flag:"provider-url" help:"payment provider base URL; payments are off without it"`
@@ -85,6 +87,7 @@ type Config struct {
 	SMTPFrom       string        `env:"ONSALE_SMTP_FROM" flag:"smtp-from" default:"tickets@onsale.local" help:"From address of ticket emails"`
 	SMTPUser       string        `env:"ONSALE_SMTP_USER" flag:"smtp-user" help:"SMTP user name; no authentication when empty"`
 	SMTPPassword   string        `env:"ONSALE_SMTP_PASSWORD" flag:"smtp-password" secret:"true" help:"SMTP password"`
+	SMTPTLS        string        `env:"ONSALE_SMTP_TLS" flag:"smtp-tls" default:"starttls" oneof:"starttls|tls|off" help:"how the SMTP relay is reached: starttls (required, port 587), tls (from the first byte, port 465) or off (plain: a relay on the same host only); the relay's certificate is checked against the system roots"`
 	SMSURL         string        `env:"ONSALE_SMS_URL" flag:"sms-url" secret:"url" help:"HTTP SMS gateway for sign-in codes and ticket SMS (POST {\"to\",\"body\"}); off when empty"`
 	PublicURL      string        `env:"ONSALE_PUBLIC_URL" flag:"public-url" default:"http://127.0.0.1:8080" help:"the gateway's public address (scheme://host[:port]), never the core's: ticket SMS and emails link to <url>/tickets/<booking>"`
 
@@ -106,9 +109,23 @@ func (c *Config) Validate() error {
 		return errors.New("give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
 	case c.ProviderURL != "" && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
 		return errors.New("payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
+	case c.AdminToken != "" && len(c.AdminToken) < http.MinDialsToken:
+		return fmt.Errorf("ONSALE_ADMIN_TOKEN is %d bytes; at least %d are required", len(c.AdminToken), http.MinDialsToken)
+	}
+	if c.AdmitJWKSURL != "" {
+		if err := admission.CheckJWKSURL(c.AdmitJWKSURL); err != nil {
+			return fmt.Errorf("ONSALE_ADMIT_JWKS_URL: %w", err)
+		}
 	}
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
 		return fmt.Errorf("ONSALE_PUBLIC_URL %q: want the gateway's address, http(s)://host[:port][/path]", c.PublicURL)
+	}
+	if c.AdminAddr != "" {
+		if _, port, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			return fmt.Errorf("ONSALE_CORE_ADMIN_ADDR %q: %w", c.AdminAddr, err)
+		} else if c.AdminAddr == c.Addr && port != "0" { // port 0: each listener gets a free one
+			return errors.New("ONSALE_CORE_ADMIN_ADDR is the API's address: the operators' listener must be another")
+		}
 	}
 	if c.SMTPAddr != "" {
 		if _, port, err := net.SplitHostPort(c.SMTPAddr); err != nil {
@@ -127,6 +144,8 @@ type Main struct {
 	Log    *slog.Logger
 	ready  chan net.Addr
 	addr   net.Addr
+	// adminAddr is the operators' listener's, set before ready is sent.
+	adminAddr net.Addr
 }
 
 // NewMain returns a Main; ParseFlags fills its Config.
@@ -141,6 +160,13 @@ func (m *Main) ParseFlags(args []string) error {
 		return fmt.Errorf("core: %w", err)
 	}
 	return nil
+}
+
+// AdminAddr is the operators' listener's address once Addr has returned;
+// nil when ONSALE_CORE_ADMIN_ADDR is off.
+func (m *Main) AdminAddr() net.Addr {
+	m.Addr()
+	return m.adminAddr
 }
 
 // Addr waits until the server listens and returns its address.
@@ -207,6 +233,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	met := metrics.New()
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db,
+		Dials:  &http.Dials{Store: db, Token: c.AdminToken},
 		Tokens: keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
 			Limits: core.SignInLimits{SendsPerPhone: c.SendsPerPhone, SendsPerPhoneAddr: c.SendsPhoneAddr, SendsPerAddr: c.SendsPerAddr, VerifiesPerAddr: c.VerifiesPerAddr}}}
 	if sms != nil {
@@ -232,7 +259,9 @@ func (m *Main) Run(ctx context.Context) error {
 		if c.SMTPAddr != "" {
 			host, port, _ := net.SplitHostPort(c.SMTPAddr) // checked by Validate
 			p, _ := strconv.Atoi(port)
-			worker.Mailer = &notify.Mailer{Host: host, Port: p, From: c.SMTPFrom, Username: c.SMTPUser, Password: c.SMTPPassword}
+			sec, _ := notify.ParseSecurity(c.SMTPTLS) // oneof checked by Load
+			worker.Mailer = &notify.Mailer{Host: host, Port: p, From: c.SMTPFrom, Username: c.SMTPUser, Password: c.SMTPPassword,
+				Security: sec}
 		}
 		if sms != nil {
 			worker.SMS = sms
@@ -243,6 +272,22 @@ func (m *Main) Run(ctx context.Context) error {
 		log.Info("payments on", "provider", c.ProviderURL, "late_policy", c.LatePolicy, "smtp", c.SMTPAddr != "", "sms", c.SMSURL != "")
 	}
 	hs := newHTTPServer(srv.Handler(), log)
+	// The operators' listener, bound before the API's reports ready (a
+	// caller that saw Addr finds it too); its own server, so it still
+	// answers while the API's is saturated.
+	var admin *nethttp.Server
+	var adminLn net.Listener
+	if c.AdminAddr != "" {
+		if adminLn, err = net.Listen("tcp", c.AdminAddr); err != nil {
+			return fmt.Errorf("operators' listener (ONSALE_CORE_ADMIN_ADDR): %w", err)
+		}
+		defer adminLn.Close()
+		admin = newHTTPServer(srv.AdminHandler(), log)
+		m.adminAddr = adminLn.Addr()
+		log.Info("operators' listener", "addr", adminLn.Addr().String())
+	} else {
+		log.Info("no operators' listener (ONSALE_CORE_ADMIN_ADDR): /metrics is off")
+	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
@@ -284,10 +329,22 @@ func (m *Main) Run(ctx context.Context) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }() // joined below: Serve returns once hs is shut down
+	adminc := make(chan error, 1)
+	if admin != nil {
+		go func() { adminc <- admin.Serve(adminLn) }()
+	}
 	select {
 	case err := <-errc:
+		if admin != nil {
+			admin.Close()
+		}
 		stopWorkers()
 		return err
+	case err := <-adminc:
+		hs.Close()
+		<-errc
+		stopWorkers()
+		return fmt.Errorf("operators' listener: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -295,6 +352,9 @@ func (m *Main) Run(ctx context.Context) error {
 	defer cancel()
 	err = hs.Shutdown(sctx)
 	<-errc
+	if admin != nil {
+		err = errors.Join(err, admin.Shutdown(sctx))
+	}
 	stopWorkers()
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -49,7 +49,7 @@ func TestMainEndToEnd(t *testing.T) {
 	}
 
 	m := NewMain()
-	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-database-url", dbURL, "-admit-public-key", keyFile, "-sweep-interval", "100ms"}); err != nil {
+	if err := m.ParseFlags([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-database-url", dbURL, "-admit-public-key", keyFile, "-sweep-interval", "100ms"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,7 +70,8 @@ func TestMainEndToEnd(t *testing.T) {
 	if resp.StatusCode != 201 || len(h.Seats) != 2 {
 		t.Fatalf("hold = %d %+v", resp.StatusCode, h)
 	}
-	resp, err = http.Get(base + "/metrics")
+	// /metrics on the operators' listener only (ONSALE_CORE_ADMIN_ADDR).
+	resp, err = http.Get("http://" + m.AdminAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +79,11 @@ func TestMainEndToEnd(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(b), "onsale_core_sweeper_lag_seconds") {
 		t.Error("/metrics has no sweeper lag")
+	}
+	if resp, err = http.Get(base + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != 404 {
+		t.Errorf("GET /metrics on the API's address = %d; want 404 (the operators' listener serves it)", resp.StatusCode)
 	}
 
 	cancel()
@@ -102,6 +108,11 @@ func TestParseFlags(t *testing.T) {
 		{"no database", []string{"-database-url", "", "-admit-public-key", "k"}, nil, false},
 		{"no key", []string{"-database-url", "postgres://x", "-admit-public-key", "", "-admit-jwks-url", ""}, nil, false},
 		{"both keys", []string{"-database-url", "postgres://x", "-admit-public-key", "k", "-admit-jwks-url", "http://g"}, nil, false},
+		{"jwks over https", []string{"-database-url", "postgres://x", "-admit-public-key", "", "-admit-jwks-url", "https://gw.example/.well-known/jwks.json"}, nil, true},
+		{"jwks over http to loopback", []string{"-database-url", "postgres://x", "-admit-public-key", "", "-admit-jwks-url", "http://127.0.0.1:8080/.well-known/jwks.json"}, nil, true},
+		{"jwks over http to a remote host", []string{"-database-url", "postgres://x", "-admit-public-key", "", "-admit-jwks-url", "http://gw.example/.well-known/jwks.json"}, nil, false},
+		{"smtp tls unknown", append(good, "-smtp-tls", "ssl"), nil, false},
+		{"smtp tls off", append(good, "-smtp-tls", "off"), nil, true},
 		{"zero sweep", append(good, "-sweep-interval", "0s"), nil, false},
 		{"good", good, nil, true},
 		{"unparsable duration in the environment", good, map[string]string{"ONSALE_SWEEP_INTERVAL": "30"}, false},

@@ -37,8 +37,8 @@ func TestConfig(t *testing.T) {
 		c.AccountJWKSURL != "" || c.JWKSRefresh != time.Minute {
 		t.Fatalf("defaults = %+v, %v", c, err)
 	}
-	if c, err := load(map[string]string{"ONSALE_ACCOUNT_JWKS_URL": "http://core:1/keys"}, "-jwks-refresh", "5m"); err != nil ||
-		c.AccountJWKSURL != "http://core:1/keys" || c.JWKSRefresh != 5*time.Minute {
+	if c, err := load(map[string]string{"ONSALE_ACCOUNT_JWKS_URL": "https://core:1/keys"}, "-jwks-refresh", "5m"); err != nil ||
+		c.AccountJWKSURL != "https://core:1/keys" || c.JWKSRefresh != 5*time.Minute {
 		t.Errorf("account JWKS = %q every %v, %v", c.AccountJWKSURL, c.JWKSRefresh, err)
 	}
 	if c, err := load(map[string]string{"ONSALE_REDIS": "", "REDIS_URL": "redis://x:1/2"}); err != nil || c.Redis != "redis://x:1/2" {
@@ -87,6 +87,12 @@ func TestConfig(t *testing.T) {
 		{"PROXY protocol with no one trusted", map[string]string{"ONSALE_PROXY_PROTOCOL": "on"}, nil, "ONSALE_TRUSTED_PROXIES"},
 		// A window's verdict must reach Redis while the window is the one
 		// just closed: a window of one tick would drop every verdict.
+		// Whoever rewrites the keys on the wire mints any account token.
+		{"a plain http JWKS to a remote host", map[string]string{"ONSALE_ACCOUNT_JWKS_URL": "http://core:1/keys"}, nil, "ONSALE_ACCOUNT_JWKS_URL"},
+		{"a core URL that is not http(s)", map[string]string{"ONSALE_CORE_URL": "core:8081"}, nil, "ONSALE_CORE_URL"},
+		// Two listeners on one address: the second would not bind.
+		{"the operators' listener on the fans' address", map[string]string{"ONSALE_ADMIN_ADDR": "127.0.0.1:8080"}, nil, "ONSALE_ADMIN_ADDR"},
+		{"an operators' address without a port", map[string]string{"ONSALE_ADMIN_ADDR": "127.0.0.1"}, nil, "ONSALE_ADMIN_ADDR"},
 		{"a health window shorter than three ticks", map[string]string{"ONSALE_HEALTH_WINDOW": "100ms", "ONSALE_TICK": "100ms"}, nil, "ONSALE_HEALTH_WINDOW"},
 	} {
 		if _, err := load(tc.env, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

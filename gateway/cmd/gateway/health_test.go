@@ -91,7 +91,7 @@ func readShared(t testing.TB, s *redis.Store, key string) sharedHealth {
 
 // badWindows is the windows a gateway judged bad (its /metrics).
 func badWindows(t testing.TB, addr string) int64 {
-	r, err := http.Get("http://" + addr + "/metrics")
+	r, err := http.Get("http://" + operatorsOf(t, addr) + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,13 +58,14 @@ func main() {
 // it (TestReadme).
 type Config struct {
 	Addr            string        `env:"ONSALE_GATEWAY_ADDR" flag:"addr" default:"127.0.0.1:8080" help:"listen address (host:port)"`
-	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis: redis://host:port/db for one server, or host:port,host:port,... for a cluster (required)"`
+	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis: redis://host:port/db for one server (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,host:port,... (required)"`
 	CoreURL         string        `env:"ONSALE_CORE_URL" flag:"core-url" default:"http://127.0.0.1:8081" secret:"url" help:"the core's base URL: event times, seat layouts and counts, and the booking API passed through"`
 	CheckoutURL     string        `env:"ONSALE_CHECKOUT_URL" flag:"checkout-url" default:"http://127.0.0.1:18090/checkout" secret:"url" help:"the payment provider's hosted checkout, linked from the booking page"`
 	AdmitKeys       []string      `env:"ONSALE_ADMIT_KEYS" flag:"admit-keys" help:"Ed25519 PEM key files, comma-separated: the first signs admit tokens, all are published (required)"`
 	QueueSecret     string        `env:"ONSALE_QUEUE_SECRET" flag:"queue-secret" secret:"true" help:"HMAC secret of queue tokens, 32 bytes or more, the same on every gateway (required)"`
 	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"bearer token of the operators' API; empty: the API refuses everyone"`
-	AccountJWKSURL  string        `env:"ONSALE_ACCOUNT_JWKS_URL" flag:"account-jwks-url" secret:"url" help:"the core's JWKS, the keys of account tokens (signed-in fans); empty: the core URL with /.well-known/jwks.json. Until it is read, an account token is answered 503 (guests still join)"`
+	AdminAddr       string        `env:"ONSALE_ADMIN_ADDR" flag:"admin-addr" help:"the operators' listener (host:port): the console /admin/, its API /admin/v1/* and /metrics, never served on the fans' address; empty: off. No default port: several gateways share a machine (give each its own, e.g. 127.0.0.1:9080); keep it off the fans' network"`
+	AccountJWKSURL  string        `env:"ONSALE_ACCOUNT_JWKS_URL" flag:"account-jwks-url" secret:"url" help:"the core's JWKS, the keys of account tokens (signed-in fans): https (plain http only to a loopback address); empty: the core URL with /.well-known/jwks.json. Until it is read, an account token is answered 503 (guests still join)"`
 	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-read the account JWKS once read (duration); until the first read works it is retried every second or so"`
 	Tick            time.Duration `env:"ONSALE_TICK" flag:"tick" default:"100ms" min:"1ms" max:"1s" help:"admission tick and cache refresh interval: a dial change reaches every gateway within one"`
 	IPRate          float64       `env:"ONSALE_IP_RATE" flag:"ip-rate" default:"5" min:"0.001" help:"requests per second per client address, an IPv6 /64 (joins; polls without a valid token apart), burst 4x; the other routes' per-address limits are multiples: 20x public reads, pages and the proxied API, 100x webhooks"`
@@ -107,12 +108,31 @@ func (c *Config) Validate() error {
 	case len(c.QueueSecret) < 32:
 		return errors.New("ONSALE_QUEUE_SECRET (-queue-secret) of at least 32 bytes is required")
 	}
+	if _, _, err := coreclient.ParseURL(c.CoreURL); err != nil {
+		return fmt.Errorf("ONSALE_CORE_URL (-core-url): %w", err)
+	}
+	// An explicit JWKS URL must be https (or loopback). The default, the
+	// core URL's own /.well-known/jwks.json, is read over the connection
+	// that already carries every fan's token and booking to the core: it
+	// is as protected as they are, and no more (an https core URL for both).
+	if c.AccountJWKSURL != "" {
+		if err := admission.CheckJWKSURL(c.AccountJWKSURL); err != nil {
+			return fmt.Errorf("ONSALE_ACCOUNT_JWKS_URL (-account-jwks-url): %w", err)
+		}
+	}
 	trusted, err := gwhttp.ParseTrustedProxies(c.TrustedProxies)
 	switch {
 	case err != nil:
 		return fmt.Errorf("ONSALE_TRUSTED_PROXIES (-trusted-proxies): %w", err)
 	case c.ProxyProtocol == "on" && trusted.Empty():
 		return errors.New("ONSALE_PROXY_PROTOCOL=on needs ONSALE_TRUSTED_PROXIES: the proxies whose PROXY headers are believed")
+	}
+	if c.AdminAddr != "" {
+		if _, port, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			return fmt.Errorf("ONSALE_ADMIN_ADDR (-admin-addr) %q: %w", c.AdminAddr, err)
+		} else if c.AdminAddr == c.Addr && port != "0" { // port 0: each listener gets a free one
+			return errors.New("ONSALE_ADMIN_ADDR (-admin-addr) is the fans' address: the operators' listener must be another")
+		}
 	}
 	if err := c.Health.Rule().Validate(); err != nil {
 		return fmt.Errorf("ONSALE_HEALTH_*: %w", err)
@@ -133,10 +153,11 @@ type Main struct {
 	// Getenv looks the environment up (os.LookupEnv; tests replace it).
 	Getenv func(string) (string, bool)
 
-	ready chan net.Addr
-	addr  net.Addr
-	store *redis.Store
-	debug *http.Server
+	ready     chan net.Addr
+	addr      net.Addr
+	adminAddr net.Addr
+	store     *redis.Store
+	debug     *http.Server
 }
 
 // NewMain returns a Main reading the process environment.
@@ -169,6 +190,13 @@ func (m *Main) Addr() net.Addr {
 		m.addr = <-m.ready
 	}
 	return m.addr
+}
+
+// AdminAddr is the operators' listener's address once Addr has returned;
+// nil when ONSALE_ADMIN_ADDR is off.
+func (m *Main) AdminAddr() net.Addr {
+	m.Addr()
+	return m.adminAddr
 }
 
 // Run serves until ctx ends, then shuts down gracefully: the listener
@@ -208,7 +236,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	core := coreclient.New(c.CoreURL, log)
-	rm := room.New(m.store, core, log)
+	rm := room.New(m.store, core, log).WithRecord(coreclient.NewDials(core, c.AdminToken))
 	var monitor *health.Monitor // nil: admission at the dial
 	if c.Health.Mode == "on" {
 		monitor = health.New(c.Health.Rule(), m.store.Health(redis.HealthKey(core.Addr())), log.With("part", "health"))
@@ -238,6 +266,24 @@ func (m *Main) Run(ctx context.Context) error {
 		IdleTimeout:    2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log},
 		// Requests fasthttp refuses before any handler (too large, malformed) still get JSON.
 		ErrorHandler: srv.ErrorHandler}
+	// The operators' listener: plain (no PROXY header: operators reach it
+	// directly, not through the fans' balancer), its own server so a
+	// crowd on the fans' one never queues an operator. Bound before the
+	// fans' listener reports ready: a caller that saw Addr finds it too.
+	var admin *fasthttp.Server
+	var adminLn net.Listener
+	if c.AdminAddr != "" {
+		if adminLn, err = net.Listen("tcp", c.AdminAddr); err != nil {
+			return fmt.Errorf("operators' listener (ONSALE_ADMIN_ADDR): %w", err)
+		}
+		defer adminLn.Close()
+		admin = &fasthttp.Server{Handler: srv.AdminHandler(), Name: "onsale", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+			IdleTimeout: 2 * time.Minute, MaxRequestBodySize: 64 << 10, Logger: slogPrintf{log}, ErrorHandler: srv.ErrorHandler}
+		m.adminAddr = adminLn.Addr()
+		log.Info("operators' listener", "addr", adminLn.Addr().String())
+	} else {
+		log.Info("no operators' listener (ONSALE_ADMIN_ADDR): the console, its API and /metrics are off")
+	}
 	ln, err := gwhttp.Listen(c.Addr, trusted, c.ProxyProtocol == "on")
 	if err != nil {
 		return err
@@ -259,8 +305,11 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer close(refreshed); keepAccountKeys(bg, accounts, jwksURL, c.JWKSRefresh, log) }()
 	go func() { defer close(probed); monitor.RunProbe(bg, core.Ready) }()
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	if admin != nil {
+		go func() { errc <- admin.Serve(adminLn) }()
+	}
 	select {
 	case err := <-errc:
 		stopBG()
@@ -274,6 +323,9 @@ func (m *Main) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
 	err = hs.ShutdownWithContext(sctx)
+	if admin != nil {
+		err = errors.Join(err, admin.ShutdownWithContext(sctx))
+	}
 	stopBG()
 	<-ticked
 	<-refreshed

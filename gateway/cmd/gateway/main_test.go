@@ -35,7 +35,7 @@ import (
 
 var ctx = context.Background()
 
-const admin = "proof-admin"
+const admin = "proof-admin-token-of-32-bytes-or-more"
 
 // gatewayBinary is the gateway built by `make build` (bin/ at the top of the
 // repository, or ONSALE_BIN): tests never build, and a missing binary is a
@@ -85,11 +85,10 @@ func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 	admission.WritePrivateKeyFile(keyFile, key)
 	f := &fleet{}
 	for i := range n {
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		addr := ln.Addr().String()
-		ln.Close()
+		addr, ops := freeAddr(t), freeAddr(t)
+		operators.Store(addr, ops)
 		logf, _ := os.Create(filepath.Join(dir, fmt.Sprintf("gateway-%d.log", i)))
-		cmd := exec.Command(bin, append([]string{"-addr", addr, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
+		cmd := exec.Command(bin, append([]string{"-addr", addr, "-admin-addr", ops, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
 			"-ip-rate", "100000", "-token-rate", "1000"}, args...)...) // the test's crowd comes from one address
 		cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+admin, "ONSALE_LOG_LEVEL=warn")
 		cmd.Stdout, cmd.Stderr = logf, logf
@@ -119,6 +118,31 @@ func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 	return f
 }
 
+// operators maps a fleet gateway's fans' address to its operators'
+// listener (-admin-addr): the admin API and /metrics are served there only.
+var operators sync.Map
+
+// operatorsOf is the operators' address of the gateway at addr.
+func operatorsOf(t testing.TB, addr string) string {
+	t.Helper()
+	ops, ok := operators.Load(addr)
+	if !ok {
+		t.Fatalf("gateway %s has no operators' listener", addr)
+	}
+	return ops.(string)
+}
+
+// freeAddr is a free loopback address (closed again for a process to bind).
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // forgetHealth deletes, at cleanup, the core-health factor the gateways in
 // front of coreURL share.
 func forgetHealth(t testing.TB, redisAddr, coreURL string) {
@@ -145,7 +169,7 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 
 func adminCall(t testing.TB, addr, method string, ev int64, body string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(method, fmt.Sprintf("http://%s/admin/v1/events/%d", addr, ev), strings.NewReader(body))
+	req, _ := http.NewRequest(method, fmt.Sprintf("http://%s/admin/v1/events/%d", operatorsOf(t, addr), ev), strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+admin)
 	r, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -709,6 +733,64 @@ func TestWaitsForRedisAtStart(t *testing.T) {
 		}
 		return err == nil && r.StatusCode == 200
 	})
+}
+
+// The operators' console, its API and /metrics are served on the
+// operators' listener (-admin-addr) only: the fans' address answers them
+// 404 like any unknown route, and without -admin-addr nothing serves them.
+func TestOperatorsListener(t *testing.T) {
+	key, _ := admission.GenerateKey()
+	keyFile := t.TempDir() + "/admit.key"
+	admission.WritePrivateKeyFile(keyFile, key)
+	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
+	t.Cleanup(core.Close)
+	env := map[string]string{"ONSALE_QUEUE_SECRET": strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN": admin, "ONSALE_LOG_LEVEL": "warn"}
+	start := func(args ...string) *Main {
+		m := NewMain()
+		m.Getenv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		if err := m.ParseFlags(append([]string{"-addr", "127.0.0.1:0", "-redis", redistest.Addrs(t, false), "-admit-keys", keyFile,
+			"-core-url", core.URL, "-health", "off"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		m.Log = slog.New(slog.DiscardHandler)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done; m.Close() })
+		m.Addr()
+		return m
+	}
+	get := func(base, path string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		return r.StatusCode
+	}
+	paths := []string{"/metrics", "/admin/", "/admin/v1/events/1"}
+	m := start("-admin-addr", "127.0.0.1:0")
+	fans, ops := m.Addr().String(), m.AdminAddr().String()
+	for _, p := range paths {
+		if code := get(fans, p); code != 404 {
+			t.Errorf("GET %s on the fans' address = %d; want 404", p, code)
+		}
+	}
+	if code := get(ops, "/metrics"); code != 200 {
+		t.Errorf("GET /metrics on the operators' listener = %d; want 200", code)
+	}
+	if code := get(ops, "/admin/"); code != 200 {
+		t.Errorf("GET /admin/ on the operators' listener = %d; want 200 (the console)", code)
+	}
+	if code := get(fans, "/healthz"); code != 200 {
+		t.Errorf("GET /healthz on the fans' address = %d; want 200", code)
+	}
+	if off := start(); off.AdminAddr() != nil {
+		t.Errorf("without -admin-addr the operators' listener is at %v; want none", off.AdminAddr())
+	}
 }
 
 // lockedBuffer is a log sink safe for the gateway's goroutines.

@@ -135,6 +135,10 @@ func writeEnv(path string, t *topology.Topology) error {
 	put("GATEWAY_URL", t.GatewayURL)
 	put("CORE_URL", t.CoreURL)
 	put("STATS_URL", t.StatsURL)
+	// The operators' listeners, each gateway's and core's own (HAProxy does
+	// not reach them): the console and /metrics.
+	put("GATEWAY_ADMIN_URLS", strings.Join(t.GatewayAdminURLs, " "))
+	put("CORE_ADMIN_URLS", strings.Join(t.CoreAdminURLs, " "))
 	put("PAYSIM_URL", t.PaysimURL)
 	put("DATABASE_URL", t.DatabaseURL)
 	put("PG_PRIMARY", fmt.Sprintf("127.0.0.1:%d", t.Base()+10))
@@ -437,7 +441,11 @@ func summary(c config) error {
 		fmt.Fprintf(w, "  %s\t%s\n", label, value)
 	}
 	line("fans", env["GATEWAY_URL"]+"/", "HAProxy -> the gateways, PROXY v2")
-	line("console", env["GATEWAY_URL"]+"/admin", "admin token in "+rel(env["ADMIN_TOKEN_FILE"]))
+	admins := strings.Fields(env["GATEWAY_ADMIN_URLS"])
+	if len(admins) > 0 {
+		line("console", admins[0]+"/admin/", "gw1's operators' listener; admin token in "+rel(env["ADMIN_TOKEN_FILE"]))
+	}
+	line("metrics", strings.Join(append(admins, strings.Fields(env["CORE_ADMIN_URLS"])...), " "), "/metrics of each gateway, then each core")
 	line("cores", env["CORE_URL"], "HAProxy -> the cores: the gateways and paysim's webhooks")
 	line("HAProxy stats", env["STATS_URL"]+"/", "bin/cluster status; admin socket "+rel(env["HAPROXY_SOCKET"]))
 	line("database", env["DATABASE_URL"], "the cores' DSN")

@@ -52,6 +52,7 @@ func startCluster(ctx context.Context, c *Config) (*topology.Topology, error) {
 		return nil, err
 	}
 	c.Gateway, c.Paysim, c.AdminToken, c.DatabaseURL, c.Redis, c.Event = t.GatewayURL, t.PaysimURL, t.AdminToken, t.DatabaseURL, t.Redis.Addrs(), event
+	c.Admin = t.GatewayAdminURLs[0] // the operators' dials and screens: any gateway's listener (they share Redis)
 	if c.Watch == "" {
 		c.Watch = watchList(t)
 	}

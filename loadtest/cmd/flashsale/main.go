@@ -29,9 +29,10 @@ import (
 // own (but DATABASE_URL) and no README table; -h lists them.
 type Config struct {
 	Gateway     string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
+	Admin       string        `flag:"admin" help:"the gateway's operators' listener, base URL (its ONSALE_ADMIN_ADDR): the dials and the operators' screens (required with -topology single; the cluster's is its first gateway's)"`
 	Paysim      string        `flag:"paysim" default:"http://127.0.0.1:18090" help:"payment simulator base URL"`
 	ProviderKey string        `flag:"provider-key" default:"sk_test_paysim" secret:"true" help:"payment simulator API key (for its ledger)"`
-	AdminToken  string        `flag:"admin-token" secret:"true" help:"gateway admin token"`
+	AdminToken  string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"gateway admin token (by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
 	DatabaseURL string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"the core's database (for the checker)"`
 	Event       int64         `flag:"event" default:"1" min:"1" help:"the event on sale"`
 	Fans        int           `flag:"fans" default:"4000" min:"0" help:"fans in the crowd"`
@@ -101,6 +102,9 @@ func (c *Config) Validate() error {
 	if _, err := faults.Parse(c.Faults, c.FaultAt, c.FaultGap); err != nil {
 		return fmt.Errorf("-faults: %w", err)
 	}
+	if c.Topology == "single" && c.Admin == "" {
+		return errors.New("-admin is required: the gateway's operators' listener (ONSALE_ADMIN_ADDR), where the dials are set")
+	}
 	return nil
 }
 
@@ -151,7 +155,7 @@ func run(ctx context.Context, c Config) error {
 		return err
 	}
 	defer stopWatch()
-	ops := crowd.NewOperators(c.Gateway, c.AdminToken, c.Event, st)
+	ops := crowd.NewOperators(c.Admin, c.AdminToken, c.Event, st)
 	cr := crowd.New(c.Gateway, c.Event, ops.Event(ctx).BandCodes(), c.Conns, st)
 	if c.Addrs > 1 {
 		cr.Spread(c.Addrs, c.Conns)

@@ -13,7 +13,7 @@ func TestConfig(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": "postgres://x/y"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	// The flags deploy/local/demo.sh passes.
-	args := []string{"-gateway", "http://127.0.0.1:18080", "-paysim", "http://127.0.0.1:18090", "-admin-token", "a", "-event", "1",
+	args := []string{"-gateway", "http://127.0.0.1:18080", "-admin", "http://127.0.0.1:18081", "-paysim", "http://127.0.0.1:18090", "-admin-token", "a", "-event", "1",
 		"-fans", "24000", "-per-minute", "6000", "-max-active", "2000", "-session", "90s", "-onsale-in", "10s", "-wall", "10s",
 		"-claim", "30s", "-deadline", "4m", "-sweep", "5s", "-report", "/tmp/r/index.html", "-watch", "paysim=1,core=2", "-redis", "redis://127.0.0.1:6379/3"}
 	if err := config.Load(&c, args, lookup); err != nil {
@@ -23,7 +23,7 @@ func TestConfig(t *testing.T) {
 		!c.Accounts || c.Redis != "redis://127.0.0.1:6379/3" {
 		t.Errorf("config = %+v", c)
 	}
-	if err := config.Load(&c, []string{"-accounts=false"}, lookup); err != nil || c.Accounts {
+	if err := config.Load(&c, []string{"-admin", "http://127.0.0.1:18081", "-accounts=false"}, lookup); err != nil || c.Accounts {
 		t.Errorf("-accounts=false: %v, Accounts %v; want guests", err, c.Accounts)
 	}
 	// The fault sale's flags (deploy/local/demo.sh with TOPOLOGY=cluster FAULTS=...).
@@ -39,7 +39,8 @@ func TestConfig(t *testing.T) {
 		t.Errorf("config = %+v", fc)
 	}
 	for _, bad := range [][]string{{"-fans", "-1"}, {"-onsale-in", "0s"}, {"-session", "soon"}, {"-conns", "0"}, {"-event", "0"},
-		{"-topology", "mesh"}, {"-faults", "disk"}, {"-faults", "core@soon"}, {"-gateways", "10"}} {
+		{"-topology", "mesh"}, {"-faults", "disk"}, {"-faults", "core@soon"}, {"-gateways", "10"},
+		{"-admin", ""}} { // the dials are set on the operators' listener: without it the sale cannot start
 		var c Config
 		if err := config.Load(&c, bad, lookup); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("Load(%v) = %v; want an error naming %s", bad, err, bad[0])

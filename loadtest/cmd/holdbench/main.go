@@ -650,7 +650,8 @@ func sweepLeftovers(ctx context.Context, db *pgxpool.Pool) error {
 
 // startSweeper starts a core (bin/core, package loadtest/stack) on dbURL that
 // sweeps every second and serves nothing holdbench sends holds to; it
-// returns the core's base URL and a func that stops it.
+// returns the base URL of the core's operators' listener (its /metrics)
+// and a func that stops it.
 func startSweeper(ctx context.Context, dbURL string) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "holdbench-sweeper")
 	if err != nil {
@@ -662,14 +663,15 @@ func startSweeper(ctx context.Context, dbURL string) (string, func(), error) {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("start the sweeping core: %w", err)
 	}
-	return s.CoreURL, func() { s.Stop(); os.RemoveAll(dir) }, nil
+	return s.CoreAdminURL, func() { s.Stop(); os.RemoveAll(dir) }, nil
 }
 
 type sweepCounts struct{ seconds, holds, seats float64 }
 
-// sweepMetrics reads the sweeper's counters from the core's /metrics.
-func sweepMetrics(ctx context.Context, coreURL string) (sweepCounts, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, coreURL+"/metrics", nil)
+// sweepMetrics reads the sweeper's counters from the core's /metrics, on
+// its operators' listener (adminURL).
+func sweepMetrics(ctx context.Context, adminURL string) (sweepCounts, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, adminURL+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return sweepCounts{}, err
@@ -701,7 +703,7 @@ func sweepMetrics(ctx context.Context, coreURL string) (sweepCounts, error) {
 		found++
 	}
 	if found != 3 {
-		return c, fmt.Errorf("metrics of %s lack the sweeper's counters", coreURL)
+		return c, fmt.Errorf("metrics of %s lack the sweeper's counters", adminURL)
 	}
 	return c, sc.Err()
 }

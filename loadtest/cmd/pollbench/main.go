@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -29,7 +30,8 @@ import (
 // table; -h lists the settings.
 type config struct {
 	Gateway    string        `flag:"gateway" default:"127.0.0.1:18080" help:"the running gateway (host:port)"`
-	AdminToken string        `flag:"admin-token" secret:"true" help:"the gateway's admin token (to set the dials)"`
+	Admin      string        `flag:"admin" help:"the gateway's operators' listener (host:port, its ONSALE_ADMIN_ADDR), where the dials are set (required)"`
+	AdminToken string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateway's admin token (to set the dials; by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
 	Event      int64         `flag:"event" default:"1" min:"1" help:"a seated event the core knows"`
 	Fans       int           `flag:"fans" default:"20000" min:"1" help:"fans who join (their queue tokens are polled in turn)"`
 	Conns      int           `flag:"conns" default:"64" min:"1" help:"concurrent connections"`
@@ -59,16 +61,20 @@ type result struct {
 }
 
 func run(c config) error {
+	if c.Admin == "" {
+		return errors.New("-admin is required: the gateway's operators' listener (ONSALE_ADMIN_ADDR), where the dials are set")
+	}
 	hc := &fasthttp.HostClient{Addr: c.Gateway, MaxConns: c.Conns + 8}
+	ops := &fasthttp.HostClient{Addr: c.Admin, MaxConns: 2}
 	// Nobody is let in, so every fan stays in line and every poll is the
 	// steady-state kind.
 	dials := fmt.Sprintf(`{"prequeue_at":%q,"onsale_at":%q,"new_users_per_minute":0,"claim_seconds":90}`,
 		time.Now().Add(-time.Hour).Format(time.RFC3339), time.Now().Add(-time.Second).Format(time.RFC3339))
 	admin := "/admin/v1/events/" + fmt.Sprint(c.Event)
-	if code, body := call(hc, "GET", admin, "", c.AdminToken); code != 200 {
+	if code, body := call(ops, "GET", admin, "", c.AdminToken); code != 200 {
 		return fmt.Errorf("GET %s: %d %s", admin, code, body)
 	}
-	if code, body := call(hc, "PATCH", admin, dials, c.AdminToken); code != 200 {
+	if code, body := call(ops, "PATCH", admin, dials, c.AdminToken); code != 200 {
 		return fmt.Errorf("PATCH %s: %d %s", admin, code, body)
 	}
 	time.Sleep(300 * time.Millisecond) // the dials reach the gateway's view

@@ -31,23 +31,25 @@ import (
 // config is the command's setup (shared/config: flags, DATABASE_URL and
 // REDIS_URL from the environment; the URLs' passwords never reach -h or a log).
 type config struct {
-	Dir         string        `flag:"dir" default:".run/stack" help:"directory for the apps' logs and keys (keys/admit.key, keys/ticket.key, keys/admin.token)"`
-	Bin         string        `flag:"bin" help:"directory of the binaries (default $ONSALE_BIN, else the repository's bin/)"`
-	Apps        []string      `flag:"apps" default:"paysim,core,gateway" help:"apps to start, comma-separated (of paysim, core, gateway)"`
-	DatabaseURL string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"PostgreSQL URL: the core's database, or with -fresh-database the server to make one on"`
-	Fresh       string        `flag:"fresh-database" help:"make a database named PREFIX_<random> on -database-url's server for this run, dropped at exit"`
-	KeepDB      bool          `flag:"keep-database" default:"false" help:"with -fresh-database: keep it at exit"`
-	Spread      bool          `flag:"spread-event-ids" default:"false" help:"start event ids at a random point past one million (runs sharing one Redis database)"`
-	RedisURL    string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"Redis URL for the gateway and the core's seat-map cache (-redis '': none)"`
-	PaysimAddr  string        `flag:"paysim-addr" help:"payment simulator listen address (default: a free port on 127.0.0.1)"`
-	CoreAddr    string        `flag:"core-addr" help:"core listen address (default: a free port on 127.0.0.1)"`
-	GatewayAddr string        `flag:"gateway-addr" help:"gateway listen address (default: a free port on 127.0.0.1)"`
-	AdminToken  string        `flag:"admin-token" secret:"true" help:"the gateway's admin token (default: random; written to DIR/keys/admin.token)"`
-	PaysimEnv   envList       `flag:"paysim-env" help:"KEY=VALUE for the payment simulator's environment (repeatable)"`
-	CoreEnv     envList       `flag:"core-env" help:"KEY=VALUE for the core's environment (repeatable)"`
-	GatewayEnv  envList       `flag:"gateway-env" help:"KEY=VALUE for the gateway's environment (repeatable)"`
-	EnvFile     string        `flag:"env-file" help:"write the stack's STACK_* export lines here once every app is ready"`
-	Ready       time.Duration `flag:"ready-timeout" default:"60s" min:"1s" max:"30m" help:"how long each app may take to become ready"`
+	Dir          string        `flag:"dir" default:".run/stack" help:"directory for the apps' logs and keys (keys/admit.key, keys/ticket.key, keys/admin.token)"`
+	Bin          string        `flag:"bin" help:"directory of the binaries (default $ONSALE_BIN, else the repository's bin/)"`
+	Apps         []string      `flag:"apps" default:"paysim,core,gateway" help:"apps to start, comma-separated (of paysim, core, gateway)"`
+	DatabaseURL  string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"PostgreSQL URL: the core's database, or with -fresh-database the server to make one on"`
+	Fresh        string        `flag:"fresh-database" help:"make a database named PREFIX_<random> on -database-url's server for this run, dropped at exit"`
+	KeepDB       bool          `flag:"keep-database" default:"false" help:"with -fresh-database: keep it at exit"`
+	Spread       bool          `flag:"spread-event-ids" default:"false" help:"start event ids at a random point past one million (runs sharing one Redis database)"`
+	RedisURL     string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"Redis URL for the gateway and the core's seat-map cache (-redis '': none)"`
+	PaysimAddr   string        `flag:"paysim-addr" help:"payment simulator listen address (default: a free port on 127.0.0.1)"`
+	CoreAddr     string        `flag:"core-addr" help:"core listen address (default: a free port on 127.0.0.1)"`
+	GatewayAddr  string        `flag:"gateway-addr" help:"gateway listen address (default: a free port on 127.0.0.1)"`
+	CoreAdmin    string        `flag:"core-admin-addr" help:"the core's operators' listener, /metrics (default: a free port on 127.0.0.1)"`
+	GatewayAdmin string        `flag:"gateway-admin-addr" help:"the gateway's operators' listener: the console /admin/, its API, /metrics (default: a free port on 127.0.0.1)"`
+	AdminToken   string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateway's admin token (default: random; written to DIR/keys/admin.token 0600; by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
+	PaysimEnv    envList       `flag:"paysim-env" help:"KEY=VALUE for the payment simulator's environment (repeatable)"`
+	CoreEnv      envList       `flag:"core-env" help:"KEY=VALUE for the core's environment (repeatable)"`
+	GatewayEnv   envList       `flag:"gateway-env" help:"KEY=VALUE for the gateway's environment (repeatable)"`
+	EnvFile      string        `flag:"env-file" help:"write the stack's STACK_* export lines here once every app is ready"`
+	Ready        time.Duration `flag:"ready-timeout" default:"60s" min:"1s" max:"30m" help:"how long each app may take to become ready"`
 }
 
 // Validate refuses an unknown app and a run with nothing to start.
@@ -93,6 +95,7 @@ func main() {
 func run(ctx context.Context, c config) (err error) {
 	o := stack.Options{Bin: c.Bin, Dir: c.Dir, Apps: c.Apps, DatabaseURL: c.DatabaseURL, RedisURL: c.RedisURL,
 		AdminToken: c.AdminToken, PaysimAddr: c.PaysimAddr, CoreAddr: c.CoreAddr, GatewayAddr: c.GatewayAddr,
+		CoreAdminAddr: c.CoreAdmin, GatewayAdminAddr: c.GatewayAdmin,
 		PaysimEnv: c.PaysimEnv, CoreEnv: c.CoreEnv, GatewayEnv: c.GatewayEnv, Ready: c.Ready}
 	if c.Fresh != "" {
 		url, drop, err := stack.FreshDatabase(ctx, c.DatabaseURL, c.Fresh)
@@ -127,8 +130,8 @@ func run(ctx context.Context, c config) (err error) {
 		}
 		defer os.Remove(c.EnvFile)
 	}
-	fmt.Fprintf(os.Stderr, "stack: ready: paysim %s, core %s, gateway %s (logs in %s)\n",
-		orNone(s.PaysimURL), orNone(s.CoreURL), orNone(s.GatewayURL), o.Dir)
+	fmt.Fprintf(os.Stderr, "stack: ready: paysim %s, core %s, gateway %s; operators: core %s, gateway %s/admin/ (logs in %s)\n",
+		orNone(s.PaysimURL), orNone(s.CoreURL), orNone(s.GatewayURL), orNone(s.CoreAdminURL), orNone(s.GatewayAdminURL), o.Dir)
 	died := make(chan string, 3)
 	for _, p := range []*stack.Proc{s.Paysim, s.Core, s.Gateway} {
 		if p != nil {
@@ -159,6 +162,8 @@ func writeEnv(path, dbURL string, s *stack.Stack) error {
 	put("PAYSIM_URL", s.PaysimURL)
 	put("CORE_URL", s.CoreURL)
 	put("GATEWAY_URL", s.GatewayURL)
+	put("CORE_ADMIN_URL", s.CoreAdminURL)       // the core's /metrics
+	put("GATEWAY_ADMIN_URL", s.GatewayAdminURL) // the console /admin/, its API and the gateway's /metrics
 	addr := func(p *stack.Proc) string {
 		if p == nil {
 			return ""

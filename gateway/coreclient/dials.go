@@ -1,0 +1,95 @@
+package coreclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/onsale/onsale/gateway"
+)
+
+// Dials is the core's durable record of each event's dials
+// (gateway.DialsRecord): GET and PATCH /internal/v1/events/{id}/dials on
+// the core, authenticated with the operators' admin token (the core is
+// given the same ONSALE_ADMIN_TOKEN), over the client's reads pool.
+type Dials struct {
+	c     *Client
+	token string
+}
+
+var _ gateway.DialsRecord = (*Dials)(nil)
+
+// NewDials returns the core's dials record for a gateway with admin token
+// token; nil when token is empty: no operators' API, so no dial ever
+// differs from the event's defaults and there is nothing to keep.
+func NewDials(c *Client, token string) gateway.DialsRecord {
+	if token == "" {
+		return nil
+	}
+	return &Dials{c: c, token: token}
+}
+
+// SavedDials implements gateway.DialsRecord.
+func (d *Dials) SavedDials(ctx context.Context, event int64) (gateway.DialPatch, error) {
+	b, err := d.do(ctx, fasthttp.MethodGet, event, nil)
+	if err != nil {
+		return nil, err
+	}
+	var reply struct {
+		Dials json.RawMessage `json:"dials"`
+	}
+	if err := json.Unmarshal(b, &reply); err != nil {
+		return nil, fmt.Errorf("%w: core dials: %v", gateway.ErrUnavailable, err)
+	}
+	p, err := gateway.ParseSavedDials(reply.Dials)
+	if err != nil {
+		return nil, fmt.Errorf("%w: core dials: %v", gateway.ErrUnavailable, err)
+	}
+	return p, nil
+}
+
+// SaveDials implements gateway.DialsRecord.
+func (d *Dials) SaveDials(ctx context.Context, event int64, patch gateway.DialPatch) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = d.do(ctx, fasthttp.MethodPatch, event, body)
+	return err
+}
+
+// do sends one request to the dials route: ErrNoEvent on 404, an error
+// wrapping ErrUnavailable on any other failure (a core that refuses the
+// token is misconfigured: the dials cannot be kept, so the caller fails
+// closed).
+func (d *Dials) do(ctx context.Context, method string, event int64, body []byte) ([]byte, error) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(fmt.Sprintf("%s/internal/v1/events/%d/dials", d.c.base, event))
+	req.Header.SetMethod(method)
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	if body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBody(body)
+	}
+	deadline := time.Now().Add(readTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	err := d.c.reads.DoDeadline(req, resp, deadline)
+	switch {
+	case err != nil:
+		d.c.log.Warn("the core did not answer", "path", "dials", "err", err)
+		return nil, fmt.Errorf("%w: core dials: %v", gateway.ErrUnavailable, err)
+	case resp.StatusCode() == fasthttp.StatusNotFound:
+		return nil, gateway.ErrNoEvent
+	case resp.StatusCode() != fasthttp.StatusOK:
+		d.c.log.Error("the core refused the dials", "event", event, "method", method, "status", resp.StatusCode(), "body", string(resp.Body()))
+		return nil, fmt.Errorf("%w: core dials: status %d", gateway.ErrUnavailable, resp.StatusCode())
+	}
+	return append([]byte(nil), resp.Body()...), nil
+}
