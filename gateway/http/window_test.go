@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/gateway"
+	gwhttp "github.com/onsale/onsale/gateway/http"
 	"github.com/onsale/onsale/gateway/redis/redistest"
 )
 
@@ -16,7 +17,7 @@ import (
 // polling once its event's window is over, and the room retired, is told
 // closed, again writing nothing.
 func TestJoinOutsideWindow(t *testing.T) {
-	g := newGateway(t, redistest.Addrs(t, false), nil)
+	g := newGateway(t, redistest.Addrs(t, false), func(c *gwhttp.Config) { c.IPRate, c.IPBurst = 1000, 1000 })
 	now := time.Now()
 	for i := range 30 {
 		id := redistest.Event(t, g.store)
