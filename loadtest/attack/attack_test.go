@@ -74,6 +74,8 @@ var attacks = []attack{
 	{name: "catalog_flood_during_holds", expected: "every hold succeeds", run: catalogFlood},
 	{name: "cookie_pileup", expected: "no 400 however many queues", run: cookiePileup},
 	{name: "cross_site_join", expected: "403, no cookie replaced", run: crossSiteJoin},
+	{name: "admin_on_fans_listener", expected: "404 (the operators' API, console and metrics exist only on their listener)", run: adminOnFansListener},
+	{name: "admin_token_guessing", expected: "401, then 429 rate_limited for the address, the right token included", run: adminTokenGuessing},
 }
 
 // --- tokens

@@ -396,5 +396,5 @@ func metric(t testing.TB, c *http.Client, url, name string) float64 {
 func (s *attackStack) gatewayHeap(t testing.TB, c *http.Client) float64 {
 	t.Helper()
 	do(t, c, "GET", s.debug+"/debug/pprof/heap?gc=1", nil)
-	return metric(t, c, s.gateway+"/metrics", "go_memstats_heap_inuse_bytes")
+	return metric(t, c, s.apps.GatewayAdminURL+"/metrics", "go_memstats_heap_inuse_bytes")
 }
