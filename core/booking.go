@@ -95,7 +95,10 @@ type Contact struct {
 // and Settle queues a JobStrayRefund for it (outcome OutcomeStrayRefund):
 // a second payment on a settled booking, a payment whose id is not the
 // booking's, or one whose amount or currency differ (that last one also
-// fails a pending booking: its own payment was not what it asked for).
+// fails a pending booking: its own payment was not what it asked for; on a
+// settled booking it is OutcomeOwnPaymentMismatch, refunded by nobody).
+// A failure declines a booking only when it is the booking's own payment's
+// (OutcomeOtherPayment, OutcomeFailureParked).
 // Amount and Currency are checked when Currency is set: every provider
 // object carries them (webhook, reconciler, card confirm). The provider has
 // no test and live modes to tell apart: one API key is one account.
@@ -116,6 +119,24 @@ const (
 	OutcomeDuplicate    = "DUPLICATE"     // this provider event was handled before
 	OutcomeUnknownOrder = "UNKNOWN_ORDER" // no booking matches: logged and acknowledged
 	OutcomeStrayRefund  = "STRAY_REFUND"  // money the booking does not keep: a JobStrayRefund gives it back
+	// OutcomeOtherPayment: a failure of a payment that is not the
+	// booking's recorded one. It says nothing of the booking's own
+	// payment (which may still succeed), so the booking is left as it is.
+	OutcomeOtherPayment = "OTHER_PAYMENT"
+	// OutcomeFailureParked: a failure of a payment for a booking that has
+	// recorded no payment id yet (the webhook outran SetPaymentID). It is
+	// kept in payment_events and applied when SetPaymentID records that
+	// very payment; a failure of any other payment never declines the
+	// booking (the reconciler, which sees every payment of the booking,
+	// settles one whose payments all failed).
+	OutcomeFailureParked = "FAILURE_PARKED"
+	// OutcomeOwnPaymentMismatch: the provider re-reported a settled
+	// booking's own payment with another amount or currency than the
+	// booking's. The provider contradicts itself: nothing is refunded or
+	// changed (the fan holds valid tickets for a payment the provider
+	// took); it is logged loudly and counted in
+	// metrics.ProviderContradictions for an operator.
+	OutcomeOwnPaymentMismatch = "OWN_PAYMENT_MISMATCH"
 )
 
 // Bookings is the payment side of the core.

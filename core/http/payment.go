@@ -488,6 +488,13 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	switch outcome {
 	case core.OutcomeUnknownOrder:
 		log.Warn("payment webhook for an unknown order: acknowledged, needs a look")
+	case core.OutcomeOwnPaymentMismatch:
+		// The provider contradicts itself about a settled booking's own
+		// payment: nothing was refunded or changed (core/postgres logged
+		// it loudly); alert.
+		s.Metrics.ProviderContradictions.WithLabelValues("webhook").Inc()
+		log.Error("PAYMENT PROVIDER CONTRADICTS ITSELF: a settled booking's own payment re-reported with another amount or currency; needs an operator",
+			"amount", obj.Amount, "currency", obj.Currency)
 	case core.OutcomeStrayRefund:
 		// Money the booking does not keep (core.Settlement): its refund
 		// is queued; run it now, in the worker's loop.

@@ -35,6 +35,12 @@ type Metrics struct {
 	// status. Any increase is an alert: every capture, refund and void
 	// fails until an operator fixes the configuration.
 	ProviderMisconfigured *prometheus.CounterVec
+	// ProviderContradictions counts settlements in which the provider
+	// re-reported a settled booking's own payment with another amount or
+	// currency (core.OutcomeOwnPaymentMismatch), by source (webhook,
+	// reconcile). Nothing is refunded or changed for it: any increase is
+	// an alert, for an operator to settle with the provider.
+	ProviderContradictions *prometheus.CounterVec
 	// Webhooks counts provider webhooks by outcome.
 	Webhooks *prometheus.CounterVec
 	// Reconciled counts bookings the reconciler settled, by outcome.
@@ -75,6 +81,10 @@ func New() *Metrics {
 			Name: "onsale_core_provider_misconfigured_total",
 			Help: "Money jobs the payment provider refused for the core's configuration (wrong API key, ...), by kind and status: alert on any.",
 		}, []string{"kind", "status"}),
+		ProviderContradictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onsale_core_provider_contradictions_total",
+			Help: "Settled bookings whose own payment the provider re-reported with another amount or currency, by source: alert on any.",
+		}, []string{"source"}),
 		Webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onsale_core_payment_webhooks_total", Help: "Payment webhooks by outcome.",
 		}, []string{"outcome"}),
@@ -86,7 +96,7 @@ func New() *Metrics {
 		}, []string{"step", "outcome"}),
 	}
 	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweptSeats, m.SweepErrors,
-		m.OutboxJobs, m.ProviderMisconfigured, m.Webhooks, m.Reconciled, m.SignIns,
+		m.OutboxJobs, m.ProviderMisconfigured, m.ProviderContradictions, m.Webhooks, m.Reconciled, m.SignIns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

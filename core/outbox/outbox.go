@@ -389,16 +389,23 @@ func (w *Worker) refund(ctx context.Context, b *core.Booking) error {
 }
 
 // refundStray gives back a payment its booking does not keep
-// (core.Settlement), under keys of that payment, so never twice: a card
-// authorization is voided (nothing was taken), money taken is refunded
-// whole.
+// (core.Settlement), under keys of that payment, so never twice. What to do
+// is read from the payment's status at the provider, so a retry after a
+// give-back that succeeded but was not recorded (FinishJob failed, the
+// process died) finds it done instead of asking for an impossible refund
+// forever: a card authorization is voided (nothing was taken), money taken
+// is refunded whole, a payment that failed or was voided took nothing, a
+// pending one is looked at again later.
 func (w *Worker) refundStray(ctx context.Context, paymentID string) error {
 	k := string(core.JobStrayRefund) + ":" + paymentID
 	p, err := w.Provider.Payment(ctx, paymentID)
 	if err != nil {
 		return err
 	}
-	if p.Status == core.PaymentRequiresCapture {
+	switch p.Status {
+	case core.PaymentCanceled, core.PaymentFailed:
+		return nil // no money taken, or its authorization already released
+	case core.PaymentRequiresCapture:
 		_, err := w.Provider.Cancel(ctx, k+":void", paymentID)
 		switch {
 		case err == nil || core.ProviderConflict(err, "already_canceled"):
@@ -406,6 +413,15 @@ func (w *Worker) refundStray(ctx context.Context, paymentID string) error {
 		case !core.ProviderConflict(err, "already_captured"):
 			return err
 		}
+		// Captured between our look and the void: refund it.
+	case core.PaymentSucceeded:
+		if p.AmountCaptured > 0 && p.AmountRefunded >= p.AmountCaptured {
+			return nil // refunded whole already
+		}
+	case core.PaymentPending:
+		return fmt.Errorf("stray payment %s is still pending at the provider: refunded once it settles", paymentID)
+	default:
+		return fmt.Errorf("stray payment %s is %q at the provider: not a status the core knows", paymentID, p.Status)
 	}
 	_, err = w.Provider.Refund(ctx, k, paymentID)
 	if core.ProviderConflict(err, "refund_exceeds_capture") {
@@ -548,11 +564,18 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			continue
 		}
 		for _, x := range extra {
-			if _, err := r.DB.Settle(ctx, x); err != nil {
+			xo, err := r.DB.Settle(ctx, x)
+			if err != nil {
 				r.Log.Warn("reconcile: settle failed", "booking", b.ID, "payment", x.PaymentID, "err", err)
+			}
+			if xo == core.OutcomeOwnPaymentMismatch {
+				r.Metrics.ProviderContradictions.WithLabelValues("reconcile").Inc()
 			}
 		}
 		settled++
+		if outcome == core.OutcomeOwnPaymentMismatch {
+			r.Metrics.ProviderContradictions.WithLabelValues("reconcile").Inc()
+		}
 		r.Metrics.Reconciled.WithLabelValues(string(outcome)).Inc()
 		r.Log.Info("reconciled booking", "booking", b.ID, "outcome", outcome, "payment", s.PaymentID)
 		if outcome == core.BookingRefundDue {

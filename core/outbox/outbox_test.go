@@ -57,10 +57,42 @@ type fakeProvider struct {
 	// window is how long each money call takes: the race window of the
 	// two-worker experiment.
 	window time.Duration
+	// shown is what the provider shows of a payment, when set; a refund
+	// of it is then answered as the real provider does: 409
+	// invalid_state unless it succeeded, refund_exceeds_capture when
+	// refunded whole already; a void of a cancelled one already_canceled.
+	// Unset, a payment shows succeeded and every call is carried out.
+	shown map[string]core.Payment
+}
+
+// show sets what the provider shows of a payment.
+func (p *fakeProvider) show(pay core.Payment) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.shown[pay.ID] = pay
+}
+
+// refusal is the provider's answer to op on a payment it shows as set by
+// show, or nil.
+func (p *fakeProvider) refusal(op, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pay, ok := p.shown[id]
+	switch {
+	case !ok:
+	case op == "refund" && pay.Status != core.PaymentSucceeded:
+		return &core.ProviderError{Status: http.StatusConflict, Code: "invalid_state", Message: "payment is " + pay.Status}
+	case op == "refund" && pay.AmountRefunded >= pay.AmountCaptured:
+		return &core.ProviderError{Status: http.StatusConflict, Code: "refund_exceeds_capture", Message: "nothing left to refund"}
+	case op == "void" && pay.Status == core.PaymentCanceled:
+		return &core.ProviderError{Status: http.StatusConflict, Code: "already_canceled", Message: "already canceled"}
+	}
+	return nil
 }
 
 func newFakeProvider() *fakeProvider {
-	return &fakeProvider{done: map[string]bool{}, moved: map[string]int{}, failing: map[string]int{}, refuse: map[string]error{}}
+	return &fakeProvider{done: map[string]bool{}, moved: map[string]int{}, failing: map[string]int{}, refuse: map[string]error{},
+		shown: map[string]core.Payment{}}
 }
 
 func (p *fakeProvider) enter(ctx context.Context, op, key, payment string) error {
@@ -110,6 +142,12 @@ func (p *fakeProvider) movedFor(op, payment string) int {
 }
 
 func (p *fakeProvider) Refund(ctx context.Context, key, id string) (*core.Refund, error) {
+	if err := p.refusal("refund", id); err != nil {
+		p.mu.Lock()
+		p.calls = append(p.calls, call{"refund", key, id})
+		p.mu.Unlock()
+		return nil, err
+	}
 	if err := p.enter(ctx, "refund", key, id); err != nil {
 		return nil, err
 	}
@@ -117,6 +155,12 @@ func (p *fakeProvider) Refund(ctx context.Context, key, id string) (*core.Refund
 }
 
 func (p *fakeProvider) Cancel(ctx context.Context, key, id string) (*core.Payment, error) {
+	if err := p.refusal("void", id); err != nil {
+		p.mu.Lock()
+		p.calls = append(p.calls, call{"void", key, id})
+		p.mu.Unlock()
+		return nil, err
+	}
 	if err := p.enter(ctx, "void", key, id); err != nil {
 		return nil, err
 	}
@@ -131,6 +175,11 @@ func (p *fakeProvider) Capture(ctx context.Context, key, id string) (*core.Payme
 }
 
 func (p *fakeProvider) Payment(ctx context.Context, id string) (*core.Payment, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pay, ok := p.shown[id]; ok {
+		return &pay, nil
+	}
 	return &core.Payment{ID: id, Status: core.PaymentSucceeded}, nil
 }
 
@@ -579,6 +628,61 @@ func TestStrayRefund(t *testing.T) {
 	}
 	if st, captured := e.status(t, b); st != core.BookingConfirmed || !captured {
 		t.Fatalf("booking %s (captured %v); want CONFIRMED and captured, untouched", st, captured)
+	}
+}
+
+// Issue 13, item 15: a refund_stray job reads what to do from the payment's
+// status at the provider, so a retry after a give-back that happened but
+// was not recorded (the void succeeded, then FinishJob failed or the
+// process died) finishes instead of asking for an impossible refund
+// forever. Without that, a stray shown canceled (or failed) got a refund
+// call, 409 invalid_state, and the job (money: never given up) retried
+// for ever; one shown pending got a refund call the provider refuses.
+func TestStrayRefundFollowsPaymentStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		shown   core.Payment
+		want    core.JobStatus
+		calls   int // money calls under the stray's keys
+		refunds int // money moved by a refund
+	}{
+		{"already voided", core.Payment{Status: core.PaymentCanceled, Amount: 100}, core.JobDone, 0, 0},
+		{"failed: nothing taken", core.Payment{Status: core.PaymentFailed, Amount: 100}, core.JobDone, 0, 0},
+		{"already refunded whole", core.Payment{Status: core.PaymentSucceeded, Amount: 100, AmountCaptured: 100, AmountRefunded: 100}, core.JobDone, 0, 0},
+		{"pending: looked at again later", core.Payment{Status: core.PaymentPending, Amount: 100}, core.JobPending, 0, 0},
+		{"control: succeeded, refunded", core.Payment{Status: core.PaymentSucceeded, Amount: 100, AmountCaptured: 100}, core.JobDone, 1, 1},
+		{"control: authorized, voided", core.Payment{Status: core.PaymentRequiresCapture, Amount: 100}, core.JobDone, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			b := e.booking(t, core.FlowAsync, false, "")
+			tc.shown.ID = "pay_stray"
+			e.prov.show(tc.shown)
+			got, err := e.db.Settle(ctx, core.Settlement{EventID: "evt_stray", BookingID: b, PaymentID: "pay_stray", Succeeded: true, Type: "payment.succeeded"})
+			if err != nil || got != core.OutcomeStrayRefund {
+				t.Fatalf("stray payment = %s, %v; want %s", got, err, core.OutcomeStrayRefund)
+			}
+			w := e.worker(e.db, time.Minute)
+			for w.Poll(ctx) > 0 {
+			}
+			j := e.job(t, core.JobStrayRefund, b)
+			if j.status != tc.want {
+				t.Fatalf("stray refund job: %+v; want %s", j, tc.want)
+			}
+			var calls int
+			for _, k := range []string{"refund_stray:pay_stray", "refund_stray:pay_stray:void"} {
+				calls += len(e.prov.callsFor(k))
+			}
+			if calls != tc.calls {
+				t.Fatalf("%d money calls for the stray; want %d", calls, tc.calls)
+			}
+			if n := e.prov.movedFor("refund", "pay_stray"); n != tc.refunds {
+				t.Fatalf("stray refunded %d times; want %d", n, tc.refunds)
+			}
+			if st, _ := e.status(t, b); st != core.BookingConfirmed {
+				t.Fatalf("booking %s; want CONFIRMED, untouched", st)
+			}
+		})
 	}
 }
 

@@ -178,9 +178,42 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow core.Flow
 // created no new payment cannot overwrite the first. $1 booking, $2 id.
 const setPaymentIDSQL = `UPDATE bookings SET payment_id = $2, updated_at = now() WHERE id = $1 AND payment_id IS NULL`
 
-// SetPaymentID records the provider's payment id on a booking (once).
+// parkedFailureSQL finds a failure of payment $2 that Settle parked for
+// booking $1 before its payment id was recorded (core.OutcomeFailureParked).
+// The outcome is a literal: the planner matches payment_events_parked's
+// predicate only against one.
+const parkedFailureSQL = `SELECT id FROM payment_events
+ WHERE booking_id = $1 AND payment_id = $2 AND outcome = '` + core.OutcomeFailureParked + `' ORDER BY id LIMIT 1`
+
+// SetPaymentID records the provider's payment id on a booking (once). A
+// failure of that payment that arrived before it was recorded (parked by
+// Settle) is applied now, in the same transaction: the booking's own
+// payment failed, so a pending booking is declined.
 func (db *DB) SetPaymentID(ctx context.Context, booking int64, paymentID string) error {
-	_, err := db.pool.Exec(ctx, setPaymentIDSQL, booking, paymentID)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, setPaymentIDSQL, booking, paymentID)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		var event string
+		err = tx.QueryRow(ctx, parkedFailureSQL, booking, paymentID).Scan(&event)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		b, err := scanLocked(tx.QueryRow(ctx, lockSettledSQL, booking, paymentID))
+		if err != nil {
+			return err
+		}
+		result, _, err := advance(ctx, tx, b, core.OutcomeDeclined, paymentID)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, eventOutcomeSQL, event, string(result), booking)
+		return err
+	})
 	return translate(err)
 }
 
@@ -369,8 +402,31 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 		return "", err
 	default:
 		bookingID = b.ID
+		if !s.Succeeded && s.PaymentID != "" && s.PaymentID != b.PaymentID {
+			// A failure says nothing of the booking's own payment, which
+			// may still succeed: declining on it would put the seats of a
+			// fan who paid back on sale (core.Settlement).
+			result = core.OutcomeOtherPayment
+			if b.PaymentID == "" {
+				result = core.OutcomeFailureParked // SetPaymentID applies it, if it is the booking's
+			}
+			db.log.Info("payment failure that is not the booking's payment: booking left as it is",
+				"booking", b.ID, "payment", s.PaymentID, "booking_payment", b.PaymentID, "outcome", result)
+			break
+		}
 		if s.Succeeded {
 			if why := strayMoney(b, s); why != "" {
+				if b.Status != core.BookingPending && b.PaymentID == s.PaymentID {
+					// The booking's own payment, settled already, now
+					// told with another amount or currency: the provider
+					// contradicts itself. Refunding it would leave a
+					// confirmed booking with valid tickets and no money;
+					// an operator sorts it out with the provider.
+					db.log.Error("PAYMENT PROVIDER CONTRADICTS ITSELF: a settled booking's own payment re-reported with another amount or currency; nothing refunded or changed, needs an operator",
+						"booking", b.ID, "status", b.Status, "payment", s.PaymentID, "reason", why)
+					result = core.OutcomeOwnPaymentMismatch
+					break
+				}
 				if result, err = db.refundStray(ctx, tx, b, s, why); err != nil {
 					return "", err
 				}
