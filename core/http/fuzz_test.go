@@ -240,3 +240,46 @@ func FuzzWebhook(f *testing.F) {
 		checkAnswer(t, what, status, out, core.EInvalid, core.EBadSignature, core.ETooLarge)
 	})
 }
+
+// FuzzSignIn sends any body to the three sign-in routes (POST
+// /v1/auth/code, POST /v1/auth/verify, PATCH /v1/me), from any client
+// address header (the per-address limits key on it): a refusal is the
+// client's, never a 500. The limits (429) are an answer like any other.
+func FuzzSignIn(f *testing.F) {
+	for _, b := range []string{
+		`{"phone":"+919812345678"}`, `{"phone":"9812345678"}`, `{"phone":"+91\u00009812345678"}`, `{"phone":""}`,
+		`{"phone":"+919812345678","code":"123456"}`, `{"phone":"+919812345678","code":"12345\u0000"}`,
+		`{"email":"fan@example.com"}`, `{"email":"a\u0000@example.com"}`, "{\"email\":\"caf\xe9@example.com\"}",
+		`{"email":null}`, `{"email":""}`, `{"email":"` + strings.Repeat("a", 250) + `@x.in"}`, `{}`, `[]`, ``,
+	} {
+		for route := range byte(3) {
+			f.Add(route, []byte(b), "10.0.0.1")
+		}
+	}
+	f.Add(byte(0), []byte(`{"phone":"+919812345678"}`), "2001:db8::1")
+	f.Add(byte(0), []byte(`{"phone":"+919812345678"}`), "not an address")
+	f.Add(byte(0), []byte(`{"phone":"+919812345678"}`), "")
+	fx := newFuzzFixture(f, withAccounts(core.SignInLimits{}))
+	var me string // an account's token for PATCH /v1/me, made at the first try
+	f.Fuzz(func(t *testing.T, route byte, body []byte, addr string) {
+		if me == "" {
+			me, _ = fx.signIn(t, "+919800000001")
+		}
+		hdr := map[string]string{corehttp.ClientAddrHeader: addr}
+		var status int
+		var out map[string]any
+		var ok bool
+		switch route % 3 {
+		case 0:
+			status, out, ok = fx.send(t, "POST", "/v1/auth/code", "", body, hdr)
+		case 1:
+			status, out, ok = fx.send(t, "POST", "/v1/auth/verify", "", body, hdr)
+		default:
+			status, out, ok = fx.send(t, "PATCH", "/v1/me", me, body, hdr)
+		}
+		if ok {
+			checkAnswer(t, fmt.Sprintf("route %d body %q addr %q", route%3, body, addr), status, out,
+				core.EInvalid, core.ETooLarge, core.ERateLimited, core.ECodeInvalid)
+		}
+	})
+}
