@@ -77,4 +77,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
