@@ -10,7 +10,7 @@
 # executions, the new interesting inputs and the finding: a failing input is written by Go to
 # <package>/testdata/fuzz/<Target>/<hash>, where it then runs as an ordinary test case (commit
 # it with the fix). Exit status 1 when any target found something. The log of each target is
-# in .run/fuzz/<Target>.log.
+# in .run/fuzz/<module>-<package>-<Target>.log, the table in .run/fuzz/summary.txt.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -39,8 +39,10 @@ echo "fuzz.sh: ${#targets[@]} targets, $FUZZTIME each, $FUZZ_PARALLEL worker(s)"
 rows=() failed=0
 for line in "${targets[@]}"; do
 	read -r mod pkg t <<<"$line"
-	log=$out/$t.log
-	printf '+ %-28s %s/%s\n' "$t" "$mod" "${pkg#./}"
+	where=$mod/${pkg#./}
+	where=${where%/.}
+	log=$out/${where//\//-}-$t.log # FuzzVerify is in several packages
+	printf '+ %-28s %s\n' "$t" "$where"
 	rc=0
 	(cd "$mod" && go test -run '^$' -fuzz "^$t\$" -fuzztime "$FUZZTIME" -parallel "$FUZZ_PARALLEL" "$pkg") >"$log" 2>&1 || rc=$?
 	# the last progress line: "fuzz: elapsed: 10s, execs: 104567 (12131/sec), new interesting: 40 (total: 57)"
@@ -51,10 +53,10 @@ for line in "${targets[@]}"; do
 	if ((rc != 0)); then
 		failed=1
 		finding=$(sed -nE 's/.*Failing input written to (.*)/\1/p' "$log" | head -n 1)
-		[[ -n $finding ]] && finding="$mod/$finding" || finding="FAILED (see $log)"
+		[[ -n $finding ]] && finding="$where/$finding" || finding="FAILED (see $log)"
 		grep -E -m 3 '^\s+fuzz_test\.go:[0-9]+:|panic:' "$log" | sed 's/^/    /' || true
 	fi
-	rows+=("$(printf '%-28s %-22s %12s %10s  %s' "$t" "$mod/${pkg#./}" "${execs:-0}" "${newi:-0}" "$finding")")
+	rows+=("$(printf '%-28s %-22s %12s %10s  %s' "$t" "$where" "${execs:-0}" "${newi:-0}" "$finding")")
 done
 
 echo
