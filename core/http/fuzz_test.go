@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ import (
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/core/seed"
+	"github.com/onsale/onsale/core/ticket"
+	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/admission"
 	"github.com/onsale/onsale/shared/paysig"
 )
@@ -74,6 +77,7 @@ var statusOf = map[string]int{
 	core.EVersionMismatch: 412, core.EUnavailable: 503, core.EBookingClosed: 409, core.EPaymentDeclined: 402,
 	core.EPaymentInProgress: 409, core.EProvider: 502, core.EIdemMissing: 400, core.EIdemReused: 422,
 	core.EIdemInFlight: 409, core.EBadSignature: 400, core.ERateLimited: 429, core.ECodeInvalid: 401,
+	core.ETicketInvalid: 400, core.ETicketRevoked: 410, core.EWrongVenue: 403, core.EAlreadyUsed: 409,
 }
 
 // send makes one request; it returns the status and the decoded body. A
@@ -281,5 +285,78 @@ func FuzzSignIn(f *testing.F) {
 			checkAnswer(t, fmt.Sprintf("route %d body %q addr %q", route%3, body, addr), status, out,
 				core.EInvalid, core.ETooLarge, core.ERateLimited, core.ECodeInvalid)
 		}
+	})
+}
+
+// FuzzGate sends any body to the gate's two routes (POST /v1/gate/scan,
+// POST /v1/gate/sync) as a staff member of the event's venue. The seeds
+// carry a real ticket of a captured booking, so mutations reach the
+// check-in store; refusals are the client's, never a 500.
+func FuzzGate(f *testing.F) {
+	db := postgrestest.NewDB(f, postgres.Options{MaxConns: 8})
+	ev, err := db.CreateEvent(ctx, seed.EventSpec{Name: "Monsoon Nights", Kind: core.KindMovie, Layout: seed.MustLayout("cinema"),
+		StartsAt: time.Now().Add(time.Hour), OnsaleAt: time.Now().Add(-time.Hour)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var venue int64
+	if err := db.Pool().QueryRow(ctx, `SELECT venue_id FROM events WHERE id = $1`, ev).Scan(&venue); err != nil {
+		f.Fatal(err)
+	}
+	skey := ed25519.NewKeyFromSeed([]byte("onsale gate fuzz staff key seed0"))
+	tkey := ed25519.NewKeyFromSeed([]byte("onsale gate fuzz ticket key seed"))
+	staff, tickets := account.NewSigner(skey), ticket.NewSigner(tkey)
+	s := &corehttp.Server{Catalog: db, Holds: db, Verifier: admission.NewVerifierFromPublicKeys(skey.Public().(ed25519.PublicKey)),
+		Ready: db.Ping, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(),
+		Gate: &corehttp.Gate{CheckIns: db, TicketKey: tickets.PublicKey(), Staff: ticket.NewStaffVerifier(staff.PublicKey())}}
+	srv := httptest.NewServer(s.Handler())
+	f.Cleanup(srv.Close)
+	fx := &fixture{srv: srv}
+
+	// one captured booking of two seats: its tickets are the seeds' payloads
+	h, err := db.CreateHold(ctx, core.HoldParams{EventID: ev, Account: "fan", Request: core.HoldRequest{Seats: []string{"AUD-J-4", "AUD-J-5"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: "fan", EventID: ev}, core.FlowAsync, core.Contact{})
+	if err == nil {
+		err = db.SetPaymentID(ctx, b.ID, fmt.Sprint("pay_", b.ID))
+	}
+	if err == nil {
+		_, err = db.Settle(ctx, core.Settlement{PaymentID: fmt.Sprint("pay_", b.ID), BookingID: b.ID, Succeeded: true})
+	}
+	if err == nil {
+		b, err = db.Booking(ctx, b.ID)
+	}
+	if err != nil {
+		f.Fatal(err)
+	}
+	tks := tickets.SignTickets(b)
+	tok, _, err := ticket.StaffToken(staff, core.Staff{Name: "asha", Venue: venue, Gate: "G1"}, 24*time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	p := tks[0].Payload
+	for _, body := range []string{
+		`{"ticket":"` + p + `"}`, `{"ticket":"` + p + `","scan_id":"123e4567-e89b-12d3-a456-426614174000"}`,
+		`{"ticket":"` + p + `","scan_id":"not-a-uuid"}`, `{"ticket":"` + p + "\u0000" + `"}`, `{"ticket":""}`, `{}`, `[]`, ``,
+	} {
+		f.Add(false, []byte(body))
+	}
+	for _, body := range []string{
+		`{"scans":[{"ticket":"` + tks[1].Payload + `","at":"2026-01-01T10:00:00Z","scan_id":"123e4567-e89b-12d3-a456-426614174001"}]}`,
+		`{"scans":[{"ticket":"` + p + `","at":"0001-01-01T00:00:00Z"},{"ticket":"` + p + `","at":"9999-12-31T23:59:59Z"}]}`,
+		`{"scans":[{"ticket":"x","at":"yesterday"}]}`, `{"scans":null}`, `{"scans":[]}`,
+	} {
+		f.Add(true, []byte(body))
+	}
+	f.Fuzz(func(t *testing.T, sync bool, body []byte) {
+		path := "/v1/gate/scan"
+		if sync {
+			path = "/v1/gate/sync"
+		}
+		status, out, _ := fx.send(t, "POST", path, tok, body, nil)
+		checkAnswer(t, fmt.Sprintf("%s %q", path, body), status, out, core.EInvalid, core.ETooLarge, core.ETicketInvalid,
+			core.ETicketRevoked, core.EWrongVenue, core.EWrongEvent, core.EAlreadyUsed)
 	})
 }
