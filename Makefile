@@ -10,7 +10,7 @@ STACK := deploy/local/stack.sh
 # every command of the four modules; the only `go build` of the harness
 CMDS := ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...
 
-.PHONY: all build up down test vuln bench demo soak clean cluster-up cluster-down fault-sale
+.PHONY: all build up down test vuln bench demo soak clean cluster-up cluster-down fault-sale fuzz
 
 all: build
 
@@ -57,6 +57,13 @@ vuln:
 
 bench: build
 	$(STACK) run -- deploy/local/bench.sh
+
+# Every Go fuzz target (the fuzz_test.go files), one after another, FUZZTIME each (default 30s),
+# with executions and findings per target at the end (deploy/local/fuzz.sh; logs in .run/fuzz/).
+# FUZZ=regexp picks targets. The seed corpora (testdata/fuzz/) run in `make test` as it is.
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) $(STACK) run -- deploy/local/fuzz.sh
 
 demo: build
 	$(STACK) run -- deploy/local/demo.sh

@@ -164,7 +164,7 @@ func ParseBookingReference(ref string) (int64, bool) {
 		return 0, false
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
-	return id, err == nil && id > 0
+	return id, err == nil && id > 0 && BookingReference(id) == ref // one spelling per booking ("booking-01" is not one)
 }
 
 // KeyFence names one claim of an idempotency key (ClaimKey's): saving,

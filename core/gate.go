@@ -56,7 +56,7 @@ func ParseTicketRef(ref string) (booking int64, n int, ok bool) {
 	}
 	booking, err1 := strconv.ParseInt(b, 10, 64)
 	n, err2 := strconv.Atoi(ns)
-	return booking, n, err1 == nil && err2 == nil && booking > 0 && n > 0
+	return booking, n, err1 == nil && err2 == nil && booking > 0 && n > 0 && TicketRef(booking, n) == ref // one spelling
 }
 
 // Scan is one scan of a verified ticket (its signature already checked)

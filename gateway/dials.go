@@ -177,15 +177,16 @@ var RemovedDials = map[string]string{
 type DialPatch map[string]json.RawMessage
 
 // ParseDialPatch reads a PATCH body: a JSON object of dials by name. An
-// unknown name, a removed one (RemovedDials: the error says why), or a value
-// of the wrong type, is an error; a null leaves its dial alone (as an
-// absent one does).
+// unknown name, a removed one (RemovedDials: the error says why), a name
+// given twice (in any case), or a value of the wrong type, is an error; a
+// null leaves its dial alone (as an absent one does).
 func ParseDialPatch(body []byte) (DialPatch, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, err
 	}
 	p := DialPatch{}
+	seen := map[string]bool{}
 	for k, v := range raw {
 		d, ok := dialNamed(k)
 		if why, gone := removedDial(k); !ok && gone {
@@ -194,6 +195,10 @@ func ParseDialPatch(body []byte) (DialPatch, error) {
 		if !ok {
 			return nil, fmt.Errorf("json: unknown field %q", k)
 		}
+		if seen[d.Name] { // "paused" and "PAUSED": which one won would be the map's order
+			return nil, fmt.Errorf("%s: named twice", d.Name)
+		}
+		seen[d.Name] = true
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			continue
 		}

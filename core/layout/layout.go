@@ -103,9 +103,15 @@ func ReadFile(path string) (*Layout, error) {
 	return Parse(f)
 }
 
+// MaxCapacity bounds the places of one layout. The largest stadiums sell
+// about 150,000; the bound is there so that a mistyped range ("to":
+// 2000000000) is refused before Seats expands it to billions of seats, and
+// so that the sum of the rows cannot overflow int.
+const MaxCapacity = 1_000_000
+
 // Validate checks that bands are defined once with a non-negative price,
-// every seat names a known band, seat ids are unique and a layout is either
-// seated or GA.
+// every seat names a known band, seat ids are unique, a layout is either
+// seated or GA, and it has 1 to MaxCapacity places.
 func (l *Layout) Validate() error {
 	if l.Venue.Name == "" || l.Venue.City == "" {
 		return fmt.Errorf("layout: venue name and city are required")
@@ -124,10 +130,14 @@ func (l *Layout) Validate() error {
 		if l.GeneralAdmission.Capacity <= 0 || !bands[l.GeneralAdmission.Band] {
 			return fmt.Errorf("layout: general_admission needs a capacity and a known band")
 		}
+		if l.GeneralAdmission.Capacity > MaxCapacity {
+			return fmt.Errorf("layout: general_admission capacity over %d", MaxCapacity)
+		}
 		return nil
 	case len(l.Sections) == 0:
 		return fmt.Errorf("layout: no sections and no general_admission")
 	}
+	places := 0
 	for _, sec := range l.Sections {
 		if sec.Code == "" {
 			return fmt.Errorf("layout: section without a code")
@@ -136,7 +146,15 @@ func (l *Layout) Validate() error {
 			if r.Label == "" || (len(r.Numbers) == 0 && (r.From <= 0 || r.To < r.From)) {
 				return fmt.Errorf("layout: section %s: row %q needs a label and seats", sec.Code, r.Label)
 			}
+			// each term and the sum stay within MaxCapacity, so nothing overflows
+			if n := r.count(); n > MaxCapacity || places+n > MaxCapacity {
+				return fmt.Errorf("layout: more than %d seats", MaxCapacity)
+			}
+			places += r.count()
 		}
+	}
+	if places == 0 {
+		return fmt.Errorf("layout: sections without seats")
 	}
 	seen := make(map[string]bool)
 	for _, s := range l.Seats() {

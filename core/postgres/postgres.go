@@ -347,6 +347,11 @@ func translate(err error) error {
 			return &core.Error{Code: core.ESeatsTaken, Message: "seats were taken by a concurrent buyer"}
 		case unavailable(pe.Code):
 			return &core.Error{Code: core.EUnavailable, Message: "database unavailable"}
+		case pe.Code == "22021" || pe.Code == "22P05":
+			// A client's text PostgreSQL cannot store (a NUL, bytes that are
+			// not UTF-8): no such seat, key or payment can exist (found by
+			// the fuzz targets of core/http).
+			return core.Errorf(core.EInvalid, "a value holds a character that cannot be stored (NUL or not UTF-8)")
 		}
 		return fmt.Errorf("database: %w", err)
 	}
