@@ -1,10 +1,13 @@
 package stack
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -58,6 +61,21 @@ func TestProcSignalRestart(t *testing.T) {
 	}
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
+	}
+	// The signal is delivered asynchronously: wait until the kernel says
+	// the process is stopped (a loaded machine answered the probe first).
+	proc, _ := p.live()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", proc.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "T" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process was not stopped 5 s after SIGSTOP")
+		}
 	}
 	if answers(addr) {
 		t.Fatal("a process frozen with SIGSTOP answered")

@@ -430,13 +430,16 @@ const FileSuffix = "_FILE"
 // without the final line break); both set is an error (which one was
 // meant?), as is a file that cannot be read.
 func envValue(f *Field, e string, lookup func(string) (string, bool)) (value, from string, err error) {
-	s, _ := lookup(e)
+	s, set := lookup(e)
+	if !set {
+		s = ""
+	}
 	if f.Secret == "" {
 		return s, e, nil
 	}
-	path, _ := lookup(e + FileSuffix)
+	path, fileSet := lookup(e + FileSuffix)
 	switch {
-	case path == "":
+	case !fileSet || path == "":
 		return s, e, nil
 	case s != "":
 		return "", "", fmt.Errorf("%s and %s%s are both set: give one", e, e, FileSuffix)
