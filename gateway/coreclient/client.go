@@ -22,17 +22,22 @@ import (
 	"github.com/onsale/onsale/gateway/health"
 )
 
-// Client talks to one core over two bounded pools of connections: one for
-// the booking API it passes through (Proxy), one for the gateway's own
-// reads (Event, Read). The proxy's requests may each take up to
-// 30 s (a payment waits on its provider), so under booking load its pool
-// is full; the room's reads (the first join of an event, a rejoin after
-// Redis lost a room) must never queue behind them, or joins would 503
-// exactly when the sale is busiest.
+// Client talks to one core over three bounded pools of connections: one
+// for the booking API it passes through (Proxy), one for the public reads
+// the gateway caches for fans (Read), and one for the gateway's own needs
+// (Event, Ready, the dials). The proxy's requests may each take up to 30 s
+// (a payment waits on its provider), so under booking load its pool is
+// full; the public reads are driven by whoever asks, and a flood of
+// uncacheable ones (random ids, new filters) fills theirs. The room's
+// reads (the first join of an event, a rejoin after Redis lost a room) and
+// the health probe must queue behind neither: a probe refused a connection
+// counts the core unavailable and cuts admission on every gateway, and a
+// cold room's join answers 503.
 type Client struct {
 	proxy *fasthttp.HostClient
-	reads *fasthttp.HostClient
-	base  string // scheme://host:port
+	cache *fasthttp.HostClient // Read: the public reads' fetches
+	reads *fasthttp.HostClient // Event, Ready, dials: the gateway's own
+	base  string               // scheme://host:port
 	log   *slog.Logger
 }
 
@@ -40,11 +45,16 @@ var _ gateway.Catalog = (*Client)(nil)
 
 // Pool sizes. The proxy's request waits up to 3 s for one of its 512
 // connections before it is shed with 503 busy (without the wait, any burst
-// past 512 was refused at once). The reads are few (cached: an event's
-// times once per room, a layout once, counts once a second) and small.
+// past 512 was refused at once). The public reads' fetches are bounded
+// before they get here (each read cache lets a few misses in flight at
+// once: gateway/http/readcache.go), so their 32 connections are rarely all
+// taken; a fetch that finds them so waits at most a second. The gateway's
+// own reads are few (an event's times once per room, a probe a second, a
+// dial change now and then) and have their 16 to themselves.
 const (
 	proxyConns    = 512
-	readConns     = 32
+	cacheConns    = 32
+	readConns     = 16
 	maxReadBody   = 16 << 20 // a seat layout of a stadium is a few MiB
 	proxyWaitConn = 3 * time.Second
 	readWaitConn  = time.Second
@@ -69,9 +79,11 @@ func New(coreURL string, log *slog.Logger) *Client {
 	}
 	proxy := &fasthttp.HostClient{Addr: addr, IsTLS: tls, ReadTimeout: proxyTimeout, WriteTimeout: 10 * time.Second,
 		MaxConns: proxyConns, MaxConnWaitTimeout: proxyWaitConn, DisablePathNormalizing: true}
+	cache := &fasthttp.HostClient{Addr: addr, IsTLS: tls, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
+		MaxConns: cacheConns, MaxConnWaitTimeout: readWaitConn, MaxResponseBodySize: maxReadBody}
 	reads := &fasthttp.HostClient{Addr: addr, IsTLS: tls, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
 		MaxConns: readConns, MaxConnWaitTimeout: readWaitConn, MaxResponseBodySize: maxReadBody}
-	return &Client{proxy: proxy, reads: reads, base: scheme + addr, log: log}
+	return &Client{proxy: proxy, cache: cache, reads: reads, base: scheme + addr, log: log}
 }
 
 // ParseURL reads the core's base URL: http:// or https:// and a host, with
@@ -194,8 +206,9 @@ type Answer struct {
 	CacheControl string
 }
 
-// Read fetches a public read (path and query, e.g. /v1/events?city=Oslo;
-// what names it in errors) within readTimeout or ctx's deadline if sooner:
+// Read fetches a public read (path and query, e.g. /v1/events?city=oslo;
+// what names it in errors) over the public reads' own connections, within
+// readTimeout or ctx's deadline if sooner:
 // the core's answer when it is 200 or a 4xx other than 429; otherwise the
 // error answerError gives (busy, core_unavailable, unavailable).
 func (c *Client) Read(ctx context.Context, pathQuery, what string) (Answer, error) {
@@ -207,7 +220,7 @@ func (c *Client) Read(ctx context.Context, pathQuery, what string) (Answer, erro
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	err := c.reads.DoDeadline(req, resp, deadline)
+	err := c.cache.DoDeadline(req, resp, deadline)
 	if err != nil {
 		c.log.Warn("the core did not answer", "path", pathQuery, "err", err)
 	}

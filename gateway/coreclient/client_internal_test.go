@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/onsale/onsale/gateway/health"
 )
 
 // The gateway's own reads have their own connections: with every proxy
@@ -96,5 +99,65 @@ func TestEventSizeAndDefaultDial(t *testing.T) {
 		if d := ev.Dials(); d.AccountRequired != tc.required || d.OnsaleAt != ev.OnsaleAt {
 			t.Errorf("Event(%d).Dials().AccountRequired = %v; want %v", tc.id, d.AccountRequired, tc.required)
 		}
+	}
+}
+
+// A flood of uncacheable public reads (every one a new filter, the core
+// slow to answer them) fills the public reads' connections and no more:
+// the health probe (Ready) and the room's event lookups (Event) still
+// answer, so the admission factor and cold rooms' joins do not fall with
+// it. The control: with the public reads' fetches on the probe's
+// connections (as they were), the same flood leaves the probe no
+// connection and it counts the core unavailable.
+func TestProbeAnswersUnderAReadFlood(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own connections", true: "control: shared with the probe"}[shared], func(t *testing.T) {
+			inRead, release := make(chan struct{}, 256), make(chan struct{})
+			core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/readyz":
+					fmt.Fprint(w, `{"status":"ready"}`)
+				case "/v1/events/1":
+					fmt.Fprint(w, `{"onsale_at":"2030-01-01T00:00:00Z","starts_at":"2030-01-02T00:00:00Z"}`)
+				default: // the flood: the catalog by a filter never asked before
+					inRead <- struct{}{}
+					<-release
+					fmt.Fprint(w, `{"events":[]}`)
+				}
+			}))
+			defer core.Close()
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer close(release) // first: the held reads end
+			c := New(core.URL, nil)
+			if shared {
+				c.cache = c.reads
+			}
+			for i := range 2 * cacheConns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c.Read(context.Background(), fmt.Sprintf("/v1/events?city=c%d", i), "catalog")
+				}()
+			}
+			// As many reads in the core as the probe's pool has connections
+			// (the smaller pool): on shared connections, none is left.
+			for range readConns {
+				<-inRead
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			out := c.Ready(ctx)
+			_, evErr := c.Event(ctx, 1)
+			if shared {
+				if out == health.OK || evErr == nil {
+					t.Fatalf("the control: the probe = %v, Event = %v beside a flood on its connections; want both refused (the harness cannot see the starvation)", out, evErr)
+				}
+				return
+			}
+			if out != health.OK || evErr != nil {
+				t.Fatalf("beside a flood of public reads: the probe = %v, Event = %v; want OK, the event", out, evErr)
+			}
+		})
 	}
 }

@@ -73,7 +73,7 @@ func TestHTTPSCoreWithoutPort(t *testing.T) {
 
 	c := New("https://localhost", nil)
 	var dialed []string
-	for _, hc := range []*fasthttp.HostClient{c.proxy, c.reads} {
+	for _, hc := range []*fasthttp.HostClient{c.proxy, c.cache, c.reads} {
 		hc.TLSConfig = &tls.Config{RootCAs: ca.Pool, ServerName: "localhost"}
 		hc.Dial = func(addr string) (net.Conn, error) {
 			mu.Lock()
@@ -84,6 +84,9 @@ func TestHTTPSCoreWithoutPort(t *testing.T) {
 	}
 	if _, err := c.Event(context.Background(), 1); err != nil {
 		t.Fatalf("Event over https = %v", err)
+	}
+	if _, err := c.Read(context.Background(), "/v1/events/1", "event"); err != nil {
+		t.Fatalf("Read over https = %v", err)
 	}
 	var ctx fasthttp.RequestCtx
 	ctx.Request.SetRequestURI("/v1/holds") // as a fan's request reaches the gateway: http
@@ -96,10 +99,10 @@ func TestHTTPSCoreWithoutPort(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(dialed) != 2 || dialed[0] != "localhost:443" || dialed[1] != "localhost:443" {
-		t.Errorf("dialed %v; want localhost:443 for the read and the proxy", dialed)
+	if len(dialed) != 3 || dialed[0] != "localhost:443" || dialed[1] != "localhost:443" || dialed[2] != "localhost:443" {
+		t.Errorf("dialed %v; want localhost:443 for the event, the public read and the proxy", dialed)
 	}
-	if len(sawTLS) != 2 || !sawTLS[0] || !sawTLS[1] {
+	if len(sawTLS) != 3 || !sawTLS[0] || !sawTLS[1] || !sawTLS[2] {
 		t.Errorf("the core saw TLS %v; want every request over TLS", sawTLS)
 	}
 }

@@ -141,6 +141,21 @@ func (s *Server) clientIP(ctx *fasthttp.RequestCtx) string {
 	return clientAddr(peer, ctx.Request.Header.PeekAll(fasthttp.HeaderXForwardedFor), s.cfg.TrustedProxies).String()
 }
 
+// upstreamAddr is the address of the peer of the request's connection
+// itself: under PROXY protocol (Listen) the balancer that sent the header,
+// not the source the header named (which RemoteIP gives); otherwise the
+// peer RemoteIP gives.
+func upstreamAddr(ctx *fasthttp.RequestCtx) (netip.Addr, bool) {
+	if pc, ok := ctx.Conn().(*proxyproto.Conn); ok {
+		if tcp, ok := pc.Raw().RemoteAddr().(*net.TCPAddr); ok {
+			return tcp.AddrPort().Addr().Unmap(), true
+		}
+		return netip.Addr{}, false
+	}
+	a, ok := netip.AddrFromSlice(ctx.RemoteIP())
+	return a.Unmap(), ok
+}
+
 // Listen listens on addr (TCP). With proxyProtocol, a connection from a
 // trusted proxy must open with a PROXY protocol header (v1 or v2) whose
 // source becomes the connection's remote address, and is closed without it;

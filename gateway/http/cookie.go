@@ -2,7 +2,6 @@ package http
 
 import (
 	"bytes"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,13 +59,17 @@ const ReadBufferSize = 8 << 10
 
 // secure reports whether the fan's browser reached the gateway over TLS:
 // this connection, or a TLS-ending balancer that says so in
-// X-Forwarded-Proto (believed only from a trusted proxy, as
-// X-Forwarded-For is; the first value is the balancer nearest the fan).
+// X-Forwarded-Proto (believed only when the connection comes from a
+// trusted proxy, as X-Forwarded-For is; the first value is the balancer
+// nearest the fan). Whom the connection comes from is its upstream peer
+// (upstreamAddr), not the fan's address a PROXY header put in its place:
+// behind HAProxy with send-proxy-v2 the peer the request shows is the
+// fan's, never trusted, and the cookies would never be Secure.
 func (s *Server) secure(ctx *fasthttp.RequestCtx) bool {
 	if ctx.IsTLS() {
 		return true
 	}
-	peer, ok := netip.AddrFromSlice(ctx.RemoteIP())
+	peer, ok := upstreamAddr(ctx)
 	if !ok || !s.cfg.TrustedProxies.Contains(peer) {
 		return false
 	}

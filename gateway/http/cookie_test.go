@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pires/go-proxyproto"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
@@ -373,5 +374,68 @@ func TestSecureCookies(t *testing.T) {
 				t.Errorf("join with a planted plain onsale_vid = %s; want the fan's own place %v", again.raw, r.body["position"])
 			}
 		})
+	}
+}
+
+// Behind HAProxy ending TLS and speaking PROXY protocol to the gateway, the
+// cookies are Secure and __Host-: the balancer's X-Forwarded-Proto is
+// believed because the connection comes from it (a trusted proxy), though
+// the PROXY header made the fan's address the request's peer. The
+// controls: the same header from a peer that is not trusted (no PROXY
+// header, served as itself) is not believed, and the balancer saying http
+// is not Secure.
+func TestSecureCookiesBehindProxyProtocol(t *testing.T) {
+	f := newFakeWith(t, openDials(), fakeOpts{edit: func(c *gwhttp.Config) {
+		var err error
+		if c.TrustedProxies, err = gwhttp.ParseTrustedProxies([]string{"127.0.0.1"}); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	trusted, _ := gwhttp.ParseTrustedProxies([]string{"127.0.0.1"})
+	ln, err := gwhttp.Listen("127.0.0.1:0", trusted, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: f.handler}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	join := func(from string, proxySrc string, proto string) []*http.Cookie {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 2 * time.Second}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if proxySrc != "" {
+			if _, err := proxyproto.HeaderProxyFromAddrs(2, &net.TCPAddr{IP: net.ParseIP(proxySrc), Port: 40000}, c.RemoteAddr()).WriteTo(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fmt.Fprintf(c, "POST /v1/events/%d/queue HTTP/1.1\r\nHost: onsale.example\r\nX-Forwarded-Proto: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", fakeEvent, proto)
+		r, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		if r.StatusCode != 200 || len(r.Cookies()) != 2 {
+			b, _ := io.ReadAll(r.Body)
+			t.Fatalf("join from %s (PROXY %q) = %d %s, cookies %v; want 200 with the visitor and queue cookies", from, proxySrc, r.StatusCode, b, r.Cookies())
+		}
+		return r.Cookies()
+	}
+	for _, tc := range []struct {
+		name, from, proxySrc, proto string
+		secure                      bool
+	}{
+		{"https at the balancer, through PROXY protocol", "127.0.0.1", "203.0.113.7", "https", true},
+		{"http at the balancer, through PROXY protocol", "127.0.0.1", "203.0.113.8", "http", false},
+		{"an untrusted peer claiming https", "127.0.0.2", "", "https", false},
+	} {
+		for _, c := range join(tc.from, tc.proxySrc, tc.proto) {
+			if hasHost := strings.HasPrefix(c.Name, "__Host-"); c.Secure != tc.secure || hasHost != tc.secure {
+				t.Errorf("%s: cookie %s Secure %v; want Secure and __Host- %v", tc.name, c.Name, c.Secure, tc.secure)
+			}
+		}
 	}
 }

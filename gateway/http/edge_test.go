@@ -170,7 +170,7 @@ func TestPublicReadsOneInFlight(t *testing.T) {
 		if r := f.call("GET", "/v1/events?x=2&city=Oslo", ""); r.status != 200 || f.asks.Load() != 0 {
 			t.Fatalf("the same filters spelled otherwise asked the core: %d %s", r.status, r.raw)
 		}
-		if r := f.call("GET", "/v1/events?city=Oslo", ""); r.body["query"] != "city=Oslo" {
+		if r := f.call("GET", "/v1/events?city=Oslo", ""); r.body["query"] != "city=oslo" {
 			t.Fatalf("catalog asked the core with %v; want only the filters it reads", r.body["query"])
 		}
 	})
@@ -182,6 +182,45 @@ func TestPublicReadsOneInFlight(t *testing.T) {
 			t.Fatalf("two reads of a no-store answer asked the core %d times; want 2", n)
 		}
 	})
+}
+
+// The catalog's filters are read as the core reads them before they
+// become cache keys: a city in any case is one key (the core matches it in
+// any case), and a filter the core refuses (kind outside concert and movie,
+// a date not YYYY-MM-DD) or no city's name is 400 invalid_request, naming
+// it, with no core query. The control: the same filters, well formed, do
+// reach the core.
+func TestCatalogFiltersValidated(t *testing.T) {
+	f := newFakeWith(t, openDials(), fakeOpts{core: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=60")
+		fmt.Fprintf(w, `{"query":%q}`, r.URL.RawQuery)
+	}})
+	for _, tc := range []struct{ query, names string }{
+		{"kind=Concert", "kind"},
+		{"kind=theatre", "kind"},
+		{"date=2030-1-1", "date"},
+		{"date=2030-02-30", "date"},
+		{"date=tomorrow", "date"},
+		{"city=" + strings.Repeat("x", 101), "city"},
+		{"city=%00oslo", "city"},
+		{"city=%ff", "city"},
+	} {
+		r := f.call("GET", "/v1/events?"+tc.query, "")
+		if msg, _ := r.body["message"].(string); r.status != 400 || r.body["error"] != "invalid_request" || !strings.Contains(msg, tc.names) {
+			t.Errorf("GET /v1/events?%s = %d %s; want 400 invalid_request naming %s", tc.query, r.status, r.raw, tc.names)
+		}
+	}
+	if n := f.asks.Load(); n != 0 {
+		t.Fatalf("bad filters asked the core %d times; want none", n)
+	}
+	for _, q := range []string{"city=OSLO&kind=concert&date=2030-01-02", "city=oslo&kind=concert&date=2030-01-02", "date=2030-01-02&city=Oslo&kind=concert"} {
+		if r := f.call("GET", "/v1/events?"+q, ""); r.status != 200 || r.body["query"] != "city=oslo&date=2030-01-02&kind=concert" {
+			t.Fatalf("GET /v1/events?%s = %d %s; want the core asked city=oslo&date=2030-01-02&kind=concert", q, r.status, r.raw)
+		}
+	}
+	if n := f.asks.Load(); n != 1 {
+		t.Fatalf("one city in three spellings asked the core %d times; want once", n)
+	}
 }
 
 // A loop over random event ids keeps the gateway's caches bounded: no

@@ -24,6 +24,12 @@ import (
 //     no-store, no-cache or private not kept. An answer the core failed to
 //     give (it is down, busy, 5xx) is never kept: the stale answer is
 //     served if there is one, else the error.
+//   - Few misses at once: at most maxMisses fetches in flight per cache,
+//     whatever the keys. A flood of keys never asked before (random ids,
+//     new filters) would otherwise send one fetch each, fill the core's
+//     public-read connections and queue real misses behind it; past the
+//     bound a miss is served its stale answer if one is kept, else 503
+//     unavailable with Retry-After at once (never a wait).
 //   - Bounded: kept answers by their bytes (least recently used first
 //     out), refusals (404 for an event that does not exist, 400 for a bad
 //     filter) in a separate, small LRU by count, so a loop over random ids
@@ -38,6 +44,7 @@ type readCache struct {
 	neg      map[string]*list.Element
 	negLRU   *list.List
 	flights  map[string]*flight
+	misses   chan struct{} // a slot per fetch in flight (maxMisses)
 }
 
 type cached struct {
@@ -57,7 +64,15 @@ type flight struct {
 // maxTTL caps the core's max-age (a layout says a day): an answer is
 // re-read at least hourly. negTTL is a refusal's TTL when it says none.
 // fetchTimeout bounds a fetch, and a waiter's wait for it.
+//
+// maxMisses bounds each cache's fetches in flight: the three caches over
+// the core (events, layouts, counts) together take at most 24 of the
+// core client's 32 public-read connections (coreclient.cacheConns), so a
+// fetch never waits for one; a miss of a cold key takes a few
+// milliseconds, so eight at once is hundreds of new keys a second per
+// cache, far above what honest fans ask of one gateway.
 const (
+	maxMisses    = 8
 	maxTTL       = time.Hour
 	negTTL       = 2 * time.Second
 	fetchTimeout = 5 * time.Second
@@ -66,7 +81,7 @@ const (
 
 func newReadCache(maxBytes, maxNeg int) *readCache {
 	return &readCache{maxBytes: maxBytes, maxNeg: maxNeg, pos: map[string]*list.Element{}, posLRU: list.New(),
-		neg: map[string]*list.Element{}, negLRU: list.New(), flights: map[string]*flight{}}
+		neg: map[string]*list.Element{}, negLRU: list.New(), flights: map[string]*flight{}, misses: make(chan struct{}, maxMisses)}
 }
 
 // get returns key's answer, from the cache or from fetch (one at a time
@@ -94,6 +109,17 @@ func (c *readCache) get(key string, fetch func(ctx context.Context) (coreclient.
 		}
 		return f.c.a, f.c.at, nil
 	}
+	select {
+	case c.misses <- struct{}{}:
+	default: // maxMisses fetches in flight: shed this one at once
+		c.mu.Unlock()
+		if stale != nil {
+			return stale.a, stale.at, nil
+		}
+		return coreclient.Answer{}, time.Time{}, &gateway.Error{Code: gateway.EUnavailable, RetryAfter: time.Second,
+			Message: "too many new reads at once; try again in a moment"}
+	}
+	defer func() { <-c.misses }()
 	f := &flight{done: make(chan struct{})}
 	c.flights[key] = f
 	c.mu.Unlock()
@@ -151,8 +177,17 @@ func (c *readCache) lookup(key string, now time.Time) *cached {
 }
 
 // store keeps v if its TTL allows, in the LRU of its kind, and evicts past
-// the bounds.
+// the bounds. A refusal drops the key's kept answer whether or not it is
+// kept itself (lookup prefers answers: a kept 200 would go on being served
+// stale for an event the core no longer has).
 func (c *readCache) store(v *cached) {
+	if v.a.Status != 200 {
+		if e, ok := c.pos[v.key]; ok {
+			c.bytes -= e.Value.(*cached).cost
+			c.posLRU.Remove(e)
+			delete(c.pos, v.key)
+		}
+	}
 	if !v.expires.After(v.at) {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsale/onsale/gateway"
 	"github.com/onsale/onsale/gateway/coreclient"
 )
 
@@ -116,5 +117,86 @@ func TestReadCachePanicLeavesNoFlight(t *testing.T) {
 	})
 	if err != nil || string(a.Body) != "x" {
 		t.Fatalf("get after a panicked fetch = %q, %v; want a fresh fetch", a.Body, err)
+	}
+}
+
+// A refusal replaces the key's kept answer: an event the core answered
+// once and now refuses (404) is refused from then on, not served its old
+// answer (lookup prefers answers), and its bytes are freed, whether the
+// refusal is kept (max-age) or not (no-store).
+func TestReadCacheRefusalDropsAnswer(t *testing.T) {
+	for _, cc := range []string{"max-age=60", "no-store"} {
+		t.Run(cc, func(t *testing.T) {
+			c := newReadCache(1<<20, 10)
+			fetches := 0
+			get := func(status int, cc string) coreclient.Answer {
+				a, _, err := c.get("k", func(context.Context) (coreclient.Answer, error) {
+					fetches++
+					return coreclient.Answer{Status: status, Body: []byte(fmt.Sprint(status)), CacheControl: cc}, nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			get(200, "max-age=60")
+			c.pos["k"].Value.(*cached).expires = time.Now().Add(-time.Second) // due again
+			if a := get(404, cc); a.Status != 404 {
+				t.Fatalf("the refetch = %d; want the core's 404", a.Status)
+			}
+			if ans, _, b := c.size(); ans != 0 || b != 0 {
+				t.Fatalf("after a refusal the cache keeps %d answers, %d bytes; want the old 200 dropped", ans, b)
+			}
+			before := fetches
+			if a := get(404, cc); a.Status != 404 {
+				t.Fatalf("the next read = %d (fetched %d times); want 404", a.Status, fetches-before)
+			}
+		})
+	}
+}
+
+// At most maxMisses fetches are in flight per cache, whatever the keys:
+// past that, a miss with a kept answer is served it, one without is 503
+// unavailable with Retry-After at once, and neither fetches. When the
+// fetches land, misses fetch again.
+func TestReadCacheMissesBounded(t *testing.T) {
+	c := newReadCache(1<<20, 10)
+	answer := func(context.Context) (coreclient.Answer, error) {
+		return coreclient.Answer{Status: 200, Body: []byte("x"), CacheControl: "max-age=60"}, nil
+	}
+	if _, _, err := c.get("old", answer); err != nil {
+		t.Fatal(err)
+	}
+	c.pos["old"].Value.(*cached).expires = time.Now().Add(-time.Second) // stale
+	entered, release := make(chan struct{}, maxMisses), make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range maxMisses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.get(fmt.Sprint("slow", i), func(ctx context.Context) (coreclient.Answer, error) {
+				entered <- struct{}{}
+				<-release
+				return answer(ctx)
+			})
+		}()
+	}
+	for range maxMisses {
+		<-entered
+	}
+	var fetched atomic.Int64
+	count := func(ctx context.Context) (coreclient.Answer, error) { fetched.Add(1); return answer(ctx) }
+	_, _, err := c.get("new", count)
+	var e *gateway.Error
+	if !errors.As(err, &e) || e.Code != gateway.EUnavailable || e.RetryAfter <= 0 || fetched.Load() != 0 {
+		t.Fatalf("a new key with %d fetches in flight = %v (fetched %d); want unavailable with a Retry-After, no fetch", maxMisses, err, fetched.Load())
+	}
+	if a, _, err := c.get("old", count); err != nil || string(a.Body) != "x" || fetched.Load() != 0 {
+		t.Fatalf("a stale key with %d fetches in flight = %q, %v (fetched %d); want the stale answer, no fetch", maxMisses, a.Body, err, fetched.Load())
+	}
+	close(release)
+	wg.Wait()
+	if _, _, err := c.get("new", count); err != nil || fetched.Load() != 1 {
+		t.Fatalf("a new key after the fetches landed = %v (fetched %d); want fetched", err, fetched.Load())
 	}
 }

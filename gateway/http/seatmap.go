@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -64,20 +68,53 @@ func (s *Server) serveRead(ctx *fasthttp.RequestCtx, c *readCache, pathQuery, wh
 }
 
 // catalog serves the catalog (GET /v1/events), keyed by the filters the
-// core reads (city, kind, date) in one spelling, and asks the core with
-// only those: other parameters cannot make keys.
+// core reads (city, kind, date) in one spelling (catalogFilters), and asks
+// the core with only those: other parameters cannot make keys, and a
+// filter the core would refuse is refused here, without a core query.
 func (s *Server) catalog(ctx *fasthttp.RequestCtx, _ params) error {
-	q := url.Values{}
-	for _, k := range []string{"city", "date", "kind"} {
-		if v := ctx.QueryArgs().Peek(k); len(v) > 0 {
-			q.Set(k, string(v))
-		}
+	q, err := catalogFilters(ctx.QueryArgs())
+	if err != nil {
+		return err
 	}
 	key := "/v1/events"
 	if len(q) > 0 {
 		key += "?" + q.Encode()
 	}
 	return s.serveRead(ctx, s.reads.events, key, "catalog")
+}
+
+// maxCityLen bounds the city filter, in bytes: no city's name comes near
+// it (the longest in use are about 60), and a longer one matches nothing.
+const maxCityLen = 100
+
+// catalogFilters reads the catalog's filters as the core does (core/http
+// listEvents and its eventsSQL): city matched in any case, so it is keyed
+// lowercased; kind one of concert or movie, exactly; date YYYY-MM-DD. An
+// empty value is no filter. A value the core would refuse (kind, date),
+// and a city that cannot name one (not UTF-8, control characters, over
+// maxCityLen), is invalid_request, naming the filter.
+func catalogFilters(args *fasthttp.Args) (url.Values, error) {
+	q := url.Values{}
+	if v := string(args.Peek("city")); v != "" {
+		if len(v) > maxCityLen || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+			return nil, gateway.Errorf(gateway.EInvalid, "city must be a city's name (at most %d bytes)", maxCityLen)
+		}
+		q.Set("city", strings.ToLower(v))
+	}
+	if v := string(args.Peek("kind")); v != "" {
+		if v != "concert" && v != "movie" {
+			return nil, gateway.Errorf(gateway.EInvalid, "kind must be concert or movie")
+		}
+		q.Set("kind", v)
+	}
+	if v := string(args.Peek("date")); v != "" {
+		d, err := time.Parse(time.DateOnly, v)
+		if err != nil {
+			return nil, gateway.Errorf(gateway.EInvalid, "date must be YYYY-MM-DD")
+		}
+		q.Set("date", d.Format(time.DateOnly))
+	}
+	return q, nil
 }
 
 // event serves one event's catalog entry (GET /v1/events/{id}).
