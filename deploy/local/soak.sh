@@ -30,9 +30,11 @@ SEATS=$(awk -v r="$RATE" -v s="$secs" 'BEGIN { n = int(r * s * 3.5 * 1.25) + 1; 
 # Holds of 30 s and the demo's compressed payment timings; a mild payment simulator (UPI
 # approved after 1-4 s, 5% of payments fail, 10% of webhooks twice, some out of order).
 BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}'
-ADMIN=soak-admin-$RANDOM$RANDOM
+# The gateway's admin token, to the stack and bin/soak by environment (never argv: ps shows it).
+ADMIN=soak-admin-$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+export ONSALE_ADMIN_TOKEN=$ADMIN
 # Every fan comes from 127.0.0.1: the gateway's per-address limit is opened up (as for the demo).
-stack_start soak -admin-token "$ADMIN" -spread-event-ids -paysim-env ONSALE_PAYSIM_BEHAVIOUR="$BEHAVIOUR" \
+stack_start soak -spread-event-ids -paysim-env ONSALE_PAYSIM_BEHAVIOUR="$BEHAVIOUR" \
 	-core-env ONSALE_SWEEP_INTERVAL=5s -core-env ONSALE_EXTEND_BY=20s -core-env ONSALE_RECONCILE_AFTER=45s \
 	-gateway-env ONSALE_IP_RATE=100000 -gateway-env ONSALE_TOKEN_RATE=100 -gateway-env ONSALE_LOG_LEVEL=warn
 echo "+ seed: the stadium concert at $SEATS seats (holds of 30 s)"
@@ -40,5 +42,5 @@ bin/seed -database-url "$STACK_DATABASE_URL" -json -onsale-in 1m -stadium-seats 
 EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/soak/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
 [[ -n $EVENT ]] || { echo "seed: no stadium concert in $RUN/soak/seed.json" >&2; exit 1; }
 mkdir -p .run/soak
-bin/soak -gateway "$STACK_GATEWAY_URL" -admin-token "$ADMIN" -event "$EVENT" -duration "$SOAK" -rate "$RATE" \
-	-metrics "core=$STACK_CORE_URL/metrics,gateway=$STACK_GATEWAY_URL/metrics" -out .run/soak
+bin/soak -gateway "$STACK_GATEWAY_URL" -admin "$STACK_GATEWAY_ADMIN_URL" -event "$EVENT" -duration "$SOAK" -rate "$RATE" \
+	-metrics "core=$STACK_CORE_ADMIN_URL/metrics,gateway=$STACK_GATEWAY_ADMIN_URL/metrics" -out .run/soak

@@ -35,7 +35,8 @@ import (
 // the settings.
 type Config struct {
 	Gateway    string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
-	AdminToken string        `flag:"admin-token" secret:"true" help:"gateway admin token (to set the dials)"`
+	Admin      string        `flag:"admin" help:"the gateway's operators' listener (ONSALE_ADMIN_ADDR) base URL: the dials are set there (required)"`
+	AdminToken string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"gateway admin token (to set the dials), by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps"`
 	Event      int64         `flag:"event" default:"1" min:"1" help:"the seated event the fans shop for (it must have seats enough for the whole soak: see -rate)"`
 	Metrics    string        `flag:"metrics" help:"the services to watch, name=URL of its Prometheus page, separated by commas (core=http://.../metrics,gateway=...)"`
 	Duration   time.Duration `flag:"duration" default:"20m" min:"30s" max:"24h" help:"how long the traffic runs and the services are sampled, the warm-up included"`
@@ -75,6 +76,9 @@ func (c *Config) Validate() error {
 	if _, err := soak.ParseTargets(c.Metrics); err != nil {
 		return fmt.Errorf("-metrics: %w", err)
 	}
+	if c.Admin == "" || c.AdminToken == "" {
+		return fmt.Errorf("-admin (the gateway's operators' listener) and the admin token (ONSALE_ADMIN_TOKEN) are required: the soak sets the dials")
+	}
 	if c.warmup() >= c.Duration/2 {
 		return fmt.Errorf("-warmup %v: must be under half of -duration %v (the rest is judged in two halves)", c.warmup(), c.Duration)
 	}
@@ -98,7 +102,7 @@ func (c *Config) every() time.Duration {
 func run(ctx context.Context, c Config) error {
 	targets, _ := soak.ParseTargets(c.Metrics) // checked by Validate
 	st := crowd.NewStats(time.Now(), c.Duration+time.Minute)
-	ops := crowd.NewOperators(c.Gateway, c.AdminToken, c.Event, st)
+	ops := crowd.NewOperators(c.Admin, c.AdminToken, c.Event, st)
 	ev := ops.Event(ctx)
 	if ev.Capacity == 0 || len(ev.BandCodes()) == 0 {
 		return fmt.Errorf("event %d: the gateway at %s shows no seats or price bands", c.Event, c.Gateway)
