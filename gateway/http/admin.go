@@ -101,7 +101,7 @@ func (f *authFailures) fail(addr string, now time.Time) {
 	f.bucket(addr, now, true).AllowN(now, 1)
 }
 
-// size is the number of addresses with an entry (tests).
+// size is the number of addresses with an entry (the bounds metric).
 func (f *authFailures) size() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -6,11 +6,13 @@ import (
 
 // boundsCollector exports, at each scrape, what the gateway's per-key
 // structures hold: the read caches' answers, refusals and bytes, and each
-// limiter's keys. Each is bounded (readcache.go, limit.go); the gauges let
+// limiter's keys (admin_failures: addresses with recent failed admin
+// tokens). Each is bounded (readcache.go, limit.go); the gauges let
 // an operator, and the attack suite, see them stay so under a flood.
 type boundsCollector struct {
-	reads  *reads
-	limits *limits
+	reads      *reads
+	limits     *limits
+	adminFails *authFailures
 }
 
 var (
@@ -39,4 +41,5 @@ func (c *boundsCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, lim := range map[string]*limiter{"join": l.join, "anon": l.anon, "token": l.token, "read": l.read, "api": l.api, "webhook": l.webhook, "page": l.page} {
 		ch <- prometheus.MustNewConstMetric(limiterKeysDesc, prometheus.GaugeValue, float64(lim.size()), name)
 	}
+	ch <- prometheus.MustNewConstMetric(limiterKeysDesc, prometheus.GaugeValue, float64(c.adminFails.size()), "admin_failures")
 }

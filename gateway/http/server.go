@@ -152,9 +152,9 @@ func NewServer(c Config) (*Server, error) {
 		return nil, err
 	}
 	m := newMetrics()
-	lim, rd := newLimits(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10))), newReads()
-	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health}, &boundsCollector{reads: rd, limits: lim})
-	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log, limits: lim, adminFails: newAuthFailures(),
+	lim, rd, fails := newLimits(or(c.IPRate, 5), int(or(float64(c.IPBurst), 20)), or(c.TokenRate, 2), int(or(float64(c.TokenBurst), 10))), newReads(), newAuthFailures()
+	m.reg.MustRegister(&rateCollector{room: c.Room, health: c.Health}, &boundsCollector{reads: rd, limits: lim, adminFails: fails})
+	return &Server{cfg: c, store: c.Room.Store(), room: c.Room, core: c.Core, log: c.Log, limits: lim, adminFails: fails,
 		metrics: m, prom: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})),
 		jwks: jwks, reads: rd}, nil
 }
