@@ -11,6 +11,7 @@ require (
 	github.com/prometheus/procfs v0.23.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/valyala/fasthttp v1.78.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -63,6 +63,8 @@ var attacks = []attack{
 	{name: "webhook_unsigned", expected: "400 invalid_signature", run: webhookUnsigned},
 	{name: "webhook_replayed_stale", expected: "400 invalid_signature", run: webhookStale},
 	{name: "webhook_replayed_fresh", expected: "200, applied once", run: webhookReplayed},
+	{name: "second_payment_on_settled_booking", expected: "200 STRAY_REFUND, booking stays CONFIRMED, second payment refunded", run: secondPaymentOnSettled},
+	{name: "foreign_payment_failure", expected: "200 OTHER_PAYMENT (or FAILURE_PARKED), booking stays PAYMENT_PENDING", run: foreignPaymentFailure},
 	{name: "idor_hold", expected: "403 forbidden", run: idorHold},
 	{name: "idor_booking_and_tickets", expected: "403 forbidden", run: idorBooking},
 	{name: "oversized_body", expected: "413 body_too_large (gateway), 413 body_too_large (core)", run: oversizedBody},
