@@ -11,10 +11,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary play an app: with STACK_TEST_SERVE=addr it
-// serves 200 on every path there until killed.
+// serves 200 on every path there until killed. Otherwise it runs the tests
+// and fails them if a goroutine they started is still running when they end
+// (each one has an owner and a way to stop).
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("STACK_TEST_SERVE"); addr != "" {
 		ln, err := net.Listen("tcp", addr)
@@ -24,7 +28,7 @@ func TestMain(m *testing.M) {
 		http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func answers(addr string) bool {
