@@ -288,6 +288,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// fasthttp's Shutdown closes only the listeners Serve has registered: a
+	// shutdown that comes before the Serve goroutine ran would leave it
+	// accepting for ever (goleak caught one in a test that stopped at once).
+	defer ln.Close()
 	m.ready <- ln.Addr()
 	log.Info("listening", "addr", ln.Addr().String())
 
