@@ -158,16 +158,23 @@ func answerError(status int, err error, what string) error {
 	return gateway.Errorf(gateway.EInternal, "the booking service answered %d to a request for the %s", status, what)
 }
 
+// readDeadline is readTimeout from now, or ctx's deadline if sooner: how
+// long the gateway's own calls to the core may take.
+func readDeadline(ctx context.Context) time.Time {
+	deadline := time.Now().Add(readTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		return d
+	}
+	return deadline
+}
+
 // get fetches path, within readTimeout or ctx's deadline if sooner.
 func (c *Client) get(ctx context.Context, path, what string) ([]byte, error) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(c.base + path)
-	deadline := time.Now().Add(readTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
+	deadline := readDeadline(ctx)
 	err := c.reads.DoDeadline(req, resp, deadline)
 	if err != nil {
 		c.log.Warn("the core did not answer", "path", path, "err", err)
@@ -216,10 +223,7 @@ func (c *Client) Read(ctx context.Context, pathQuery, what string) (Answer, erro
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(c.base + pathQuery)
-	deadline := time.Now().Add(readTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
+	deadline := readDeadline(ctx)
 	err := c.cache.DoDeadline(req, resp, deadline)
 	if err != nil {
 		c.log.Warn("the core did not answer", "path", pathQuery, "err", err)
@@ -240,10 +244,7 @@ func (c *Client) Ready(ctx context.Context) health.Outcome {
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(c.base + "/readyz")
-	deadline := time.Now().Add(readTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
+	deadline := readDeadline(ctx)
 	err := c.reads.DoDeadline(req, resp, deadline)
 	return health.OutcomeOf(resp.StatusCode(), nil, err == nil, errors.Is(err, fasthttp.ErrNoFreeConns))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -76,10 +75,7 @@ func (d *Dials) do(ctx context.Context, method string, event int64, body []byte)
 		req.Header.SetContentType("application/json")
 		req.SetBody(body)
 	}
-	deadline := time.Now().Add(readTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
+	deadline := readDeadline(ctx)
 	err := d.c.reads.DoDeadline(req, resp, deadline)
 	switch {
 	case err != nil:

@@ -17,13 +17,10 @@ import (
 )
 
 // attack is one row of the suite. run makes the attack, asserts the
-// refusal and that nothing changed, and returns what it saw. skip, when
-// set, names the issue item whose fix the attack waits for: the attack is
-// written and runs with ONSALE_ATTACK_ALL=1 (it fails until the fix lands);
-// the lead removes skip when merging the fix.
+// refusal and that nothing changed, and returns what it saw.
 type attack struct {
-	name, expected, skip string
-	run                  func(t *testing.T, s *attackStack) string
+	name, expected string
+	run            func(t *testing.T, s *attackStack) string
 }
 
 // TestAttacks runs every attack against one stack, in order, and logs the
@@ -32,10 +29,6 @@ func TestAttacks(t *testing.T) {
 	s := newStack(t)
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
-			if a.skip != "" && os.Getenv("ONSALE_ATTACK_ALL") != "1" {
-				s.table.add(a.name, a.expected, "skipped until "+a.skip)
-				t.Skipf("waits for %s (ONSALE_ATTACK_ALL=1 runs it)", a.skip)
-			}
 			seen := "did not finish"
 			defer func() {
 				if t.Failed() {
