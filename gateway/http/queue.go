@@ -159,25 +159,75 @@ func describe(v room.View, q *token.Queue, now time.Time) queueReply {
 		r.State = gateway.StatePrequeue
 		on := d.OnsaleAt
 		r.OnsaleAt = &on
-		r.PollAfterMs = jitter(clamp(on.Sub(now).Milliseconds()/2, 1000, 30000))
+		r.PollAfterMs = prequeuePoll(on.Sub(now).Milliseconds(), nearPoll(d))
 		return r
 	}
 	r.Ahead = max(0, q.Position-tk.Serving-1)
 	r.EtaSeconds, r.BoundBy = eta(v, r.Ahead)
-	// Poll often enough never to miss a turn: a third of the claim window at most.
-	longest := clamp(int64(d.ClaimSeconds)*1000/3, 1000, 30000)
+	near := nearPoll(d)
 	if r.EtaSeconds >= 0 {
-		r.PollAfterMs = clamp(r.EtaSeconds*1000/10, 1000, longest)
+		r.PollAfterMs = clamp(r.EtaSeconds*1000/10, 1000, near)
 	} else {
-		r.PollAfterMs = longest
+		r.PollAfterMs = near
 	}
 	if d.Paused {
 		// A pause is for a moment: come back soon, to be first in when it ends.
 		r.State = gateway.StatePaused
 		r.PollAfterMs = min(r.PollAfterMs, 5000)
+		r.PollAfterMs = jitter(r.PollAfterMs)
+		return r
 	}
 	r.PollAfterMs = jitter(r.PollAfterMs)
+	if far := farPoll(d, r.Ahead); far > r.PollAfterMs {
+		r.PollAfterMs = far
+	}
 	return r
+}
+
+// The poll interval is the crowd's load: 600,000 fans told to come back
+// every 10 s are 60,000 polls a second. A fan is told to come back often
+// enough never to miss its turn (an offer lapses ClaimSeconds after it is
+// made, and the fan goes to the back: claim.lua), and no more often than
+// that. Near the front, a tenth of its wait, at least every third of the
+// claim window (nearPoll). Far back, the line's top speed sets it: the
+// rate dial is the fastest the line can move (the core's health and the
+// active-users cap only slow it), so a fan with ahead fans before it
+// cannot be offered sooner than soonest = ahead / dial, nor have the offer
+// lapse before soonest + claim. farPoll lets it sleep half of soonest and
+// a third of the claim window on top: still back in time if operators
+// double the dial meanwhile (offered at soonest/2 at the earliest), for
+// fans further than 4 claim windows' worth of places even if they triple
+// it; and at most farPollMax, so the page's place and estimate move
+// (between polls the page counts the estimate down itself).
+const farPollMax = 120_000
+
+// nearPoll is the longest a fan near the front waits between polls: a
+// third of the claim window (three chances to see the offer), 1 s to 30 s.
+func nearPoll(d gateway.Dials) int64 { return clamp(int64(d.ClaimSeconds)*1000/3, 1000, 30000) }
+
+// farPoll is the interval a fan with ahead fans before it may be given
+// (before jitter, which only shortens it), or 0 when admission is paused
+// or has no rate (then nearPoll: the line may start at any moment).
+func farPoll(d gateway.Dials, ahead int64) int64 {
+	if d.Paused || d.NewUsersPerMinute <= 0 {
+		return 0
+	}
+	soonest := ahead * 60_000 / int64(d.NewUsersPerMinute)
+	safe := min(soonest/2+nearPoll(d), farPollMax)
+	return safe*3/5 + rand.Int64N(safe*2/5+1) // 60-100%: spread, never past safe
+}
+
+// prequeuePoll is when a fan in the pre-queue (until ms before onsale)
+// comes back: halfway to onsale while it is far off (at most every 30 s),
+// and from onsale on, spread over the next near ms. Nobody gains by
+// polling first (the draw at onsale decides the places) and the first
+// places offered lapse a whole claim window after onsale, so the
+// pre-queue's crowd need not all come back in the second onsale strikes.
+func prequeuePoll(until, near int64) int64 {
+	if until > 2*near {
+		return jitter(clamp(until/2, 1000, 30000))
+	}
+	return max(until, 0) + 250 + rand.Int64N(near)
 }
 
 // Bounds of a fan's wait (queueReply.BoundBy).

@@ -92,3 +92,76 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("describe(paused) = %+v; want paused, -1, paused", r)
 	}
 }
+
+// A fan is told to come back soon enough never to miss its turn, and no
+// sooner: near the front every third of the claim window at most; far back,
+// however long the line's top speed (the dial) allows, even if operators
+// double the dial meanwhile. The control: the near rule alone would have
+// the far fans poll every 10 s, six times as often.
+func TestPollInterval(t *testing.T) {
+	now := time.Now()
+	d := gateway.DefaultDials(now.Add(-time.Minute), now.Add(time.Hour))
+	d.NewUsersPerMinute, d.TotalActiveUsers, d.ClaimSeconds, d.SessionSeconds = 6000, 2000, 30, 90
+	v := room.View{Dials: d, Tick: gateway.Tick{Serving: 1000, Factor: 1, Rate: 6000}, Fetched: now}
+	near := nearPoll(d)
+	if near != 10_000 {
+		t.Fatalf("nearPoll(claim 30 s) = %d ms; want 10,000", near)
+	}
+	var farSum, n int64
+	for range 2000 {
+		for _, ahead := range []int64{0, 10, 999, 5_000, 50_000, 599_000} {
+			r := describe(v, &token.Queue{Position: v.Tick.Serving + 1 + ahead}, now)
+			if r.Ahead != ahead {
+				t.Fatalf("ahead %d: reply %+v", ahead, r)
+			}
+			soonestMs := ahead * 60_000 / int64(d.NewUsersPerMinute)
+			claimMs := int64(d.ClaimSeconds) * 1000
+			// Back before the offer could lapse at twice the dial.
+			if limit := max(soonestMs/2+claimMs, near*5/4); r.PollAfterMs > limit {
+				t.Fatalf("ahead %d: poll after %d ms, past %d ms (an offer at twice the dial would lapse unseen)", ahead, r.PollAfterMs, limit)
+			}
+			if r.PollAfterMs > farPollMax || r.PollAfterMs < 750 {
+				t.Fatalf("ahead %d: poll after %d ms; want 0.75 s to %d ms", ahead, r.PollAfterMs, farPollMax)
+			}
+			if ahead == 599_000 {
+				farSum += r.PollAfterMs
+				n++
+			}
+		}
+	}
+	if mean := farSum / n; mean < 6*near {
+		t.Fatalf("a fan 599,000 places back polls every %d ms on average; want at least %d (the near rule alone)", mean, 6*near)
+	}
+	// Paused: the line may start at any moment.
+	v.Dials.Paused = true
+	if r := describe(v, &token.Queue{Position: 600_000}, now); r.PollAfterMs > 5000*5/4 {
+		t.Fatalf("paused, far back: poll after %d ms; want at most ~5 s", r.PollAfterMs)
+	}
+}
+
+// The pre-queue comes back halfway to onsale while it is far off, and from
+// onsale on spread over a third of the claim window: never all in the
+// second onsale strikes, never later than the first offers' claim window.
+func TestPrequeuePoll(t *testing.T) {
+	near := int64(10_000)
+	for range 1000 {
+		if p := prequeuePoll(120_000, near); p < 30_000*3/4 || p > 30_000*5/4 {
+			t.Fatalf("2 min before onsale: poll after %d ms; want about 30 s", p)
+		}
+		if p := prequeuePoll(5_000, near); p < 5_000 || p > 5_000+near+250 {
+			t.Fatalf("5 s before onsale: poll after %d ms; want 5 s to 15 s (after onsale, spread)", p)
+		}
+		if p := prequeuePoll(-2_000, near); p < 250 || p > near+250 {
+			t.Fatalf("after onsale, no draw yet: poll after %d ms; want within %d ms", p, near+250)
+		}
+	}
+	var early int
+	for range 1000 {
+		if prequeuePoll(1_000, near) < 2_000 {
+			early++
+		}
+	}
+	if early > 200 {
+		t.Fatalf("%d of 1,000 pre-queue fans come back within a second of onsale; want them spread over %d ms", early, near)
+	}
+}
