@@ -149,12 +149,19 @@ func run(ctx context.Context, c Config) error {
 	if err := runner.Check(steps); err != nil {
 		return err
 	}
-	st := crowd.NewStats(time.Now(), c.OnsaleIn+c.Deadline+time.Minute)
+	// Polls are counted by the second from now: through the sign-in ahead
+	// (a day at most), the pre-queue and the sale.
+	span := c.OnsaleIn + c.Deadline + time.Minute
+	if c.Accounts && c.Ahead {
+		span += 24 * time.Hour
+	}
+	st := crowd.NewStats(time.Now(), span)
 	procs, stopWatch, err := watchProcesses(ctx, c.Watch)
 	if err != nil {
 		return err
 	}
 	defer stopWatch()
+	me := watchSelf(ctx)
 	ops := crowd.NewOperators(c.Admin, c.AdminToken, c.Event, st)
 	cr := crowd.New(c.Gateway, c.Event, ops.Event(ctx).BandCodes(), c.Conns, st)
 	if c.Addrs > 1 {
@@ -262,6 +269,7 @@ func run(ctx context.Context, c Config) error {
 	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(),
 		forecast: crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, st.MeanSession(c.Session), ev.Hold(), c.Sweep),
 		procs:    procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
+	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
 	summary(c, st, out)
 	printFaults(effects, onsale)
 	failed := invariants(res)
@@ -292,6 +300,9 @@ func skew(c Config) time.Duration {
 	return 0
 }
 
+// crowdName is this process in the process table.
+const crowdName = "flashsale (the crowd)"
+
 // watchProcesses samples the processes named in list (name=pid,...) and
 // this one, once a second, until stop.
 func watchProcesses(ctx context.Context, list string) (w *procstat.Watcher, stop func(), err error) {
@@ -300,7 +311,7 @@ func watchProcesses(ctx context.Context, list string) (w *procstat.Watcher, stop
 		return nil, nil, err
 	}
 	ctx, stop = context.WithCancel(ctx)
-	w, err = procstat.Watch(ctx, append(targets, procstat.Target{Name: "flashsale (the crowd)", PID: os.Getpid()}), time.Second)
+	w, err = procstat.Watch(ctx, append(targets, procstat.Target{Name: crowdName, PID: os.Getpid()}), time.Second)
 	if err != nil {
 		stop()
 		return nil, nil, err
