@@ -35,6 +35,29 @@ func NewPoolFrom(base string, conns int, from net.IP) *fasthttp.HostClient {
 	return p
 }
 
+// NewPipe is a pipelined client of at most conns connections to base (a
+// URL whose host is used), from the local address from (nil: any): many
+// requests in flight on each connection, written and read in batches, so
+// a crowd's polls cost it (and the gateway) few system calls. Only for
+// requests the gateway answers from memory (the status poll): a pipelined
+// connection answers in order, so a slow request would hold up the ones
+// behind it.
+func NewPipe(base string, conns int, from net.IP) *fasthttp.PipelineClient {
+	u, _ := url.Parse(base)
+	p := &fasthttp.PipelineClient{Addr: u.Host, MaxConns: conns, MaxIdleConnDuration: 30 * time.Second, ReadBufferSize: 16 << 10}
+	if from != nil {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: from}, Timeout: 10 * time.Second}
+		p.Dial = func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) }
+	}
+	return p
+}
+
+// doer sends a request and waits for its answer: a pool (HostClient) or a
+// pipelined client.
+type doer interface {
+	DoTimeout(req *fasthttp.Request, resp *fasthttp.Response, timeout time.Duration) error
+}
+
 // Client is the operators' (or a bot's, or a test's) side of a connection
 // pool, keeping cookies when asked to. Every request's latency and every
 // failure is counted in the Stats. The fans share their pool's workers
@@ -77,7 +100,7 @@ func (c *Client) Do(ctx context.Context, route, method, target string, body any,
 // sender sends requests on a pool with a timeout, counting in st: the
 // fans' (a jar each) and every Client's.
 type sender struct {
-	hc      *fasthttp.HostClient
+	hc      doer
 	timeout time.Duration
 	st      *Stats
 }
@@ -194,6 +217,7 @@ func errorClass(err error) string {
 	var ne net.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, fasthttp.ErrNoFreeConns),
+		errors.Is(err, fasthttp.ErrPipelineOverflow),
 		errors.As(err, &ne) && ne.Timeout():
 		return check.ClassTimeout
 	}

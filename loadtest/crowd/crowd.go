@@ -24,8 +24,9 @@ type Crowd struct {
 	bands   []string // the event's price bands, for best available
 	st      *Stats
 	pool    *fasthttp.HostClient
-	pools   []*fasthttp.HostClient // the fans' pools, one per address they come from (Spread)
-	workers int                    // the fans' workers per pool: their requests in flight at most
+	pools   []*fasthttp.HostClient     // the fans' pools, one per address they come from (Spread)
+	pipes   []*fasthttp.PipelineClient // the fans' polls, pipelined, one per address
+	workers int                        // the fans' workers per pool: their requests in flight at most
 	urls    urls
 	layout  layoutCache
 	sms     string     // the SMS sink's base URL when fans sign in (SignIn)
@@ -46,11 +47,13 @@ type signedIn struct{ token, account string }
 
 // New is a crowd for the event at gateway (a base URL), whose fans send at
 // most conns requests at once (on as many connections, and a few more for
-// a card payer's second click and the bots), that asks for best available
-// in bands (the event's price band codes) and counts in st.
+// a card payer's second click and the bots; their polls pipelined on a
+// few connections of their own), that asks for best available in bands
+// (the event's price band codes) and counts in st.
 func New(gateway string, event int64, bands []string, conns int, st *Stats) *Crowd {
 	p := NewPool(gateway, poolConns(conns))
 	c := &Crowd{gateway: gateway, event: event, bands: bands, st: st, pool: p, pools: []*fasthttp.HostClient{p}, workers: max(conns, 1)}
+	c.pipes = []*fasthttp.PipelineClient{NewPipe(gateway, pipeConns(c.workers), nil)}
 	ev := func(route string) string { return c.url("/v1/events/%d%s", event, route) }
 	c.urls = urls{queue: ev("/queue"), status: ev("/queue/status"), seatmap: ev("/seatmap"), layout: ev("/layout"),
 		holds: ev("/holds"), stats: ev("/stats")}
@@ -63,14 +66,20 @@ func New(gateway string, event int64, bands []string, conns int, st *Stats) *Cro
 // a connection (the wait would count as the service's latency).
 func poolConns(workers int) int { return workers + workers/4 + 8 }
 
+// pipeConns is the pipelined connections for workers workers: a few
+// dozen polls in flight on each at most.
+func pipeConns(workers int) int { return max(workers/32, 2) }
+
 // Spread makes the fans come from n loopback addresses, 127.0.0.1 to
 // 127.0.0.n (fan i from the (i mod n)th), sharing conns workers: as a real
 // crowd comes from many addresses, so the gateway's and the core's
 // per-address limits see many. The bots and operators stay on 127.0.0.1.
 func (c *Crowd) Spread(n, conns int) {
-	c.pools, c.workers = nil, max(conns/max(n, 1), 1)
+	c.pools, c.pipes, c.workers = nil, nil, max(conns/max(n, 1), 1)
 	for i := range max(n, 1) {
-		c.pools = append(c.pools, NewPoolFrom(c.gateway, poolConns(c.workers), net.IPv4(127, 0, byte((i+1)>>8), byte((i+1)&0xff))))
+		from := net.IPv4(127, 0, byte((i+1)>>8), byte((i+1)&0xff))
+		c.pools = append(c.pools, NewPoolFrom(c.gateway, poolConns(c.workers), from))
+		c.pipes = append(c.pipes, NewPipe(c.gateway, pipeConns(c.workers), from))
 	}
 }
 

@@ -25,7 +25,8 @@
 //   - seats.go: the layout, and picking seats from an availability bitmap;
 //   - bots.go: the bots;
 //   - operators.go: the operators' dials and screens (the checker's samples);
-//   - client.go: the HTTP client (fasthttp, cookies kept by hand);
+//   - client.go: the HTTP client (fasthttp, cookies kept by hand; the
+//     fans' polls pipelined over a few connections);
 //   - stats.go: what the crowd saw, counted as it happens (answers per
 //     route, class and second; latencies in bounded HdrHistograms);
 //   - forecast.go: the sale's course predicted by Little's law.

@@ -293,7 +293,7 @@ func (c *Crowd) join(ctx context.Context, f *fan) time.Duration {
 // room (409) is joined again.
 func (c *Crowd) poll(ctx context.Context, f *fan) time.Duration {
 	f.ask()
-	r := c.send(ctx, f, "status", "GET", c.urls.status, nil)
+	r := sender{hc: c.pipes[f.trace.Fan%len(c.pipes)], timeout: fanTimeout, st: c.st}.do(ctx, &f.jar, "status", "GET", c.urls.status, nil, nil)
 	switch r.Status {
 	case 409: // the room was reset: join again
 		c.st.Rejoin.Add(1)

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func TestCrowdScale(t *testing.T) {
 
 	runtime.GC()
 	before := sample()
+	cpu0 := cpuTime()
 	var peak usage
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -51,7 +53,7 @@ func TestCrowdScale(t *testing.T) {
 	admissions := c.Fans(ctx, fans, arrival, start)
 	close(stop)
 	wg.Wait()
-	took := time.Since(start)
+	took, cpu := time.Since(start), cpuTime()-cpu0
 	if ctx.Err() != nil {
 		t.Fatal("the crowd took longer than 5 minutes")
 	}
@@ -67,9 +69,9 @@ func TestCrowdScale(t *testing.T) {
 			peak.goroutines, before.goroutines, bound, workers, fans)
 	}
 	lag := st.Lag()
-	t.Logf("%d fans, %d workers, %.1f s, %d requests: peak %d goroutines (%d before), heap %.0f MB and stacks %.1f MB at the peak "+
+	t.Logf("%d fans, %d workers, %.1f s, %d requests, %.1f µs of CPU a request (the crowd's and the fake gateway's): peak %d goroutines (%d before), heap %.0f MB and stacks %.1f MB at the peak "+
 		"(%.0f bytes a fan over the %.0f MB before, the fake gateway's included); the fans' lag p50 %v, p99 %v, max %v",
-		fans, workers, took.Seconds(), requests(st), peak.goroutines, before.goroutines, mb(peak.heap), mb(peak.stacks),
+		fans, workers, took.Seconds(), requests(st), cpu.Seconds()*1e6/float64(requests(st)), peak.goroutines, before.goroutines, mb(peak.heap), mb(peak.stacks),
 		float64(peak.heap+peak.stacks-before.heap-before.stacks)/fans, mb(before.heap+before.stacks), lag.P50, lag.P99, lag.Max)
 }
 
@@ -88,6 +90,13 @@ func sample() usage {
 	s := []metrics.Sample{{Name: "/sched/goroutines:goroutines"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
 	metrics.Read(s)
 	return usage{int(s[0].Value.Uint64()), s[1].Value.Uint64(), s[2].Value.Uint64()}
+}
+
+// cpuTime is the CPU this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
