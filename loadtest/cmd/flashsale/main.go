@@ -200,8 +200,8 @@ func run(ctx context.Context, c Config) error {
 	} else {
 		fmt.Println("  guests may join (account_required off): fans do not sign in")
 	}
-	fmt.Printf("  forecast if nobody left before the session ends (W = the session dial): %v\n",
-		crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, c.Session, ev.Hold(), c.Sweep))
+	fmt.Printf("  forecast (the crowd's stated mix; a second to a hold, UPI approval in about 3 s, no payment failing): %v\n",
+		crowd.Predict(crowd.Sale{Seats: ev.Capacity, PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: c.Sweep}))
 	if len(steps) > 0 {
 		fmt.Printf("  faults, after onsale: %v\n", steps)
 	}
@@ -267,8 +267,9 @@ func run(ctx context.Context, c Config) error {
 	}
 	stopWatch()
 	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(),
-		forecast: crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, st.MeanSession(c.Session), ev.Hold(), c.Sweep),
-		procs:    procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
+		forecast: crowd.Predict(measuredSale(st, crowd.Sale{Seats: ev.Capacity, PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session,
+			Hold: ev.Hold(), Sweep: c.Sweep})),
+		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
 	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
 	summary(c, st, out)
 	printFaults(effects, onsale)

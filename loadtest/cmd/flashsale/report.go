@@ -64,8 +64,23 @@ func (o outcome) lines(c Config, st *crowd.Stats) []string {
 		fmt.Sprintf("Outcome: %s; %s.", taken, end),
 		o.crowd,
 		measured(st),
-		fmt.Sprintf("Little's law with the sessions the crowd kept (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
+		fmt.Sprintf("Little's law with what the crowd measured (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
 			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast))
+}
+
+// measuredSale is s with what the crowd measured: the time to a hold, to
+// a payment's outcome, and the payments that failed or were refunded.
+func measuredSale(st *crowd.Stats, s crowd.Sale) crowd.Sale {
+	if n := st.Held.Load(); n > 0 {
+		s.Shop = time.Duration(st.ShopNanos.Load() / n)
+	}
+	if n := st.Settled.Load(); n > 0 {
+		s.Settle = time.Duration(st.SettleNanos.Load() / n)
+	}
+	if n := st.Paid.Load(); n > 0 {
+		s.PayFail = float64(st.FailedPay.Load()+st.Refunded.Load()) / float64(n)
+	}
+	return s
 }
 
 // measured are the crowd's own measures the forecast rests on: how long an
