@@ -40,9 +40,11 @@ type Stats struct {
 
 	mu           sync.Mutex
 	latency      map[string]*latencies
-	lag          latencies // how late the fans acted (the crowd's own delay, not the service's)
 	errorsByKind map[string]int
 	answers      map[answerKey]int
+
+	lagMu sync.Mutex // a lock of its own: every fan's step counts, beside every request
+	lag   latencies  // how late the fans acted (the crowd's own delay, not the service's)
 }
 
 // latencies are durations counted in bounded memory: an HdrHistogram from
@@ -120,9 +122,9 @@ func (s *Stats) route(route string) *latencies {
 // late records how late a fan acted: how long after its time (its
 // arrival, its next poll, the end of a pause) a worker was free to run it.
 func (s *Stats) late(d time.Duration) {
-	s.mu.Lock()
+	s.lagMu.Lock()
 	s.lag.add(d)
-	s.mu.Unlock()
+	s.lagMu.Unlock()
 }
 
 // Lag is how late the fans acted, as a Latency (route "crowd lag"): the
@@ -130,8 +132,8 @@ func (s *Stats) late(d time.Duration) {
 // requests' latency (which starts when a request is sent). A lag that
 // grows means the crowd, not the service, is the bottleneck.
 func (s *Stats) Lag() Latency {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
 	n, p50, p90, p99, longest := s.lag.summary()
 	return Latency{Route: "crowd lag", Count: n, P50: p50, P90: p90, P99: p99, Max: longest}
 }
