@@ -51,7 +51,7 @@ type Config struct {
 	Watch       string        `flag:"watch" help:"processes to sample for CPU and memory, name=pid,... (children count with their parent)"`
 	Accounts    bool          `flag:"accounts" default:"true" help:"the event requires an account (sets the account_required dial) and every fan signs in first: a code by SMS, read from the payment simulator's sink; false: fans join as guests"`
 	Ahead       bool          `flag:"sign-in-ahead" default:"true" help:"with -accounts: the fans sign in before the pre-queue opens (as fans urged to sign in before onsale do), -sign-in-conc at a time; false: each at its arrival, in the wall"`
-	SignInConc  int           `flag:"sign-in-conc" default:"64" min:"1" help:"fans signing in at once ahead of the sale"`
+	SignInConc  int           `flag:"sign-in-conc" default:"256" min:"1" help:"fans signing in at once ahead of the sale (each mostly waits for its SMS: no goroutine a fan, so many at once cost the crowd little)"`
 	Addrs       int           `flag:"addrs" default:"1" min:"1" max:"65000" help:"the fans come from this many loopback addresses (127.0.0.1 up): the per-address limits of the gateway and the core see a crowd's many addresses"`
 	Note        string        `flag:"note" help:"a line the summary and the report show first (what the run changed, e.g. limits raised for the demo)"`
 	Redis       string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"the gateway's Redis, where the checker counts the places in line per account (no such check when empty)"`
