@@ -21,6 +21,11 @@ type Sale struct {
 	// failed or were refunded.
 	Shop, Settle time.Duration
 	PayFail      float64
+	// Achieved is the fans a second the sale actually let in while seats
+	// were left (0: unknown). Below the dial and the cap's bound it is
+	// the system's own limit (the gateway and core serving the wall),
+	// which no dial predicts; the forecast after the sale takes it.
+	Achieved float64
 }
 
 // Forecast is the sale's course predicted from the dials and the crowd's
@@ -42,8 +47,8 @@ type Forecast struct {
 	W        time.Duration // the session of a fan let in while seats are left
 	L        float64       // λW
 	Cap      int           // total_active_users
-	Bound    string        // "rate" or "sessions"
-	Admit    float64       // fans a second actually let in: min(λ, Cap/W)
+	Bound    string        // "rate", "sessions" or "system" (the rate achieved was lower)
+	Admit    float64       // fans a second actually let in: min(λ, Cap/W, achieved)
 	PerOrder float64
 	// Lost is the share of holds that do not become bookings (closed,
 	// released, payment failed): their seats come back.
@@ -95,6 +100,9 @@ func Predict(s Sale) Forecast {
 	f.Admit, f.Bound = f.Lambda, "rate"
 	if f.L > float64(s.MaxActive) {
 		f.Admit, f.Bound = float64(s.MaxActive)/f.W.Seconds(), "sessions"
+	}
+	if s.Achieved > 0 && s.Achieved < f.Admit {
+		f.Admit, f.Bound = s.Achieved, "system"
 	}
 	f.Lost = shareClose + shareRelease + payers*s.PayFail
 	if f.Admit <= 0 || s.Seats <= 0 {

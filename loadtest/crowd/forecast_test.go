@@ -55,6 +55,13 @@ func TestPredict(t *testing.T) {
 	// Slow sessions (a loaded system: 20 s to a hold, 30 s to settle):
 	// W = 1 + 9 + 18 + 25.5 = 53.5 s, and the cap binds: 2,000 / 53.5 s =
 	// 37.4 fans a second, not the dial's 100.
+	// The sale let in only 34 a second (the system's limit, under the
+	// dial and the cap): 4,800 / (34 x 3.5) = 40.3 s at full speed.
+	a := Predict(Sale{Seats: 4800, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: 5 * time.Second,
+		Shop: 2 * time.Second, Settle: 6 * time.Second, Achieved: 34})
+	if a.Bound != "system" || a.Admit != 34 || a.AllTaken < 3*time.Second+time.Duration(40.3*float64(time.Second)) {
+		t.Fatalf("achieved 34/s: %v", a)
+	}
 	h := Predict(Sale{Seats: 4800, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: 5 * time.Second,
 		Shop: 20 * time.Second, Settle: 30 * time.Second})
 	if h.Bound != "sessions" || math.Abs(h.Admit-2000/53.5) > 0.01 || h.AllTaken <= g.AllTaken {

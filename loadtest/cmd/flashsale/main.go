@@ -267,8 +267,8 @@ func run(ctx context.Context, c Config) error {
 	}
 	stopWatch()
 	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(),
-		forecast: crowd.Predict(measuredSale(st, crowd.Sale{Seats: ev.Capacity, PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session,
-			Hold: ev.Hold(), Sweep: c.Sweep})),
+		forecast: crowd.Predict(measuredSale(st, achieved(admissions, onsale, screens.AllTaken(), saleTook), crowd.Sale{Seats: ev.Capacity,
+			PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: c.Sweep})),
 		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
 	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
 	summary(c, st, out)

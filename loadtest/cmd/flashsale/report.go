@@ -68,9 +68,29 @@ func (o outcome) lines(c Config, st *crowd.Stats) []string {
 			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast))
 }
 
-// measuredSale is s with what the crowd measured: the time to a hold, to
+// achieved is the fans a second let in while seats were left: from onsale
+// to every seat taken (or the sale's end).
+func achieved(adms []check.Admission, onsale time.Time, allTaken, took time.Duration) float64 {
+	until := allTaken
+	if until <= 0 {
+		until = took
+	}
+	n := 0
+	for _, a := range adms {
+		if !a.AdmittedAt.IsZero() && !a.AdmittedAt.After(onsale.Add(until)) {
+			n++
+		}
+	}
+	if until <= 0 {
+		return 0
+	}
+	return float64(n) / until.Seconds()
+}
+
+// measuredSale is s with the rate achieved and what the crowd measured: the time to a hold, to
 // a payment's outcome, and the payments that failed or were refunded.
-func measuredSale(st *crowd.Stats, s crowd.Sale) crowd.Sale {
+func measuredSale(st *crowd.Stats, achieved float64, s crowd.Sale) crowd.Sale {
+	s.Achieved = achieved
 	if n := st.Held.Load(); n > 0 {
 		s.Shop = time.Duration(st.ShopNanos.Load() / n)
 	}
