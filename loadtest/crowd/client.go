@@ -35,23 +35,44 @@ func NewPoolFrom(base string, conns int, from net.IP) *fasthttp.HostClient {
 	return p
 }
 
-// Client is one fan's (or the operators', or a bot's) side of a connection
-// pool, with the fan's cookies kept by hand (a jar per fan would cost more
-// than the fan). Every request's latency and every failure is counted in
-// the Stats.
+// NewPipe is a pipelined client of at most conns connections to base (a
+// URL whose host is used), from the local address from (nil: any): many
+// requests in flight on each connection, written and read in batches, so
+// a crowd's polls cost it (and the gateway) few system calls. Only for
+// requests the gateway answers from memory (the status poll): a pipelined
+// connection answers in order, so a slow request would hold up the ones
+// behind it.
+func NewPipe(base string, conns int, from net.IP) *fasthttp.PipelineClient {
+	u, _ := url.Parse(base)
+	p := &fasthttp.PipelineClient{Addr: u.Host, MaxConns: conns, MaxIdleConnDuration: 30 * time.Second, ReadBufferSize: 16 << 10}
+	if from != nil {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: from}, Timeout: 10 * time.Second}
+		p.Dial = func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) }
+	}
+	return p
+}
+
+// doer sends a request and waits for its answer: a pool (HostClient) or a
+// pipelined client.
+type doer interface {
+	DoTimeout(req *fasthttp.Request, resp *fasthttp.Response, timeout time.Duration) error
+}
+
+// Client is the operators' (or a bot's, or a test's) side of a connection
+// pool, keeping cookies when asked to. Every request's latency and every
+// failure is counted in the Stats. The fans share their pool's workers
+// instead (sender), each with its own jar.
 type Client struct {
-	hc      *fasthttp.HostClient
-	timeout time.Duration
-	st      *Stats
-	keep    bool // keep cookies (a fan); the operators and bots send none
-	mu      sync.Mutex
-	cookies map[string]string
+	s    sender
+	keep bool // keep cookies (a browser); the operators and bots send none
+	mu   sync.Mutex
+	jar  jar
 }
 
 // NewClient sends on pool, each request given at most timeout; keepCookies
 // makes it a browser that keeps the cookies it is given.
 func NewClient(pool *fasthttp.HostClient, timeout time.Duration, st *Stats, keepCookies bool) *Client {
-	return &Client{hc: pool, timeout: timeout, st: st, keep: keepCookies}
+	return &Client{s: sender{hc: pool, timeout: timeout, st: st}, keep: keepCookies}
 }
 
 // Reply is one answer: zero Status when none came (transport error, or the
@@ -68,7 +89,25 @@ type Reply struct {
 // pairs. A transport error (unless the context ended) and a 5xx count as
 // errors; every answered "status" request counts as a poll.
 func (c *Client) Do(ctx context.Context, route, method, target string, body any, hdr ...string) Reply {
-	timeout := c.timeout
+	if !c.keep {
+		return c.s.do(ctx, nil, route, method, target, body, hdr)
+	}
+	c.mu.Lock() // one browser's requests, one at a time: its jar is its own
+	defer c.mu.Unlock()
+	return c.s.do(ctx, &c.jar, route, method, target, body, hdr)
+}
+
+// sender sends requests on a pool with a timeout, counting in st: the
+// fans' (a jar each) and every Client's.
+type sender struct {
+	hc      doer
+	timeout time.Duration
+	st      *Stats
+}
+
+// do is Client.Do with the cookies of jar (none kept when nil).
+func (s sender) do(ctx context.Context, jar *jar, route, method, target string, body any, hdr []string) Reply {
+	timeout := s.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
@@ -78,23 +117,28 @@ func (c *Client) Do(ctx context.Context, route, method, target string, body any,
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	c.build(req, method, target, body, hdr)
+	build(req, method, target, body, hdr)
+	if jar != nil {
+		jar.send(req)
+	}
 	t0 := time.Now()
-	err := c.hc.DoTimeout(req, resp, timeout)
+	err := s.hc.DoTimeout(req, resp, timeout)
 	if err != nil {
 		if ctx.Err() != nil {
-			c.st.Observe(route, time.Since(t0)) // the sale ended under it: no answer to count
+			s.st.Observe(route, time.Since(t0)) // the sale ended under it: no answer to count
 			return Reply{}
 		}
-		c.st.observe(route, errorClass(err), t0, time.Since(t0))
-		c.st.Fail("transport")
+		s.st.observe(route, errorClass(err), t0, time.Since(t0))
+		s.st.Fail("transport")
 		return Reply{}
 	}
-	c.st.observe(route, strconv.Itoa(resp.StatusCode()), t0, time.Since(t0))
+	s.st.observe(route, strconv.Itoa(resp.StatusCode()), t0, time.Since(t0))
 	if route == "status" {
-		c.st.pollAnswered(time.Now())
+		s.st.pollAnswered(time.Now())
 	}
-	c.keepCookies(resp)
+	if jar != nil {
+		jar.keep(resp)
+	}
 	out := Reply{Status: resp.StatusCode()}
 	if route != "layout" {
 		json.Unmarshal(resp.Body(), &out.Body)
@@ -104,13 +148,13 @@ func (c *Client) Do(ctx context.Context, route, method, target string, body any,
 		out.Retry = time.Duration(n) * time.Second
 	}
 	if out.Status >= 500 {
-		c.st.Fail(fmt.Sprintf("%s %d", route, out.Status))
+		s.st.Fail(fmt.Sprintf("%s %d", route, out.Status))
 	}
 	return out
 }
 
-// build fills req: the body as JSON, the headers, the cookies kept.
-func (c *Client) build(req *fasthttp.Request, method, target string, body any, hdr []string) {
+// build fills req: the body as JSON, the headers.
+func build(req *fasthttp.Request, method, target string, body any, hdr []string) {
 	req.SetRequestURI(target)
 	req.Header.SetMethod(method)
 	if body != nil {
@@ -121,36 +165,48 @@ func (c *Client) build(req *fasthttp.Request, method, target string, body any, h
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	if !c.keep {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, v := range c.cookies {
-		req.Header.SetCookie(k, v)
+}
+
+// jar is one browser's cookies, kept by hand: the few name, value pairs a
+// gateway sets (a map, or fasthttp's jar, per fan would cost more than the
+// fan).
+type jar []cookie
+
+type cookie struct{ name, value string }
+
+// send puts the cookies on req.
+func (j *jar) send(req *fasthttp.Request) {
+	for _, c := range *j {
+		req.Header.SetCookie(c.name, c.value)
 	}
 }
 
-// keepCookies stores the cookies resp sets (an empty value deletes one).
-func (c *Client) keepCookies(resp *fasthttp.Response) {
-	if !c.keep {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// keep stores the cookies resp sets (an empty value deletes one).
+func (j *jar) keep(resp *fasthttp.Response) {
 	for key, value := range resp.Header.Cookies() {
 		var ck fasthttp.Cookie
 		if ck.ParseBytes(value) != nil {
 			continue
 		}
-		if c.cookies == nil {
-			c.cookies = map[string]string{}
+		j.set(string(key), string(ck.Value()))
+	}
+}
+
+// set sets (or with an empty value deletes) the cookie name.
+func (j *jar) set(name, value string) {
+	for i, c := range *j {
+		if c.name != name {
+			continue
 		}
-		if len(ck.Value()) == 0 {
-			delete(c.cookies, string(key))
+		if value == "" {
+			*j = append((*j)[:i], (*j)[i+1:]...)
 		} else {
-			c.cookies[string(key)] = string(ck.Value())
+			(*j)[i].value = value
 		}
+		return
+	}
+	if value != "" {
+		*j = append(*j, cookie{name, value})
 	}
 }
 
@@ -161,6 +217,7 @@ func errorClass(err error) string {
 	var ne net.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, fasthttp.ErrNoFreeConns),
+		errors.Is(err, fasthttp.ErrPipelineOverflow),
 		errors.As(err, &ne) && ne.Timeout():
 		return check.ClassTimeout
 	}

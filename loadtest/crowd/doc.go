@@ -17,13 +17,18 @@
 //
 //   - mix.go: the stated proportions and when each fan arrives;
 //   - fan.go: one fan, from joining the line to leaving it, its place
-//     history and the confirmations it was told;
+//     history and the confirmations it was told: a state machine, one
+//     step per request or few, between waits;
+//   - schedule.go: the scheduler that runs the fans' steps on a bounded
+//     set of workers when their time comes (a min-heap of wake times: no
+//     goroutine or timer a fan);
 //   - seats.go: the layout, and picking seats from an availability bitmap;
 //   - bots.go: the bots;
 //   - operators.go: the operators' dials and screens (the checker's samples);
-//   - client.go: the HTTP client (fasthttp, cookies kept by hand);
+//   - client.go: the HTTP client (fasthttp, cookies kept by hand; the
+//     fans' polls pipelined over a few connections);
 //   - stats.go: what the crowd saw, counted as it happens (answers per
-//     route, class and second);
+//     route, class and second; latencies in bounded HdrHistograms);
 //   - forecast.go: the sale's course predicted by Little's law.
 //
 // The crowd is black-box: it speaks only the gateway's HTTP API.

@@ -54,6 +54,19 @@ type fakeGateway struct {
 	// a failover; told counts the bookings answered CONFIRMED.
 	unavailable map[string]int
 	told        map[int]int
+
+	// line, when set, keeps the fans waiting in line until line.until
+	// (polling every line.poll), then admits one in line.admit (by its
+	// place) and tells the rest the sale is sold out: a crowd far larger
+	// than the seats, as in a full-size sale.
+	line *fakeLine
+}
+
+// fakeLine is the fake gateway's line for a crowd larger than the seats.
+type fakeLine struct {
+	until time.Time
+	poll  time.Duration
+	admit int
 }
 
 // down answers 503 when route still has 503s to give.
@@ -175,6 +188,18 @@ func (g *fakeGateway) serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		g.count("status")
+		if l := g.line; l != nil {
+			n, _ := strconv.Atoi(string(ctx.Request.Header.Cookie("q")))
+			switch {
+			case time.Now().Before(l.until):
+				reply(ctx, 200, map[string]any{"state": "waiting", "position": n, "poll_after_ms": l.poll.Milliseconds()})
+				return
+			case n%l.admit != 0:
+				g.count("status sold out")
+				reply(ctx, 200, map[string]any{"state": "sold_out", "position": n})
+				return
+			}
+		}
 		reply(ctx, 200, map[string]any{"state": "admitted", "position": 1, "admit_token": "admit-" + string(ctx.Request.Header.Cookie("q")),
 			"admit_expires_at": time.Now().Add(time.Minute).Format(time.RFC3339Nano)})
 	case path == "/v1/events/1/seatmap":
@@ -306,7 +331,11 @@ func (g *fakeGateway) join(ctx *fasthttp.RequestCtx) {
 	ck.SetKey("q")
 	ck.SetValue(strconv.FormatInt(n, 10))
 	ctx.Response.Header.SetCookie(&ck)
-	reply(ctx, 200, map[string]any{"state": "waiting", "position": n, "poll_after_ms": 5})
+	poll := int64(5)
+	if g.line != nil {
+		poll = g.line.poll.Milliseconds()
+	}
+	reply(ctx, 200, map[string]any{"state": "waiting", "position": n, "poll_after_ms": poll})
 }
 
 func (g *fakeGateway) hold(ctx *fasthttp.RequestCtx, auth string) {

@@ -1,10 +1,32 @@
 package crowd
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
+
+// Sale is what the forecast knows of a sale: its seats, the dials, the
+// event's holds and the core's sweep, and what the crowd measured (zero
+// before the sale: the defaults below).
+type Sale struct {
+	Seats, PerMinute, MaxActive int
+	Session, Hold, Sweep        time.Duration
+	// Shop is an admitted fan's time to a hold (the seat map, perhaps the
+	// layout, the hold, a lost race and another); Settle a payer's from
+	// its hold to its payment's outcome (a UPI payer's dawdling and
+	// approval, a card's confirm); PayFail the share of payments that
+	// failed or were refunded.
+	Shop, Settle time.Duration
+	PayFail      float64
+	// Achieved is the fans a second the sale actually let in while seats
+	// were left (0: unknown). Below the dial and the cap's bound it is
+	// the system's own limit (the gateway and core serving the wall),
+	// which no dial predicts; the forecast after the sale takes it.
+	Achieved float64
+}
 
 // Forecast is the sale's course predicted from the dials and the crowd's
 // stated mix. Little's law, L = λW: fans are let in at λ (the rate dial);
@@ -12,47 +34,116 @@ import (
 // once. If L stays under total_active_users the sale is rate-bound and
 // seats go at λ × (tickets an order); otherwise at most
 // total_active_users / W fans a second get in.
+//
+// W is the session of a fan let in while seats are left, the one that
+// decides how fast they go: the wait for its poll to claim the offer (an
+// offer counts against total_active_users until claimed), its time to a
+// hold, then its payment until the outcome; and a fan that closes the app
+// keeps the room for the whole session. Not the mean session over the
+// whole sale: the fans let in once every seat is taken leave within
+// seconds and would make W, and the forecast, optimistic.
 type Forecast struct {
 	Lambda   float64       // fans let in a second (the dial)
-	W        time.Duration // mean session: measured if known, else the session dial
+	W        time.Duration // the session of a fan let in while seats are left
 	L        float64       // λW
 	Cap      int           // total_active_users
-	Bound    string        // "rate" or "sessions"
-	Admit    float64       // fans a second actually let in: min(λ, Cap/W)
+	Bound    string        // "rate", "sessions" or "system" (the rate achieved was lower)
+	Admit    float64       // fans a second actually let in: min(λ, Cap/W, achieved)
 	PerOrder float64
-	// AllTaken: every seat held or sold. SoldOut: every seat sold. Each
-	// round of H holds leaves shareClose of them to lapse, back on sale a
-	// hold and a sweep later, then held again; round k has H·q^k lapses on
-	// average (q = shareClose, H = seats / tickets an order), and the sale
-	// more likely than not ends at the first round with none: the first k
-	// with H·q^k < ln 2 (Poisson: P(none) = e^(-H·q^k) > 1/2).
+	// Lost is the share of holds that do not become bookings (closed,
+	// released, payment failed): their seats come back.
+	Lost float64
+	// AllTaken: every seat held or sold. The first seats go a claim and a
+	// hold's time after onsale, then at Admit × PerOrder a second less the
+	// seats coming back: released at once, failed payments a settle
+	// later, lapsed holds a hold and half a sweep later.
+	//
+	// SoldOut: every seat sold. At AllTaken about H = seats / tickets an
+	// order holds are live, and Lost of each round of them comes back, a
+	// round being a hold, a sweep and a watching fan's look at the map
+	// later; round k has H·Lost^k returns on average, and the sale more
+	// likely than not ends at the first round with none: the first k with
+	// H·Lost^k < ln 2 (Poisson: P(none) = e^(-H·Lost^k) > 1/2); the last
+	// holders then pay.
 	AllTaken, SoldOut time.Duration
 	Rounds            int
 }
 
-// Predict forecasts a sale of seats seats under the dials (perMinute,
-// maxActive), with sessions of w on average, holds of hold and a sweep every
-// sweep.
-func Predict(seats, perMinute, maxActive int, w, hold, sweep time.Duration) Forecast {
-	f := Forecast{Lambda: float64(perMinute) / 60, W: w, Cap: maxActive, PerOrder: meanTickets()}
-	f.L = f.Lambda * w.Seconds()
-	f.Admit, f.Bound = f.Lambda, "rate"
-	if f.L > float64(maxActive) {
-		f.Admit, f.Bound = float64(maxActive)/w.Seconds(), "sessions"
+// Until measured, what the forecast assumes.
+const (
+	// claimWait is how long an offer waits for its fan's next poll: a fan
+	// near the front polls every second.
+	claimWait = time.Second
+	// shopDefault is an admitted fan's time to a hold: a few requests.
+	shopDefault = time.Second
+	// approveDefault is a UPI payer's approval (the demo's simulated
+	// payers: 1 to 4 s), and the fan's look at the booking once a second.
+	approveDefault = 3 * time.Second
+	// watchLook is a watching fan's look at the map (every 2 to 5 s).
+	watchLook = 3500 * time.Millisecond
+)
+
+// Predict forecasts the sale s.
+func Predict(s Sale) Forecast {
+	shop, settle := s.Shop, s.Settle
+	if shop <= 0 {
+		shop = shopDefault
 	}
-	if f.Admit <= 0 {
+	shareUPI := 1 - shareClose - shareRelease - shareCard
+	payers := shareCard + shareUPI
+	if settle <= 0 { // a card's confirm is at once; a UPI payer dawdles (some) and waits for approval
+		settle = time.Duration(shareUPI / payers * float64(approveDefault+time.Duration(shareSlowUPI*float64(max(0, s.Hold-20*time.Second)))))
+	}
+	f := Forecast{Lambda: float64(s.PerMinute) / 60, Cap: s.MaxActive, PerOrder: meanTickets()}
+	f.W = claimWait + time.Duration(shareClose*float64(s.Session)+(1-shareClose)*float64(shop)+payers*float64(settle))
+	f.L = f.Lambda * f.W.Seconds()
+	f.Admit, f.Bound = f.Lambda, "rate"
+	if f.L > float64(s.MaxActive) {
+		f.Admit, f.Bound = float64(s.MaxActive)/f.W.Seconds(), "sessions"
+	}
+	if s.Achieved > 0 && s.Achieved < f.Admit {
+		f.Admit, f.Bound = s.Achieved, "system"
+	}
+	f.Lost = shareClose + shareRelease + payers*s.PayFail
+	if f.Admit <= 0 || s.Seats <= 0 {
 		return f
 	}
-	f.AllTaken = time.Duration(float64(seats) / (f.Admit * f.PerOrder) * float64(time.Second))
-	holds := float64(seats) / f.PerOrder
-	for f.Rounds = 0; holds*math.Pow(shareClose, float64(f.Rounds)) >= math.Ln2; f.Rounds++ {
+	start := claimWait + shop
+	f.AllTaken = start + taking(float64(s.Seats)/(f.Admit*f.PerOrder), []back{
+		{shareRelease, 0}, {payers * s.PayFail, settle.Seconds()}, {shareClose, (s.Hold + s.Sweep/2).Seconds()}})
+	holds := float64(s.Seats) / f.PerOrder
+	for f.Rounds = 0; f.Lost > 0 && holds*math.Pow(f.Lost, float64(f.Rounds)) >= math.Ln2; f.Rounds++ {
 	}
-	f.SoldOut = f.AllTaken + time.Duration(f.Rounds)*(hold+sweep)
+	f.SoldOut = f.AllTaken + time.Duration(f.Rounds)*(s.Hold+s.Sweep+watchLook) + settle
 	return f
 }
 
+// back is a share of holds whose seats come back after seconds.
+type back struct{ share, after float64 }
+
+// taking is how long, in seconds since the first hold, until every seat
+// is taken when they go as fast as to take them all in ideal seconds,
+// less the seats of each back share coming back its after later: the t
+// with t − Σ share·max(0, t − after) = ideal.
+func taking(ideal float64, backs []back) time.Duration {
+	slices.SortFunc(backs, func(a, b back) int { return cmp.Compare(a.after, b.after) })
+	rate, t, net := 1.0, 0.0, 0.0 // net seats taken at t, in ideal seconds' worth; rate its slope
+	for _, b := range backs {
+		if b.after > t && net+rate*(b.after-t) >= ideal {
+			break
+		}
+		net += rate * max(0, b.after-t)
+		t = max(t, b.after)
+		rate -= b.share
+	}
+	if rate <= 0 {
+		return time.Duration(math.MaxInt64) // seats come back as fast as they go: never all taken
+	}
+	return time.Duration((t + (ideal-net)/rate) * float64(time.Second))
+}
+
 func (f Forecast) String() string {
-	return fmt.Sprintf("λ = %.0f/s let in, W = %.1f s a session, L = λW = %.0f sessions against total_active_users %d: %s-bound, "+
-		"%.0f fans/s x %.1f tickets -> every seat taken after %.0f s; sold out after about %.0f s (%d rounds of lapsed holds resold)",
-		f.Lambda, f.W.Seconds(), f.L, f.Cap, f.Bound, f.Admit, f.PerOrder, f.AllTaken.Seconds(), f.SoldOut.Seconds(), f.Rounds)
+	return fmt.Sprintf("λ = %.0f/s let in, W = %.1f s the session of a fan let in while seats are left, L = λW = %.0f sessions against total_active_users %d: %s-bound, "+
+		"%.0f fans/s x %.1f tickets -> every seat taken after %.0f s; %.0f%% of holds come back; sold out after about %.0f s (%d rounds of holds coming back resold)",
+		f.Lambda, f.W.Seconds(), f.L, f.Cap, f.Bound, f.Admit, f.PerOrder, f.AllTaken.Seconds(), 100*f.Lost, f.SoldOut.Seconds(), f.Rounds)
 }

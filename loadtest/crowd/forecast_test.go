@@ -1,27 +1,93 @@
 package crowd
 
 import (
+	"math"
 	"testing"
 	"time"
 )
 
+// near says whether got is want give or take a tenth of a second.
+func near(got time.Duration, want float64) bool {
+	return math.Abs(got.Seconds()-want) < 0.1
+}
+
 func TestPredict(t *testing.T) {
 	// The seeds' numbers: 1,000 a minute, 10-minute sessions, 10,000 live
-	// at most: L = 16.7 a second x 600 s = 10,000, exactly at the cap.
-	f := Predict(40000, 1000, 10000, 10*time.Minute, 8*time.Minute, 30*time.Second)
-	if f.Bound != "rate" || f.L < 9999 || f.L > 10001 {
+	// at most, 8-minute holds. Unmeasured, a fan takes a second to a hold;
+	// a payer settles in 0.7/0.85 x (3 s + 0.15 x 460 s) = 59.29 s. W =
+	// 1 s claim + 0.1 x 600 s + 0.9 x 1 s + 0.85 x 59.29 s = 112.3 s, far
+	// under the 10 minutes the old forecast took for W (the session dial).
+	f := Predict(Sale{Seats: 40000, PerMinute: 1000, MaxActive: 10000, Session: 10 * time.Minute, Hold: 8 * time.Minute, Sweep: 30 * time.Second})
+	if f.Bound != "rate" || !near(f.W, 112.3) || math.Abs(f.L-1871.7) > 1 {
 		t.Fatalf("seeds' dials: %v", f)
 	}
-	if got := f.AllTaken.Seconds(); got < 685 || got > 687 { // 40,000 / (16.67/s x 3.5 tickets)
-		t.Fatalf("all taken after %v; want about 686 s", f.AllTaken)
+	// 40,000 / (16.67/s x 3.5) = 685.7 s of seats at full speed; the 5%
+	// released come back at once (0.95 of the speed), the 10% that close
+	// the app a hold and half a sweep later (495 s: 0.85 from then):
+	// 495 + (685.7 - 0.95 x 495) / 0.85 = 748.5 s, after the first claim
+	// and hold (2 s). The old forecast: 686 s.
+	if !near(f.AllTaken, 750.5) {
+		t.Fatalf("all taken after %v; want 750.5 s", f.AllTaken)
 	}
-	// Twice the sessions' length: the cap binds and halves the rate.
-	g := Predict(40000, 1000, 10000, 20*time.Minute, 8*time.Minute, 30*time.Second)
-	if g.Bound != "sessions" || g.Admit < 8.3 || g.Admit > 8.4 || g.AllTaken < 2*f.AllTaken-time.Second {
-		t.Fatalf("capped: %v", g)
+	// 11,429 holds, 15% of each round back (closed and released; no
+	// payment failed): 11,429 x 0.15^6 = 0.13 < ln 2 < 0.87.
+	if f.Lost != 0.15 || f.Rounds != 6 || !near(f.SoldOut-f.AllTaken, 6*(480+30+3.5)+59.29) {
+		t.Fatalf("sold out %v after all taken, in %d rounds, %.2f back", f.SoldOut-f.AllTaken, f.Rounds, f.Lost)
 	}
-	// 40,000 seats in 11,429 holds, a tenth of each round's lapse: 11,429 x 0.1^5 = 0.11 < ln 2 < 1.1.
-	if s := g.SoldOut - g.AllTaken; g.Rounds != 5 || s != 5*(8*time.Minute+30*time.Second) {
-		t.Fatalf("sold-out tail %v in %d rounds", s, g.Rounds)
+
+	// The demo's dials, with what a sale measured: 2 s to a hold, 6 s to
+	// settle, 7% of payments failed or refunded. W = 1 + 9 + 1.8 + 5.1 =
+	// 16.9 s: 100/s x 16.9 s = 1,690 sessions, under the cap of 2,000.
+	g := Predict(Sale{Seats: 4800, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: 5 * time.Second,
+		Shop: 2 * time.Second, Settle: 6 * time.Second, PayFail: 0.07})
+	if g.Bound != "rate" || !near(g.W, 16.9) || g.Admit != 100 {
+		t.Fatalf("demo: %v", g)
+	}
+	// 4,800 / 350 = 13.71 s at full speed: 0.95 of it until the failed
+	// payments come back at 6 s (0.85 x 0.07 = 5.95% of holds), then
+	// 0.8905: 6 + (13.71 - 5.7) / 0.8905 = 15.0 s, plus 3 s to the first
+	// hold. Back: 0.15 + 0.0595 = 0.2095 a round; 1,371 x 0.2095^5 = 0.55
+	// < ln 2: five rounds of 38.5 s, and the last payers' 6 s.
+	if !near(g.AllTaken, 18.0) || math.Abs(g.Lost-0.2095) > 1e-9 || g.Rounds != 5 || !near(g.SoldOut, 18.0+5*38.5+6) {
+		t.Fatalf("demo: all taken %v, sold out %v, %d rounds, %.4f back", g.AllTaken, g.SoldOut, g.Rounds, g.Lost)
+	}
+
+	// Slow sessions (a loaded system: 20 s to a hold, 30 s to settle):
+	// W = 1 + 9 + 18 + 25.5 = 53.5 s, and the cap binds: 2,000 / 53.5 s =
+	// 37.4 fans a second, not the dial's 100.
+	// The sale let in only 34 a second (the system's limit, under the
+	// dial and the cap): 4,800 / (34 x 3.5) = 40.3 s at full speed.
+	a := Predict(Sale{Seats: 4800, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: 5 * time.Second,
+		Shop: 2 * time.Second, Settle: 6 * time.Second, Achieved: 34})
+	if a.Bound != "system" || a.Admit != 34 || a.AllTaken < 3*time.Second+time.Duration(40.3*float64(time.Second)) {
+		t.Fatalf("achieved 34/s: %v", a)
+	}
+	h := Predict(Sale{Seats: 4800, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: 5 * time.Second,
+		Shop: 20 * time.Second, Settle: 30 * time.Second})
+	if h.Bound != "sessions" || math.Abs(h.Admit-2000/53.5) > 0.01 || h.AllTaken <= g.AllTaken {
+		t.Fatalf("slow sessions: %v", h)
+	}
+}
+
+func TestTaking(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ideal float64
+		backs []back
+		want  float64 // seconds; -1: never
+	}{
+		{"nothing back", 20, nil, 20},
+		{"half back at once", 20, []back{{0.5, 0}}, 40},
+		{"half back after 10 s", 20, []back{{0.5, 10}}, 30},
+		{"back after it is done", 5, []back{{0.5, 10}}, 5},
+		{"in order whatever the order given", 20, []back{{0.25, 10}, {0.25, 0}}, 10 + (20-7.5)/0.5},
+		{"all back", 20, []back{{0.6, 0}, {0.4, 5}}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := taking(tc.ideal, tc.backs)
+			if tc.want < 0 && got != time.Duration(math.MaxInt64) || tc.want >= 0 && !near(got, tc.want) {
+				t.Errorf("taking(%v, %v) = %v; want %v s", tc.ideal, tc.backs, got, tc.want)
+			}
+		})
 	}
 }

@@ -18,6 +18,9 @@ import (
 //     are read with fasthttp.GetTimeout): each ends once its connections
 //     have been idle for its MaxIdleConnDuration (the pools' 30 s, the
 //     default Client's 10 s); fasthttp cannot stop it sooner;
+//   - each pipelined connection's worker, reader and writer (the fans'
+//     polls are pipelined: NewPipe): they end once the connection has
+//     been idle for its MaxIdleConnDuration (30 s), as the pools' do;
 //   - the worker-pool cleaner of the tests' servers (fakegateway_test.go,
 //     client_test.go): their cleanup calls Shutdown, and the cleaner sees
 //     it only after its sleep (MaxIdleWorkerDuration, 10 s).
@@ -27,6 +30,9 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*pipelineConnClient).worker"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*pipelineConnClient).reader"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*pipelineConnClient).writer"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
 	)
 }

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,34 +35,39 @@ const (
 // time: fans urged to sign in before onsale do so over the hours before
 // it, not in the wall. It returns when every fan has signed in or given up,
 // or ctx ends; each fan then joins with its token (a fan who could not
-// sign in goes home at its arrival). SignIn must have been called.
+// sign in goes home at its arrival). SignIn must have been called. The
+// fans signing in are state machines like the sale's (a fan waiting for
+// its code is no goroutine): conc bounds the fans under way, the workers
+// the requests in flight.
 func (c *Crowd) SignInAhead(ctx context.Context, fans, conc int) {
 	c.ahead = make([]signedIn, fans)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range max(conc, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				f := &fan{crowd: c, n: i, cl: NewClient(c.poolOf(i), 20*time.Second, c.st, false)}
-				if f.signIn(ctx) {
-					c.ahead[i] = signedIn{f.account, f.trace.Account}
-				}
-			}
-		}()
-	}
-	for i := range fans {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+	c.fans = make([]fan, fans)
+	defer func() { c.fans = nil }()
+	lanes := c.lanes()
+	// Each lane signs its own fans in, in order, a share of conc at a time:
+	// as one finishes the lane's next starts.
+	per := max((conc+len(lanes)-1)/len(lanes), 1)
+	next := make([]atomic.Int64, len(lanes))
+	start := func(l int) {
+		if i := l + int(next[l].Add(1)-1)*len(lanes); i < fans && ctx.Err() == nil {
+			c.fans[i] = fan{state: askingCode, arrived: true, sign: &signing{ahead: true}}
+			c.fans[i].trace.Fan = i
+			lanes[l].add(i, time.Now())
 		}
 	}
-	close(next)
-	wg.Wait()
+	for l := range lanes {
+		for range per {
+			start(l)
+		}
+	}
+	step := func(n int, late time.Duration) (time.Time, bool) {
+		at, more := c.step(ctx, n, late)
+		if !more {
+			start(n % len(lanes))
+		}
+		return at, more
+	}
+	run(ctx, lanes, min(per, c.workers), task{step: step, stop: func(int) {}})
 }
 
 // SignIn makes every fan sign in before it joins, as fans do when an event
@@ -75,127 +80,140 @@ func (c *Crowd) SignIn(sms string, conns int) {
 	c.smsCl = NewClient(NewPool(sms, conns), 10*time.Second, c.st, false)
 }
 
-// signIn signs the fan in; false when it could not (every sign-in refused,
-// limited, or no code came), and the fan goes home. A wrong or expired code
-// (401) starts over with a new code, at most maxSignInTry codes; a limit
-// (429) is waited out when its Retry-After is short, at most maxSignInTry
-// times, and the fan asks again.
-func (f *fan) signIn(ctx context.Context) bool {
-	st := f.crowd.st
-	phone := Phone(f.n)
-	limits, busy := 0, 0
-	limited := func(r Reply) bool {
-		st.SignInLimited.Add(1)
-		limits++
-		return limits <= maxSignInTry && f.sitOut(ctx, r)
+// signing is a fan signing in: codes asked for, limits met and requests
+// failed so far; the messages its phone had before its latest code was
+// asked for; until when it looks for the code, and how long it waits
+// before its next look. A fan signing in ahead of the sale (SignInAhead)
+// is done once signed in; one signing in at its arrival joins the line.
+type signing struct {
+	codes, limits, busy int
+	seen                int
+	until               time.Time
+	look                time.Duration
+	code                string
+	ahead               bool
+}
+
+// askCode asks for a sign-in code for the fan's phone: at most
+// maxSignInTry codes; a limit (429) is waited out when its Retry-After is
+// short, at most maxSignInTry times; no answer or a 5xx is tapped again
+// after a pause that doubles from busyPause, at most maxSignInTry times.
+// A fan that cannot sign in goes home.
+func (c *Crowd) askCode(ctx context.Context, f *fan) time.Duration {
+	s := f.sign
+	if s.codes >= maxSignInTry {
+		return finished
 	}
-	// again says whether a fan whose request got no answer or a 5xx taps
-	// again (after a pause), or gives up.
-	again := func(r Reply) bool {
-		if (r.Status != 0 && r.Status < 500) || busy >= maxSignInTry {
-			return false
-		}
-		busy++
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(busyPause << (busy - 1)):
-			return true
+	phone := Phone(f.trace.Fan)
+	s.seen = len(c.readSMS(ctx, phone)) // a retry's code is in a new message
+	r := c.sendSignIn(ctx, f, "auth code", "POST", c.url("/v1/auth/code"), map[string]any{"phone": phone})
+	switch r.Status {
+	case 202:
+		c.st.CodesRequested.Add(1)
+		s.codes++
+		s.until, s.look = time.Now().Add(codeWait), codeLookMin
+		f.state = awaitingCode
+		return 0
+	case 429:
+		return c.limited(f, r)
+	}
+	if wait, ok := s.again(r); ok {
+		return wait
+	}
+	c.st.SignInFailed.Add(1)
+	return finished
+}
+
+// awaitCode looks at the fan's SMS (past those seen before it asked) until
+// one carries a code, for at most codeWait (the core may send it through
+// its outbox), and verifies it: signed in, the fan joins the line (or,
+// signing in ahead, is done); a wrong or expired code (401) starts over
+// with a new code; a limit or a failure as askCode.
+func (c *Crowd) awaitCode(ctx context.Context, f *fan) time.Duration {
+	s, st := f.sign, c.st
+	phone := Phone(f.trace.Fan)
+	msgs := c.readSMS(ctx, phone)
+	code := ""
+	for i := len(msgs) - 1; i >= s.seen && i >= 0 && code == ""; i-- {
+		if m := codeIn.FindStringSubmatch(msgs[i]); m != nil {
+			code = m[1]
 		}
 	}
-	for codes := 0; codes < maxSignInTry; {
-		seen := len(f.crowd.readSMS(ctx, phone)) // a retry's code is in a new message
-		r := f.cl.Do(ctx, "auth code", "POST", f.crowd.url("/v1/auth/code"), map[string]any{"phone": phone})
-		switch r.Status {
-		case 202:
-			st.CodesRequested.Add(1)
-			codes++
-		case 429:
-			if !limited(r) {
-				return false
-			}
-			continue
-		default:
-			if again(r) {
-				continue
-			}
-			st.SignInFailed.Add(1)
-			return false
-		}
-		code, ok := f.awaitCode(ctx, phone, seen)
-		if !ok {
+	if code == "" {
+		if time.Now().Add(s.look).After(s.until) {
 			st.SignInFailed.Add(1)
 			if ctx.Err() == nil {
 				st.Fail("no sign-in code by SMS")
 			}
-			return false
+			return finished
 		}
-		v := f.cl.Do(ctx, "auth verify", "POST", f.crowd.url("/v1/auth/verify"), map[string]any{"phone": phone, "code": code})
-		switch v.Status {
-		case 200:
-			tok, _ := v.Body["token"].(string)
-			acct, _ := v.Body["account"].(map[string]any)
-			if tok == "" || acct == nil {
-				st.SignInFailed.Add(1)
-				st.Fail("auth verify: no token or account")
-				return false
-			}
-			st.SignedIn.Add(1)
-			f.account = tok
-			f.trace.Account = idString(acct["id"])
-			return true
-		case 429:
-			if !limited(v) {
-				return false
-			}
-		case 401: // code_invalid: ask for a new code
+		look := s.look
+		s.look = min(2*s.look, codeLookMax)
+		return look
+	}
+	f.state = askingCode // unless signed in: a new code next
+	v := c.sendSignIn(ctx, f, "auth verify", "POST", c.url("/v1/auth/verify"), map[string]any{"phone": phone, "code": code})
+	switch v.Status {
+	case 200:
+		tok, _ := v.Body["token"].(string)
+		acct, _ := v.Body["account"].(map[string]any)
+		if tok == "" || acct == nil {
 			st.SignInFailed.Add(1)
-		default: // no answer or a 5xx: ask for a new code after a pause
-			if !again(v) {
-				st.SignInFailed.Add(1)
-				return false
-			}
+			st.Fail("auth verify: no token or account")
+			return finished
 		}
+		st.SignedIn.Add(1)
+		f.account = tok
+		f.trace.Account = idString(acct["id"])
+		if s.ahead {
+			c.ahead[f.trace.Fan] = signedIn{f.account, f.trace.Account}
+			return finished
+		}
+		f.sign, f.state = nil, joining
+		return 0
+	case 429:
+		return c.limited(f, v)
+	case 401: // code_invalid: ask for a new code
+		st.SignInFailed.Add(1)
+		return 0
 	}
-	return false
+	if wait, ok := s.again(v); ok { // no answer or a 5xx: a new code after a pause
+		return wait
+	}
+	st.SignInFailed.Add(1)
+	return finished
 }
 
-// sitOut waits out a limit's Retry-After when it is short (false when it is
-// long, absent or the sale ends first: the fan gives up).
-func (f *fan) sitOut(ctx context.Context, r Reply) bool {
-	if r.Retry <= 0 || r.Retry > maxRetryWait {
-		return false
+// sendSignIn is send for the sign-in's requests: a fan signing in ahead
+// keeps no cookies for the sale.
+func (c *Crowd) sendSignIn(ctx context.Context, f *fan, route, method, target string, body any) Reply {
+	if f.sign.ahead {
+		return sender{hc: c.poolOf(f.trace.Fan), timeout: fanTimeout, st: c.st}.do(ctx, nil, route, method, target, body, nil)
 	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(r.Retry):
-		return true
-	}
+	return c.send(ctx, f, route, method, target, body)
 }
 
-// awaitCode looks at the fan's SMS (past the first seen) until one carries
-// a code, for at most codeWait: the core may send it through its outbox.
-func (f *fan) awaitCode(ctx context.Context, phone string, seen int) (string, bool) {
-	deadline := time.Now().Add(codeWait)
-	wait := codeLookMin
-	for {
-		msgs := f.crowd.readSMS(ctx, phone)
-		for i := len(msgs) - 1; i >= seen && i >= 0; i-- {
-			if m := codeIn.FindStringSubmatch(msgs[i]); m != nil {
-				return m[1], true
-			}
-		}
-		if time.Now().Add(wait).After(deadline) {
-			return "", false
-		}
-		select {
-		case <-ctx.Done():
-			return "", false
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, codeLookMax)
+// limited counts a limit (429) and says how long the fan sits it out
+// before asking for a code again: its Retry-After when short, at most
+// maxSignInTry times; else the fan gives up.
+func (c *Crowd) limited(f *fan, r Reply) time.Duration {
+	c.st.SignInLimited.Add(1)
+	f.sign.limits++
+	if f.sign.limits > maxSignInTry || r.Retry <= 0 || r.Retry > maxRetryWait {
+		return finished
 	}
+	f.state = askingCode
+	return r.Retry
+}
+
+// again says whether a fan whose request got no answer or a 5xx asks for a
+// code again, and after what pause (false: it gives up).
+func (s *signing) again(r Reply) (time.Duration, bool) {
+	if (r.Status != 0 && r.Status < 500) || s.busy >= maxSignInTry {
+		return 0, false
+	}
+	s.busy++
+	return busyPause << (s.busy - 1), true
 }
 
 // idString is a JSON id as text: a number without an exponent, or a string.

@@ -80,3 +80,24 @@ func TestMeanSession(t *testing.T) {
 		t.Errorf("W = %v; want 52.5s", w)
 	}
 }
+
+// TestLatenciesBounded: past exactUpTo a route's latencies are the
+// histogram's, a thousandth off at most, the longest exact.
+func TestLatenciesBounded(t *testing.T) {
+	st := NewStats(time.Now(), time.Minute)
+	const n = 3 * exactUpTo
+	for i := n; i >= 1; i-- {
+		st.Observe("status", time.Duration(i)*time.Millisecond)
+	}
+	l := st.Latencies()[0]
+	off := func(got time.Duration, want int) bool {
+		w := time.Duration(want) * time.Millisecond
+		return got < w-w/1000 || got > w+w/1000
+	}
+	if l.Count != n || off(l.P50, n/2) || off(l.P90, n*9/10) || off(l.P99, n*99/100) || l.Max != n*time.Millisecond {
+		t.Errorf("Latencies() = %+v; want %d of them, p50 %d ms, p90 %d ms, p99 %d ms (0.1%%), max %d ms", l, n, n/2, n*9/10, n*99/100, n)
+	}
+	if len(st.latency["status"].exact) != exactUpTo {
+		t.Errorf("%d latencies kept exactly; want %d", len(st.latency["status"].exact), exactUpTo)
+	}
+}

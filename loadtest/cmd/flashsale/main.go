@@ -51,7 +51,7 @@ type Config struct {
 	Watch       string        `flag:"watch" help:"processes to sample for CPU and memory, name=pid,... (children count with their parent)"`
 	Accounts    bool          `flag:"accounts" default:"true" help:"the event requires an account (sets the account_required dial) and every fan signs in first: a code by SMS, read from the payment simulator's sink; false: fans join as guests"`
 	Ahead       bool          `flag:"sign-in-ahead" default:"true" help:"with -accounts: the fans sign in before the pre-queue opens (as fans urged to sign in before onsale do), -sign-in-conc at a time; false: each at its arrival, in the wall"`
-	SignInConc  int           `flag:"sign-in-conc" default:"64" min:"1" help:"fans signing in at once ahead of the sale"`
+	SignInConc  int           `flag:"sign-in-conc" default:"256" min:"1" help:"fans signing in at once ahead of the sale (each mostly waits for its SMS: no goroutine a fan, so many at once cost the crowd little)"`
 	Addrs       int           `flag:"addrs" default:"1" min:"1" max:"65000" help:"the fans come from this many loopback addresses (127.0.0.1 up): the per-address limits of the gateway and the core see a crowd's many addresses"`
 	Note        string        `flag:"note" help:"a line the summary and the report show first (what the run changed, e.g. limits raised for the demo)"`
 	Redis       string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"the gateway's Redis, where the checker counts the places in line per account (no such check when empty)"`
@@ -149,12 +149,19 @@ func run(ctx context.Context, c Config) error {
 	if err := runner.Check(steps); err != nil {
 		return err
 	}
-	st := crowd.NewStats(time.Now(), c.OnsaleIn+c.Deadline+time.Minute)
+	// Polls are counted by the second from now: through the sign-in ahead
+	// (a day at most), the pre-queue and the sale.
+	span := c.OnsaleIn + c.Deadline + time.Minute
+	if c.Accounts && c.Ahead {
+		span += 24 * time.Hour
+	}
+	st := crowd.NewStats(time.Now(), span)
 	procs, stopWatch, err := watchProcesses(ctx, c.Watch)
 	if err != nil {
 		return err
 	}
 	defer stopWatch()
+	me := watchSelf(ctx)
 	ops := crowd.NewOperators(c.Admin, c.AdminToken, c.Event, st)
 	cr := crowd.New(c.Gateway, c.Event, ops.Event(ctx).BandCodes(), c.Conns, st)
 	if c.Addrs > 1 {
@@ -193,8 +200,8 @@ func run(ctx context.Context, c Config) error {
 	} else {
 		fmt.Println("  guests may join (account_required off): fans do not sign in")
 	}
-	fmt.Printf("  forecast if nobody left before the session ends (W = the session dial): %v\n",
-		crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, c.Session, ev.Hold(), c.Sweep))
+	fmt.Printf("  forecast (the crowd's stated mix; a second to a hold, UPI approval in about 3 s, no payment failing): %v\n",
+		crowd.Predict(crowd.Sale{Seats: ev.Capacity, PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: c.Sweep}))
 	if len(steps) > 0 {
 		fmt.Printf("  faults, after onsale: %v\n", steps)
 	}
@@ -260,8 +267,10 @@ func run(ctx context.Context, c Config) error {
 	}
 	stopWatch()
 	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(),
-		forecast: crowd.Predict(ev.Capacity, c.PerMinute, c.MaxActive, st.MeanSession(c.Session), ev.Hold(), c.Sweep),
-		procs:    procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
+		forecast: crowd.Predict(measuredSale(st, achieved(admissions, onsale, screens.AllTaken(), saleTook), crowd.Sale{Seats: ev.Capacity,
+			PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: c.Sweep})),
+		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
+	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
 	summary(c, st, out)
 	printFaults(effects, onsale)
 	failed := invariants(res)
@@ -292,6 +301,9 @@ func skew(c Config) time.Duration {
 	return 0
 }
 
+// crowdName is this process in the process table.
+const crowdName = "flashsale (the crowd)"
+
 // watchProcesses samples the processes named in list (name=pid,...) and
 // this one, once a second, until stop.
 func watchProcesses(ctx context.Context, list string) (w *procstat.Watcher, stop func(), err error) {
@@ -300,7 +312,7 @@ func watchProcesses(ctx context.Context, list string) (w *procstat.Watcher, stop
 		return nil, nil, err
 	}
 	ctx, stop = context.WithCancel(ctx)
-	w, err = procstat.Watch(ctx, append(targets, procstat.Target{Name: "flashsale (the crowd)", PID: os.Getpid()}), time.Second)
+	w, err = procstat.Watch(ctx, append(targets, procstat.Target{Name: crowdName, PID: os.Getpid()}), time.Second)
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -22,6 +22,17 @@ type outcome struct {
 	targets                 []procstat.Target
 	onsale                  time.Time
 	signInTook              time.Duration // the fans' sign-in ahead of the sale (0: none)
+	crowd                   string        // what the crowd itself cost (self.line)
+}
+
+// usage is the named process's usage in the process table (zero if absent).
+func (o outcome) usage(name string) procstat.Usage {
+	for _, u := range o.procs {
+		if u.Name == name {
+			return u
+		}
+	}
+	return procstat.Usage{}
 }
 
 // lines are the dials, the outcome and Little's law, for the summary and
@@ -51,8 +62,67 @@ func (o outcome) lines(c Config, st *crowd.Stats) []string {
 		fmt.Sprintf("Dials: %d let in a minute, %d sessions at most, sessions of %v; holds of %v; sweep every %v.",
 			c.PerMinute, c.MaxActive, c.Session, o.hold, c.Sweep),
 		fmt.Sprintf("Outcome: %s; %s.", taken, end),
-		fmt.Sprintf("Little's law with the sessions the crowd kept (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
+		o.crowd,
+		measured(st),
+		fmt.Sprintf("Little's law with what the crowd measured (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
 			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast))
+}
+
+// achieved is the fans a second let in while seats were left: from onsale
+// to every seat taken (or the sale's end).
+func achieved(adms []check.Admission, onsale time.Time, allTaken, took time.Duration) float64 {
+	until := allTaken
+	if until <= 0 {
+		until = took
+	}
+	n := 0
+	for _, a := range adms {
+		if !a.AdmittedAt.IsZero() && !a.AdmittedAt.After(onsale.Add(until)) {
+			n++
+		}
+	}
+	if until <= 0 {
+		return 0
+	}
+	return float64(n) / until.Seconds()
+}
+
+// measuredSale is s with the rate achieved and what the crowd measured: the time to a hold, to
+// a payment's outcome, and the payments that failed or were refunded.
+func measuredSale(st *crowd.Stats, achieved float64, s crowd.Sale) crowd.Sale {
+	s.Achieved = achieved
+	if n := st.Held.Load(); n > 0 {
+		s.Shop = time.Duration(st.ShopNanos.Load() / n)
+	}
+	if n := st.Settled.Load(); n > 0 {
+		s.Settle = time.Duration(st.SettleNanos.Load() / n)
+	}
+	if n := st.Paid.Load(); n > 0 {
+		s.PayFail = float64(st.FailedPay.Load()+st.Refunded.Load()) / float64(n)
+	}
+	return s
+}
+
+// measured are the crowd's own measures the forecast rests on: how long an
+// admitted fan took to hold seats, a payer from its hold to the outcome,
+// a fan who held seats from admission to leaving, and how many holds did
+// not become bookings.
+func measured(st *crowd.Stats) string {
+	mean := func(sum, n int64) float64 {
+		if n == 0 {
+			return 0
+		}
+		return time.Duration(sum / n).Seconds()
+	}
+	held := st.Held.Load()
+	lost := 0.0
+	if held > 0 {
+		lost = 100 * float64(held-st.Confirmed.Load()) / float64(held)
+	}
+	return fmt.Sprintf("Measured for the forecast: admission to a hold %.1f s on average (%d holds); a hold to its payment's outcome %.1f s (%d payments); "+
+		"fans who held seats and left kept the room %.1f s (%d); %.0f%% of holds did not become bookings (closed the app, released, payment failed or refunded).",
+		mean(st.ShopNanos.Load(), held), held, mean(st.SettleNanos.Load(), st.Settled.Load()), st.Settled.Load(),
+		mean(st.SessionHeldNanos.Load(), st.LeftHeld.Load()), st.LeftHeld.Load(), lost)
 }
 
 // summary prints what the crowd saw, the outcome, the poll rate, latencies
