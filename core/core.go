@@ -182,7 +182,7 @@ type HoldRef struct {
 // store implements it).
 type SweepResult struct {
 	Holds int           // holds returned to sale
-	Seats int           // seats made AVAILABLE again
+	Seats int           // seats still under the swept holds: free since they lapsed, now recorded
 	Lag   time.Duration // how long the oldest swept hold had been expired
 }
 

@@ -7,13 +7,23 @@ import (
 	"github.com/onsale/onsale/core"
 )
 
-// sweepSQL returns expired holds to sale, up to $1 at a time: it marks them
-// EXPIRED, frees the seats still under their id (a seat a new hold took by
-// lazy expiry is left alone), gives the accounts their tickets back and
-// returns GA tickets to the counter, all in one statement. Every condition
-// is re-checked on the rows it changes (status, hold id, expiry), so a hold
-// extended or re-held a moment earlier is skipped, never released; SKIP
-// LOCKED lets a hold being extended right now wait for the next sweep.
+// sweepSQL records expired holds, up to $1 at a time: it marks them
+// EXPIRED, gives the accounts their tickets back and returns GA tickets to
+// the counter, all in one statement. Every condition is re-checked on the
+// rows it changes (status, expiry), so a hold extended or booked a moment
+// earlier is skipped, never ended; SKIP LOCKED lets a hold being extended
+// right now wait for the next sweep. The hold row's status is what makes
+// the quota come back exactly once.
+//
+// It writes no seat row. Lazy expiry (seatFree) already made every seat of
+// an expired hold free to every reader and writer the instant its
+// hold_until passed: a seat left HELD under an ended hold with hold_until
+// in the past is free, exactly as an AVAILABLE one, and the next hold
+// simply overwrites it; no statement of the core tells the two apart.
+// Rewriting those rows to AVAILABLE was most of the sweep's cost. The
+// sweep only reads which of its holds' seats are still under their id (a
+// seat a new hold took by lazy expiry names the new hold and is left out)
+// to tell the seat-map keeper, whose change feed gets them as available.
 const sweepSQL = `
 WITH h AS (
     UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now()
@@ -35,14 +45,7 @@ WITH h AS (
     RETURNING id, event_id, account, seat_ids, quantity, expires_at
 )` + sweepTail
 
-const sweepTail = `, freed AS (
-    UPDATE seats s
-       SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL, version = s.version + 1
-      FROM h
-     WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id
-       AND s.status = 'HELD' AND s.hold_until < now()
-    RETURNING s.event_id, s.seat_id
-), account AS (
+const sweepTail = `, account AS (
     UPDATE account_tickets a SET tickets = a.tickets - x.n
       FROM (SELECT event_id, account, sum(quantity)::int AS n FROM h GROUP BY 1, 2) x
      WHERE a.event_id = x.event_id AND a.account = x.account
@@ -50,17 +53,28 @@ const sweepTail = `, freed AS (
     UPDATE ga_inventory g SET remaining = g.remaining + x.n
       FROM (SELECT event_id, sum(quantity)::int AS n FROM h WHERE cardinality(seat_ids) = 0 GROUP BY 1) x
      WHERE g.event_id = x.event_id
+), lapsed AS (
+    -- OFFSET 0 keeps the subquery a per-hold lookup of its own seats by
+    -- primary key: pulled up into a join, the planner may scan every seat
+    -- of every event instead.
+    SELECT h.event_id, s.seat_id
+      FROM h CROSS JOIN LATERAL (
+           SELECT s.seat_id FROM seats s
+            WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id AND s.status = 'HELD'
+           OFFSET 0) s
 )
-SELECT count(*), coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8, (SELECT count(*) FROM freed),
-       coalesce((SELECT array_agg(event_id) FROM freed), '{}'), coalesce((SELECT array_agg(seat_id) FROM freed), '{}')
+SELECT count(*), coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8, (SELECT count(*) FROM lapsed),
+       coalesce((SELECT array_agg(event_id) FROM lapsed), '{}'), coalesce((SELECT array_agg(seat_id) FROM lapsed), '{}')
   FROM h`
 
 // sweepBatch bounds one sweep statement so a backlog is worked off in
 // short transactions.
 const sweepBatch = 5000
 
-// Sweep returns every expired hold to sale, in batches, and reports how many
-// holds and seats it freed and how late it was for the oldest.
+// Sweep records every expired hold as EXPIRED and returns its tickets, in
+// batches, and reports how many holds it ended, how many of their seats
+// were still under them (free since the hold lapsed; the seat-map keeper
+// hears of them as available) and how late it was for the oldest.
 func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 	var total core.SweepResult
 	for {
