@@ -1,0 +1,54 @@
+package postgres
+
+import (
+	"time"
+
+	"github.com/onsale/onsale/core"
+)
+
+// TakenSeats is the core's memory of the seats a hold cannot win
+// (core/seatmap.Taken, whose rules say when it refuses). The store asks it
+// before each hold of named seats and refuses, without a statement, the
+// seats it names; it tells it of this core's own holds and releases as
+// they commit. It only ever refuses: every hold it passes is decided by
+// the hold statement, so a stale memory can cost a fan a refusal a retry
+// a second later would not get, never a double sale.
+type TakenSeats interface {
+	// Refuse names the seats (of seats) known taken; nil: ask the database.
+	Refuse(event int64, seats []string) []string
+	// Held records seats this core held, until a deadline no later than
+	// the hold's lapse.
+	Held(event int64, seats []string, until time.Time)
+	// Freed records seats this core gave back to sale.
+	Freed(event int64, seats []string)
+}
+
+// refuse answers a hold of seats the core knows are taken with the
+// database's own answer (seatsTaken): ESeatsTaken naming those seats.
+// A nil error means: ask the database.
+func (db *DB) refuse(event int64, seats []string) error {
+	if db.taken == nil {
+		return nil
+	}
+	taken := db.taken.Refuse(event, seats)
+	if len(taken) == 0 {
+		return nil
+	}
+	return core.Errorf(core.ESeatsTaken, "%d of the seats are no longer available", len(taken)).With("seats", taken)
+}
+
+// seatsHeld tells the memory of seats this core has just held: sent is
+// when the hold statement was first sent, before the database read the
+// clock from which it counts the hold's seconds.
+func (db *DB) seatsHeld(event int64, seats []string, sent time.Time, holdSeconds int) {
+	if db.taken != nil {
+		db.taken.Held(event, seats, sent.Add(time.Duration(holdSeconds)*time.Second))
+	}
+}
+
+// seatsFreed tells the memory of seats this core has just given back.
+func (db *DB) seatsFreed(event int64, seats []string) {
+	if db.taken != nil {
+		db.taken.Freed(event, seats)
+	}
+}
