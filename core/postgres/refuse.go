@@ -16,6 +16,9 @@ import (
 type TakenSeats interface {
 	// Refuse names the seats (of seats) known taken; nil: ask the database.
 	Refuse(event int64, seats []string) []string
+	// SoldOut reports whether fewer than count seats of band are not known
+	// taken (a best-available hold that cannot win); false: ask the database.
+	SoldOut(event int64, band string, count int) bool
 	// Held records seats this core held, until a deadline no later than
 	// the hold's lapse.
 	Held(event int64, seats []string, until time.Time)
@@ -35,6 +38,16 @@ func (db *DB) refuse(event int64, seats []string) error {
 		return nil
 	}
 	return core.Errorf(core.ESeatsTaken, "%d of the seats are no longer available", len(taken)).With("seats", taken)
+}
+
+// refuseBand answers a best-available hold for a band the core knows has
+// fewer than count seats left with the database's own answer (bandSoldOut).
+// A nil error means: ask the database.
+func (db *DB) refuseBand(event int64, band string, count int) error {
+	if db.taken == nil || !db.taken.SoldOut(event, band, count) {
+		return nil
+	}
+	return core.Errorf(core.ESoldOut, "fewer than %d seats left in %s", count, band).With("band", band)
 }
 
 // seatsHeld tells the memory of seats this core has just held: sent is

@@ -58,7 +58,8 @@ func (c *refuseCore) rebuild(tb testing.TB) {
 	}
 }
 
-// The memory's refusal is the database's: same code, message and details,
+// The memory's refusal is the database's, for named seats and for a
+// best-available band with no seat left: same code, message and details,
 // and it costs no statement (it is answered while the seats table is
 // locked against every statement); a request naming a seat the event
 // lacks still goes to the database, which names it unknown.
@@ -89,6 +90,41 @@ func TestRefuseLikeDatabase(t *testing.T) {
 	tx.Rollback(ctx)
 	if !reflect.DeepEqual(cacheErr, dbErr) {
 		t.Errorf("refused from memory: %#v\nthe database's answer: %#v", cacheErr, dbErr)
+	}
+
+	// A best-available hold for a band with no seat left: the same.
+	bands, err := plain.db.SeatBands(ctx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var band string
+	for b, ids := range bands {
+		if band == "" || len(ids) < len(bands[band]) {
+			band = b
+		}
+	}
+	for i, id := range bands[band] {
+		if _, err := hold(plain.db, ev, fmt.Sprintf("filler-%d", i), core.HoldRequest{Seats: []string{id}}); err != nil &&
+			core.ErrorCode(err) != core.ESeatsTaken {
+			t.Fatal(err)
+		}
+	}
+	best := core.HoldRequest{BestAvailable: &core.BestAvailable{Band: band, Count: 1}}
+	_, dbErr = hold(plain.db, ev, "carol", best)
+	wantCode(t, dbErr, core.ESoldOut)
+	cached.rebuild(t)
+	if tx, err = plain.db.Pool().Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE seats, price_bands IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	hctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	_, cacheErr = cached.db.CreateHold(hctx, core.HoldParams{EventID: ev, Account: "carol", Request: best})
+	cancel()
+	tx.Rollback(ctx)
+	if !reflect.DeepEqual(cacheErr, dbErr) {
+		t.Errorf("sold out from memory: %#v\nthe database's answer: %#v", cacheErr, dbErr)
 	}
 
 	// An unknown seat beside a taken one: the database answers, naming both.

@@ -100,6 +100,28 @@ func (db *DB) SeatPositions(ctx context.Context, event int64) (map[string]int, e
 	return m, translate(rows.Err())
 }
 
+// seatBandsSQL lists each band's seats (static per event).
+const seatBandsSQL = `SELECT band, array_agg(seat_id) FROM seats WHERE event_id = $1 GROUP BY band`
+
+// SeatBands maps an event's band codes to their seat ids.
+func (db *DB) SeatBands(ctx context.Context, event int64) (map[string][]string, error) {
+	rows, err := db.reads.Query(ctx, seatBandsSQL, event)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	m := map[string][]string{}
+	for rows.Next() {
+		var band string
+		var ids []string
+		if err := rows.Scan(&band, &ids); err != nil {
+			return nil, translate(err)
+		}
+		m[band] = ids
+	}
+	return m, translate(rows.Err())
+}
+
 // liveSeatedEventsSQL names the seated events whose seat maps are kept:
 // on sale or within the hour of it, and not yet started.
 const liveSeatedEventsSQL = `

@@ -27,6 +27,8 @@ type Store interface {
 	TakenSeats(ctx context.Context, event int64) ([]TakenSeat, error)
 	// SeatPositions maps seat ids to positions (static per event).
 	SeatPositions(ctx context.Context, event int64) (map[string]int, error)
+	// SeatBands maps band codes to their seat ids (static per event).
+	SeatBands(ctx context.Context, event int64) (map[string][]string, error)
 }
 
 // TakenSeat is a seat that cannot be held now, as the database sees it.
@@ -55,6 +57,7 @@ type Keeper struct {
 	mu  sync.Mutex
 	pos map[int64]map[string]int // seat positions, per event (static)
 	ids map[int64]map[int]string // the same, position to seat id
+	lay map[int64]*Layout        // the same with bands, for Taken
 
 	once    sync.Once
 	changes chan change
@@ -106,34 +109,42 @@ func (k *Keeper) apply(c change) {
 }
 
 func (k *Keeper) positions(ctx context.Context, event int64) (map[string]int, error) {
-	p, _, err := k.layout(ctx, event)
+	p, _, _, err := k.layout(ctx, event)
 	return p, err
 }
 
-// layout returns an event's seat positions both ways (static: read once).
-func (k *Keeper) layout(ctx context.Context, event int64) (map[string]int, map[int]string, error) {
+// layout returns an event's seat positions both ways, and (with Taken) its
+// Layout; static, so read once.
+func (k *Keeper) layout(ctx context.Context, event int64) (map[string]int, map[int]string, *Layout, error) {
 	k.mu.Lock()
 	p, ok := k.pos[event]
-	ids := k.ids[event]
+	ids, lay := k.ids[event], k.lay[event]
 	k.mu.Unlock()
 	if ok {
-		return p, ids, nil
+		return p, ids, lay, nil
 	}
 	p, err := k.DB.SeatPositions(ctx, event)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ids = make(map[int]string, len(p))
 	for id, i := range p {
 		ids[i] = id
 	}
+	if k.Taken != nil {
+		bands, err := k.DB.SeatBands(ctx, event)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		lay = &Layout{Seats: p, Bands: bands}
+	}
 	k.mu.Lock()
 	if k.pos == nil {
-		k.pos, k.ids = map[int64]map[string]int{}, map[int64]map[int]string{}
+		k.pos, k.ids, k.lay = map[int64]map[string]int{}, map[int64]map[int]string{}, map[int64]*Layout{}
 	}
-	k.pos[event], k.ids[event] = p, ids
+	k.pos[event], k.ids[event], k.lay[event] = p, ids, lay
 	k.mu.Unlock()
-	return p, ids, nil
+	return p, ids, lay, nil
 }
 
 // Rebuild writes every live event's map, and gives Taken its snapshot,
@@ -147,7 +158,7 @@ func (k *Keeper) Rebuild(ctx context.Context) error {
 		k.Taken.Retain(events)
 	}
 	for ev, capacity := range events {
-		pos, ids, err := k.layout(ctx, ev)
+		pos, ids, lay, err := k.layout(ctx, ev)
 		if err != nil {
 			return err
 		}
@@ -165,7 +176,7 @@ func (k *Keeper) Rebuild(ctx context.Context) error {
 					states[id] = SeatState{Booked: s.Booked, Until: sent.Add(s.Left)}
 				}
 			}
-			k.Taken.Replace(ev, pos, states, sent)
+			k.Taken.Replace(ev, lay, states, sent)
 		}
 		if k.Cache == nil {
 			continue

@@ -28,7 +28,9 @@ const DefaultMaxAge = 2 * time.Second
 //     whose hold has lapsed (the seat fans pounce on when it comes back)
 //     is never refused.
 //   - Only seats of the event's layout are answered: a request naming any
-//     other seat goes to the database, which names it unknown.
+//     other seat goes to the database, which names it unknown. Likewise a
+//     best-available request is refused sold out (SoldOut) only for a band
+//     of the layout, when fewer of its seats than asked are not refused.
 //   - The database's view arrives as snapshots (Replace, from the keeper's
 //     rebuild, about once a second). This core's own holds and releases
 //     apply at once (Held, Freed) and are applied again over a snapshot
@@ -62,8 +64,15 @@ type SeatState struct {
 // takenAt reports whether the seat cannot be held at now.
 func (s SeatState) takenAt(now time.Time) bool { return s.Booked || now.Before(s.Until) }
 
+// Layout is an event's seats as Taken answers for them (static per event;
+// Taken never changes it).
+type Layout struct {
+	Seats map[string]int      // seat id to position
+	Bands map[string][]string // band code to its seat ids
+}
+
 type takenEvent struct {
-	known map[string]int       // the event's seat ids (to positions), read-only
+	known *Layout
 	seats map[string]SeatState // the seats that cannot be held, as last known
 	at    time.Time            // when the newest snapshot's query was sent; zero: none yet
 	own   []ownChange          // this core's changes not older than that snapshot, oldest first
@@ -109,9 +118,9 @@ func (t *Taken) Refuse(event int64, seats []string) []string {
 	now := t.now()
 	var taken []string
 	t.mu.RLock()
-	if e := t.events[event]; e != nil && !e.at.IsZero() && now.Sub(e.at) <= t.maxAge() {
+	if e := t.trusted(event, now); e != nil {
 		for _, s := range seats {
-			if _, ok := e.known[s]; !ok {
+			if _, ok := e.known.Seats[s]; !ok {
 				taken = nil
 				break
 			}
@@ -129,8 +138,47 @@ func (t *Taken) Refuse(event int64, seats []string) []string {
 	return taken
 }
 
-// Decisions counts the requests Refuse answered: refused from memory, and
-// passed to the database to decide.
+// trusted returns the event's entry when its newest snapshot is within
+// MaxAge of now (t.mu held), else nil.
+func (t *Taken) trusted(event int64, now time.Time) *takenEvent {
+	if e := t.events[event]; e != nil && !e.at.IsZero() && now.Sub(e.at) <= t.maxAge() {
+		return e
+	}
+	return nil
+}
+
+// SoldOut reports whether a best-available request for count seats of
+// band cannot win: fewer than count of the band's seats are free of what
+// Refuse refuses. False (ask the database) for a band the layout lacks or
+// without a snapshot within MaxAge, as for Refuse.
+func (t *Taken) SoldOut(event int64, band string, count int) bool {
+	now := t.now()
+	soldOut := false
+	t.mu.RLock()
+	if e := t.trusted(event, now); e != nil {
+		if seats, ok := e.known.Bands[band]; ok {
+			free := 0
+			for _, s := range seats {
+				if st, ok := e.seats[s]; !ok || !st.takenAt(now) {
+					if free++; free >= count {
+						break
+					}
+				}
+			}
+			soldOut = free < count
+		}
+	}
+	t.mu.RUnlock()
+	if soldOut {
+		t.refused.Add(1)
+	} else {
+		t.passed.Add(1)
+	}
+	return soldOut
+}
+
+// Decisions counts the requests Refuse and SoldOut answered: refused from
+// memory, and passed to the database to decide.
 func (t *Taken) Decisions() (refused, passed int64) { return t.refused.Load(), t.passed.Load() }
 
 // Held records seats this core has just held, until the given deadline
@@ -179,11 +227,10 @@ func (t *Taken) event(event int64) *takenEvent {
 }
 
 // Replace installs a snapshot of an event read from the database: known
-// is the event's layout (seat id to position, kept and never changed),
-// taken its seats that could not be held, and sent when the snapshot's
-// query was sent. Taken keeps the map. A snapshot older than the one
+// is the event's layout, taken its seats that could not be held, and sent
+// when the snapshot's query was sent. Taken keeps the map. A snapshot older than the one
 // installed is ignored; this core's changes since sent are applied over it.
-func (t *Taken) Replace(event int64, known map[string]int, taken map[string]SeatState, sent time.Time) {
+func (t *Taken) Replace(event int64, known *Layout, taken map[string]SeatState, sent time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.event(event)
@@ -192,6 +239,9 @@ func (t *Taken) Replace(event int64, known map[string]int, taken map[string]Seat
 	}
 	if taken == nil {
 		taken = map[string]SeatState{}
+	}
+	if known == nil {
+		known = &Layout{}
 	}
 	e.known, e.seats, e.at = known, taken, sent
 	keep := e.own[:0]

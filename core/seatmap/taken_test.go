@@ -31,13 +31,18 @@ func (c *clock) add(d time.Duration) time.Time {
 
 const ev = 7
 
-// layout is a small event's seat ids: A1..A9.
-var layout = func() map[string]int {
-	m := map[string]int{}
+// layout is a small event's seats: A1..A9, band X the first four, Y the rest.
+var layout = func() *seatmap.Layout {
+	l := &seatmap.Layout{Seats: map[string]int{}, Bands: map[string][]string{}}
 	for i := range 9 {
-		m[fmt.Sprintf("A%d", i+1)] = i
+		id, band := fmt.Sprintf("A%d", i+1), "X"
+		if i >= 4 {
+			band = "Y"
+		}
+		l.Seats[id] = i
+		l.Bands[band] = append(l.Bands[band], id)
 	}
-	return m
+	return l
 }()
 
 func newTaken() (*seatmap.Taken, *clock) {
@@ -76,6 +81,41 @@ func TestTakenRefuses(t *testing.T) {
 	refused, passed := tk.Decisions()
 	if refused != 2 || passed != 3 {
 		t.Errorf("Decisions() = %d, %d; want 2 refused, 3 passed", refused, passed)
+	}
+}
+
+// A best-available request is refused sold out when fewer of its band's
+// seats than asked are not refused, by the same rules as Refuse.
+func TestTakenSoldOut(t *testing.T) {
+	tk, c := newTaken()
+	now := c.now()
+	snapshot(tk, now, map[string]seatmap.SeatState{
+		"A1": {Booked: true},
+		"A2": {Until: now.Add(10 * time.Second)},
+		"A3": {Until: now.Add(time.Second)},
+	})
+	for _, tc := range []struct {
+		band  string
+		count int
+		want  bool
+	}{
+		{"X", 1, false}, // A4 is free
+		{"X", 2, true},  // only A4
+		{"Y", 5, false}, // all five free
+		{"Y", 6, true},
+		{"Z", 1, false}, // a band the layout lacks: the database says so
+	} {
+		if got := tk.SoldOut(ev, tc.band, tc.count); got != tc.want {
+			t.Errorf("SoldOut(%s, %d) = %v; want %v", tc.band, tc.count, got, tc.want)
+		}
+	}
+	c.add(time.Second) // A3's hold lapses: X has two seats again
+	if tk.SoldOut(ev, "X", 2) {
+		t.Error("SoldOut(X, 2) after A3's hold lapsed = true; want false")
+	}
+	c.add(2 * time.Second) // the snapshot is too old: nothing is refused
+	if tk.SoldOut(ev, "X", 4) {
+		t.Error("SoldOut(X, 4) with a stale snapshot = true; want false")
 	}
 }
 
