@@ -225,18 +225,23 @@ type grant struct {
 	relSent, relDone time.Time
 }
 
+// refusal is a seats_taken naming seats, or a sold_out of a band for
+// count seats (band set).
 type refusal struct {
 	named     []string
+	band      string
+	count     int
 	sent, got time.Time
 }
 
 // raceRefuse runs fans on two cores of one database for a few seconds:
-// each asks for one or two of a few seats on either core, and when it gets
-// them walks away (the hold lapses after a second) or lets them go on
-// either core. One core sweeps every second. hold is how a fan asks (the
-// product: CreateHold); release how it lets go.
-func raceRefuse(t *testing.T, wrap func(*seatmap.Taken) postgres.TakenSeats,
-	holdFn func(c *refuseCore, ev int64, account string, seats []string) (*core.Hold, error),
+// each asks for one or two of the ten seats of a band on either core (by
+// name, or with best, a third of the time best available in the band),
+// and when it gets them walks away (the hold lapses after a second) or
+// lets them go on either core. One core sweeps every second. hold is how a
+// fan asks (the product: CreateHold); release how it lets go.
+func raceRefuse(t *testing.T, best bool, wrap func(*seatmap.Taken) postgres.TakenSeats,
+	holdFn func(c *refuseCore, ev int64, account string, r core.HoldRequest) (*core.Hold, error),
 	releaseFn func(c *refuseCore, h *core.Hold) error) (*fanLog, [2]*refuseCore) {
 	const (
 		fans    = 16
@@ -257,7 +262,7 @@ func raceRefuse(t *testing.T, wrap func(*seatmap.Taken) postgres.TakenSeats,
 	}
 	seats := make([]string, nSeats)
 	for i := range seats {
-		seats[i] = fmt.Sprintf("AUD-F-%d", i+1)
+		seats[i] = fmt.Sprintf("AUD-M-%d", i+1) // the RECLINER band, all of it
 	}
 
 	bg, stop := context.WithCancel(ctx)
@@ -292,13 +297,17 @@ func raceRefuse(t *testing.T, wrap func(*seatmap.Taken) postgres.TakenSeats,
 				if rand.IntN(3) == 0 && i+1 < nSeats {
 					ask = append(ask, seats[i+1])
 				}
+				r := core.HoldRequest{Seats: ask}
+				if best && rand.IntN(3) == 0 {
+					r = core.HoldRequest{BestAvailable: &core.BestAvailable{Band: "RECLINER", Count: len(ask)}}
+				}
 				c := cores[rand.IntN(2)]
 				sent := time.Now()
-				h, err := holdFn(c, ev, fmt.Sprintf("fan-%d-%d", f, n), ask)
+				h, err := holdFn(c, ev, fmt.Sprintf("fan-%d-%d", f, n), r)
 				got := time.Now()
 				switch {
 				case err == nil:
-					g := &grant{seats: ask, sent: sent, yes: got, expires: h.ExpiresAt}
+					g := &grant{seats: h.Seats, sent: sent, yes: got, expires: h.ExpiresAt}
 					log.mu.Lock()
 					log.grants = append(log.grants, g)
 					log.mu.Unlock()
@@ -314,6 +323,10 @@ func raceRefuse(t *testing.T, wrap func(*seatmap.Taken) postgres.TakenSeats,
 					named, _ := err.(*core.Error).Detail["seats"].([]string)
 					log.mu.Lock()
 					log.refusals = append(log.refusals, refusal{named: named, sent: sent, got: got})
+					log.mu.Unlock()
+				case core.ErrorCode(err) == core.ESoldOut && r.BestAvailable != nil:
+					log.mu.Lock()
+					log.refusals = append(log.refusals, refusal{band: "RECLINER", count: len(ask), sent: sent, got: got})
 					log.mu.Unlock()
 				default:
 					t.Errorf("hold %v: %v", ask, err)
@@ -334,7 +347,7 @@ func raceRefuse(t *testing.T, wrap func(*seatmap.Taken) postgres.TakenSeats,
 // from the moment its request was sent (less allow, for a release: another
 // core's release is seen within a snapshot's age) until it was answered;
 // a hold that lapsed is allowed nothing.
-func (l *fanLog) check(allow time.Duration) (doubles, wrong, lapsedThenWon int) {
+func (l *fanLog) check(allow time.Duration, band []string) (doubles, wrong, lapsedThenWon int) {
 	bySeat := map[string][]*grant{}
 	for _, g := range l.grants {
 		for _, s := range g.seats {
@@ -359,17 +372,29 @@ func (l *fanLog) check(allow time.Duration) (doubles, wrong, lapsedThenWon int) 
 			}
 		}
 	}
+	heldDuring := func(s string, r refusal) bool {
+		for _, g := range bySeat[s] {
+			if _, wide, _ := end(g); g.sent.Before(r.got) && r.sent.Before(wide) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, r := range l.refusals {
 		for _, s := range r.named {
-			justified := false
-			for _, g := range bySeat[s] {
-				_, wide, _ := end(g)
-				if g.sent.Before(r.got) && r.sent.Before(wide) {
-					justified = true
-					break
+			if !heldDuring(s, r) {
+				wrong++
+			}
+		}
+		if r.band != "" {
+			// Sold out: fewer than count of the band's seats were free.
+			free := 0
+			for _, s := range band {
+				if !heldDuring(s, r) {
+					free++
 				}
 			}
-			if !justified {
+			if free >= r.count {
 				wrong++
 			}
 		}
@@ -377,8 +402,8 @@ func (l *fanLog) check(allow time.Duration) (doubles, wrong, lapsedThenWon int) 
 	return doubles, wrong, lapsedThenWon
 }
 
-func productHold(c *refuseCore, ev int64, account string, seats []string) (*core.Hold, error) {
-	return hold(c.db, ev, account, core.HoldRequest{Seats: seats})
+func productHold(c *refuseCore, ev int64, account string, r core.HoldRequest) (*core.Hold, error) {
+	return hold(c.db, ev, account, r)
 }
 
 func productRelease(c *refuseCore, h *core.Hold) error {
@@ -391,11 +416,16 @@ func productRelease(c *refuseCore, h *core.Hold) error {
 // whose holds lapsed are won again, and the memory did refuse.
 func TestRaceRefuseFromMemory(t *testing.T) {
 	const allow = 300*time.Millisecond + 200*time.Millisecond // MaxAge, and a rebuild's own time
+	var recliners []string
+	for i := range 10 {
+		recliners = append(recliners, fmt.Sprintf("AUD-M-%d", i+1))
+	}
 
 	t.Run("control: a memory that grants sells seats twice", func(t *testing.T) {
 		// The cache decides: a seat it does not know taken is told yes
 		// without the database, and remembered held for the hold's second.
-		grantHold := func(c *refuseCore, ev int64, account string, seats []string) (*core.Hold, error) {
+		grantHold := func(c *refuseCore, ev int64, account string, r core.HoldRequest) (*core.Hold, error) {
+			seats := r.Seats
 			if taken := c.taken.Refuse(ev, seats); taken != nil {
 				return nil, core.Errorf(core.ESeatsTaken, "taken").With("seats", taken)
 			}
@@ -404,8 +434,8 @@ func TestRaceRefuseFromMemory(t *testing.T) {
 			return &core.Hold{ID: "fake", EventID: ev, Account: account, Seats: seats, ExpiresAt: now.Add(time.Second)}, nil
 		}
 		grantRelease := func(c *refuseCore, h *core.Hold) error { c.taken.Freed(h.EventID, h.Seats); return nil }
-		log, _ := raceRefuse(t, nil, grantHold, grantRelease)
-		doubles, _, _ := log.check(allow)
+		log, _ := raceRefuse(t, false, nil, grantHold, grantRelease)
+		doubles, _, _ := log.check(allow, nil)
 		t.Logf("memory that grants: %d grants, %d told yes while another fan held the seat", len(log.grants), doubles)
 		if doubles == 0 {
 			t.Fatal("a memory that grants sold no seat twice: the harness cannot see a double sale")
@@ -413,9 +443,11 @@ func TestRaceRefuseFromMemory(t *testing.T) {
 	})
 
 	t.Run("control: a memory that refuses lapsed seats refuses free seats", func(t *testing.T) {
-		log, _ := raceRefuse(t, func(tk *seatmap.Taken) postgres.TakenSeats { return &sticky{Taken: tk, ever: map[string]bool{}} },
+		log, _ := raceRefuse(t, true, func(tk *seatmap.Taken) postgres.TakenSeats {
+			return &sticky{Taken: tk, band: recliners, ever: map[string]bool{}}
+		},
 			productHold, productRelease)
-		doubles, wrong, _ := log.check(allow)
+		doubles, wrong, _ := log.check(allow, recliners)
 		t.Logf("sticky memory: %d grants, %d refusals, %d of a free seat", len(log.grants), len(log.refusals), wrong)
 		if doubles != 0 {
 			t.Errorf("%d double sales: the database decides every hold here", doubles)
@@ -426,15 +458,21 @@ func TestRaceRefuseFromMemory(t *testing.T) {
 	})
 
 	t.Run("product: refusals only of taken seats, no double sale", func(t *testing.T) {
-		log, cores := raceRefuse(t, nil, productHold, productRelease)
-		doubles, wrong, lapsedThenWon := log.check(allow)
+		log, cores := raceRefuse(t, true, nil, productHold, productRelease)
+		doubles, wrong, lapsedThenWon := log.check(allow, recliners)
 		var byCache, byDB int64
 		for _, c := range cores {
 			r, p := c.taken.Decisions()
 			byCache, byDB = byCache+r, byDB+p
 		}
-		t.Logf("product: %d grants (%d after a lapse), %d refusals (%d from memory, %d holds passed to the database)",
-			len(log.grants), lapsedThenWon, len(log.refusals), byCache, byDB)
+		soldOut := 0
+		for _, r := range log.refusals {
+			if r.band != "" {
+				soldOut++
+			}
+		}
+		t.Logf("product: %d grants (%d after a lapse), %d refusals (%d sold out; %d from memory, %d holds passed to the database)",
+			len(log.grants), lapsedThenWon, len(log.refusals), soldOut, byCache, byDB)
 		if doubles != 0 {
 			t.Errorf("%d double sales", doubles)
 		}
@@ -447,12 +485,29 @@ func TestRaceRefuseFromMemory(t *testing.T) {
 	})
 }
 
-// sticky is the wrong memory: a seat this core held is refused until this
-// core releases it, its hold's lapse ignored.
+// sticky is the wrong memory: a seat this core held is refused (and
+// counted taken in its band) until this core releases it, its hold's lapse
+// ignored.
 type sticky struct {
 	*seatmap.Taken
+	band []string
 	mu   sync.Mutex
 	ever map[string]bool
+}
+
+func (s *sticky) SoldOut(ev int64, band string, count int) bool {
+	if s.Taken.SoldOut(ev, band, count) {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	free := 0
+	for _, x := range s.band {
+		if !s.ever[x] && s.Taken.Refuse(ev, []string{x}) == nil {
+			free++
+		}
+	}
+	return free < count
 }
 
 func (s *sticky) Held(ev int64, seats []string, until time.Time) {
