@@ -8,11 +8,13 @@ import (
 
 // TakenSeats is the core's memory of the seats a hold cannot win
 // (core/seatmap.Taken, whose rules say when it refuses). The store asks it
-// before each hold of named seats and refuses, without a statement, the
-// seats it names; it tells it of this core's own holds and releases as
-// they commit. It only ever refuses: every hold it passes is decided by
-// the hold statement, so a stale memory can cost a fan a refusal a retry
-// a second later would not get, never a double sale.
+// before each hold of named seats (refusing, without a statement, the
+// seats it names) and each best-available hold (refusing sold out a band
+// it knows has too few seats left); it tells it of this core's own holds
+// and releases as they commit. It only ever refuses: every hold it passes
+// is decided by the database, so a stale memory can cost a fan a refusal
+// a retry a second later would not get, never a double sale. GA holds do
+// not ask: the counter's one statement refuses them as cheaply.
 type TakenSeats interface {
 	// Refuse names the seats (of seats) known taken; nil: ask the database.
 	Refuse(event int64, seats []string) []string
