@@ -101,6 +101,24 @@ func New() *Metrics {
 	return m
 }
 
+// CountSeatHolds exports, as onsale_core_seat_holds_total{decided_by},
+// how seated holds (named seats, best available) were decided: refused
+// from the core's memory of taken seats without a statement (cache), or
+// passed to the database (postgres). counts reads the two counters
+// (seatmap.Taken).
+func (m *Metrics) CountSeatHolds(counts func() (cache, postgres int64)) {
+	for i, by := range []string{"cache", "postgres"} {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "onsale_core_seat_holds_total",
+			Help:        "Seated holds (named seats, best available) by what decided them: cache (refused without a statement) or postgres.",
+			ConstLabels: prometheus.Labels{"decided_by": by},
+		}, func() float64 {
+			c, p := counts()
+			return float64([]int64{c, p}[i])
+		}))
+	}
+}
+
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})

@@ -106,6 +106,9 @@ func (db *DB) strike(event int64, band string, ids []string) {
 // fan takes them first it looks again, a few times.
 func (db *DB) holdBestAvailable(ctx context.Context, p core.HoldParams, ev eventInfo, limit int) (*core.Hold, error) {
 	ba := p.Request.BestAvailable
+	if err := db.refuseBand(p.EventID, ba.Band, ba.Count); err != nil { // refuse.go: a hold that cannot win costs no statement
+		return nil, err
+	}
 	var lastErr error
 	for try := range bestAttempts {
 		free, err := db.freeSeatsCached(ctx, p.EventID, ba.Band, try == bestAttempts-1)

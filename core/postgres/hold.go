@@ -132,6 +132,9 @@ func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, er
 	seats := slices.Clone(r.Seats)
 	slices.Sort(seats)
 	seats = slices.Compact(seats)
+	if err := db.refuse(p.EventID, seats); err != nil { // refuse.go: a hold that cannot win costs no statement
+		return nil, err
+	}
 	return db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats) })
 }
 
@@ -159,6 +162,7 @@ func (db *DB) retryOverLimit(ctx context.Context, p core.HoldParams, hold func()
 
 func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, limit int, seats []string) (*core.Hold, error) {
 	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: seats, Quantity: len(seats), Status: core.HoldActive}
+	sent := time.Now() // before the database reads its clock (seatsHeld)
 	// PostgreSQL does not promise the order in which one UPDATE locks its
 	// rows; should two groups deadlock, the loser asks once more at once
 	// (holdRetry) and gets the true answer instead of a spurious refusal.
@@ -183,6 +187,7 @@ func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, li
 			return nil, terr
 		}
 	}
+	db.seatsHeld(p.EventID, seats, sent, ev.holdSeconds)
 	db.seatsChanged(p.EventID, seats, false)
 	h.EventStartsAt = ev.startsAt
 	return h, nil

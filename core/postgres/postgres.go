@@ -43,6 +43,9 @@ type Options struct {
 	// unavailable (held) or available again (released, swept, undone), to
 	// keep the seat-map cache current. It must not block.
 	OnSeats func(event int64, seats []string, available bool)
+	// Taken, when set, refuses holds of seats known taken without a
+	// statement, and hears of this core's holds and releases (refuse.go).
+	Taken TakenSeats
 	// ExtendBy is what the one extension of a hold adds (0: core.ExtendBy).
 	ExtendBy time.Duration
 	// IdleInTxTimeout and LockTimeout are set on every connection as
@@ -129,6 +132,7 @@ type DB struct {
 	log     *slog.Logger
 	policy  core.LatePolicy
 	onSeats func(event int64, seats []string, available bool)
+	taken   TakenSeats
 	extend  time.Duration
 
 	mu     sync.Mutex
@@ -214,7 +218,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		closePools()
 		return nil, fmt.Errorf("%w: late payment policy %q: want refund or honour", ErrConfig, o.LatePolicy)
 	}
-	db := &DB{pool: pool, reads: reads, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, extend: o.ExtendBy, events: make(map[int64]eventInfo)}
+	db := &DB{pool: pool, reads: reads, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, taken: o.Taken, extend: o.ExtendBy, events: make(map[int64]eventInfo)}
 	if db.extend <= 0 {
 		db.extend = core.ExtendBy
 	}
@@ -251,6 +255,9 @@ func (db *DB) migrate(ctx context.Context) error {
 }
 
 func (db *DB) seatsChanged(event int64, seats []string, available bool) {
+	if available {
+		db.seatsFreed(event, seats) // refuse.go
+	}
 	if db.onSeats != nil && len(seats) > 0 {
 		db.onSeats(event, seats, available)
 	}

@@ -2,10 +2,10 @@ package postgres
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5"
+	"time"
 
 	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/seatmap"
 )
 
 // layoutSQL reads an event's seats in position order, from which Layout
@@ -47,19 +47,35 @@ func (db *DB) Layout(ctx context.Context, event int64) (*core.SeatLayout, error)
 	return l, translate(rows.Err())
 }
 
-// freePositionsSQL lists the positions of an event's seats that can be
-// held now (seatFree): the seat map's set bits.
-const freePositionsSQL = `SELECT pos FROM seats WHERE event_id = $1 AND ` + seatFree
+// seatStatesSQL lists the positions of an event's seats that cannot be
+// held now (NOT seatFree: the seat map's clear bits), whether each is
+// booked, and the seconds left on each held seat's hold by the database's
+// clock (a duration, so the core's own clock's offset does not matter).
+const seatStatesSQL = `
+SELECT pos, status = 'BOOKED', coalesce(extract(epoch FROM hold_until - now()), 0)::float8
+  FROM seats WHERE event_id = $1 AND NOT ` + seatFree
 
-// FreePositions returns the positions of the event's seats that can be held
-// now: free, or held by an expired hold.
-func (db *DB) FreePositions(ctx context.Context, event int64) ([]int, error) {
-	rows, err := db.reads.Query(ctx, freePositionsSQL, event)
+// TakenSeats returns the event's seats that cannot be held now: booked, or
+// held by a hold that has not lapsed, with the time its hold has left. It
+// is the seat-map keeper's one read per rebuild (seatmap.Store): the
+// map's free bits are every other seat.
+func (db *DB) TakenSeats(ctx context.Context, event int64) ([]seatmap.TakenSeat, error) {
+	rows, err := db.reads.Query(ctx, seatStatesSQL, event)
 	if err != nil {
 		return nil, translate(err)
 	}
-	free, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	return free, translate(err)
+	defer rows.Close()
+	var out []seatmap.TakenSeat
+	for rows.Next() {
+		var s seatmap.TakenSeat
+		var left float64
+		if err := rows.Scan(&s.Pos, &s.Booked, &left); err != nil {
+			return nil, translate(err)
+		}
+		s.Left = time.Duration(left * float64(time.Second))
+		out = append(out, s)
+	}
+	return out, translate(rows.Err())
 }
 
 // seatPositionsSQL maps seat ids to positions (static per event).
@@ -80,6 +96,28 @@ func (db *DB) SeatPositions(ctx context.Context, event int64) (map[string]int, e
 			return nil, translate(err)
 		}
 		m[id] = pos
+	}
+	return m, translate(rows.Err())
+}
+
+// seatBandsSQL lists each band's seats (static per event).
+const seatBandsSQL = `SELECT band, array_agg(seat_id) FROM seats WHERE event_id = $1 GROUP BY band`
+
+// SeatBands maps an event's band codes to their seat ids.
+func (db *DB) SeatBands(ctx context.Context, event int64) (map[string][]string, error) {
+	rows, err := db.reads.Query(ctx, seatBandsSQL, event)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	m := map[string][]string{}
+	for rows.Next() {
+		var band string
+		var ids []string
+		if err := rows.Scan(&band, &ids); err != nil {
+			return nil, translate(err)
+		}
+		m[band] = ids
 	}
 	return m, translate(rows.Err())
 }

@@ -2,13 +2,16 @@
 // seat-map cache (shared/seatmap's format: one bit per seat position, set
 // when the seat can be held):
 // flipped per seat after every hold, release and sweep, and rebuilt from
-// PostgreSQL every few seconds so a missed update heals itself. The gateway
-// serves it, at most a second or two stale; PostgreSQL decides.
+// PostgreSQL every second so a missed update heals itself. The gateway
+// serves it, at most a second or two stale; PostgreSQL decides. The same
+// rebuild feeds Taken (taken.go), the core's memory of the seats a hold
+// cannot win, which refuses such holds without a database statement.
 package seatmap
 
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,10 +22,20 @@ import (
 type Store interface {
 	// LiveSeatedEvents maps the events whose maps are kept to their capacity.
 	LiveSeatedEvents(ctx context.Context) (map[int64]int, error)
-	// FreePositions lists the positions of the seats that can be held now.
-	FreePositions(ctx context.Context, event int64) ([]int, error)
+	// TakenSeats lists the seats that cannot be held now: booked, or held
+	// with the time left on the hold by the database's clock.
+	TakenSeats(ctx context.Context, event int64) ([]TakenSeat, error)
 	// SeatPositions maps seat ids to positions (static per event).
 	SeatPositions(ctx context.Context, event int64) (map[string]int, error)
+	// SeatBands maps band codes to their seat ids (static per event).
+	SeatBands(ctx context.Context, event int64) (map[string][]string, error)
+}
+
+// TakenSeat is a seat that cannot be held now, as the database sees it.
+type TakenSeat struct {
+	Pos    int
+	Booked bool
+	Left   time.Duration // held: the time left on its hold
 }
 
 // Cache is where the maps are kept (core/redis).
@@ -33,14 +46,18 @@ type Cache interface {
 	Replace(ctx context.Context, event int64, capacity int, free []int, ttl time.Duration) error
 }
 
-// Keeper maintains the maps.
+// Keeper maintains the maps: the bitmaps in Cache (when set) and the
+// snapshots of Taken (when set).
 type Keeper struct {
 	DB    Store
 	Cache Cache
+	Taken *Taken
 	Log   *slog.Logger
 
 	mu  sync.Mutex
 	pos map[int64]map[string]int // seat positions, per event (static)
+	ids map[int64]map[int]string // the same, position to seat id
+	lay map[int64]*Layout        // the same with bands, for Taken
 
 	once    sync.Once
 	changes chan change
@@ -63,6 +80,9 @@ func (k *Keeper) queue() chan change {
 // because the queue is full only waits for the next rebuild, as does one
 // the cache refused.
 func (k *Keeper) Changed(event int64, seats []string, available bool) {
+	if k.Cache == nil {
+		return
+	}
 	select {
 	case k.queue() <- change{event, seats, available}:
 	default:
@@ -89,42 +109,100 @@ func (k *Keeper) apply(c change) {
 }
 
 func (k *Keeper) positions(ctx context.Context, event int64) (map[string]int, error) {
+	p, _, _, err := k.layout(ctx, event)
+	return p, err
+}
+
+// layout returns an event's seat positions both ways, and (with Taken) its
+// Layout; static, so read once.
+func (k *Keeper) layout(ctx context.Context, event int64) (map[string]int, map[int]string, *Layout, error) {
 	k.mu.Lock()
 	p, ok := k.pos[event]
+	ids, lay := k.ids[event], k.lay[event]
 	k.mu.Unlock()
 	if ok {
-		return p, nil
+		return p, ids, lay, nil
 	}
 	p, err := k.DB.SeatPositions(ctx, event)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
+	}
+	ids = make(map[int]string, len(p))
+	for id, i := range p {
+		ids[i] = id
+	}
+	if k.Taken != nil {
+		bands, err := k.DB.SeatBands(ctx, event)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		lay = &Layout{Seats: p, Bands: bands}
 	}
 	k.mu.Lock()
 	if k.pos == nil {
-		k.pos = map[int64]map[string]int{}
+		k.pos, k.ids, k.lay = map[int64]map[string]int{}, map[int64]map[int]string{}, map[int64]*Layout{}
 	}
-	k.pos[event] = p
+	k.pos[event], k.ids[event], k.lay[event] = p, ids, lay
 	k.mu.Unlock()
-	return p, nil
+	return p, ids, lay, nil
 }
 
-// Rebuild writes every live event's map from the database.
+// Rebuild writes every live event's map, and gives Taken its snapshot,
+// from one read of the event's taken seats.
 func (k *Keeper) Rebuild(ctx context.Context) error {
 	events, err := k.DB.LiveSeatedEvents(ctx)
 	if err != nil {
 		return err
 	}
+	if k.Taken != nil {
+		k.Taken.Retain(events)
+	}
 	for ev, capacity := range events {
-		free, err := k.DB.FreePositions(ctx, ev)
+		pos, ids, lay, err := k.layout(ctx, ev)
 		if err != nil {
 			return err
 		}
+		// Before the query: the database reads its clock later, so each
+		// hold's deadline below is no later than its lapse (Taken).
+		sent := time.Now()
+		taken, err := k.DB.TakenSeats(ctx, ev)
+		if err != nil {
+			return err
+		}
+		if k.Taken != nil {
+			states := make(map[string]SeatState, len(taken))
+			for _, s := range taken {
+				if id, ok := ids[s.Pos]; ok {
+					states[id] = SeatState{Booked: s.Booked, Until: sent.Add(s.Left)}
+				}
+			}
+			k.Taken.Replace(ev, lay, states, sent)
+		}
+		if k.Cache == nil {
+			continue
+		}
+		notFree := make(map[int]bool, len(taken))
+		for _, s := range taken {
+			notFree[s.Pos] = true
+		}
+		free := make([]int, 0, len(pos)-len(taken))
+		for _, i := range pos {
+			if !notFree[i] {
+				free = append(free, i)
+			}
+		}
+		slices.Sort(free)
 		if err := k.Cache.Replace(ctx, ev, capacity, free, seatmap.TTL); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// Interval is how often cmd/core's keeper rebuilds: the fans' map and
+// Taken's snapshot are then at most about a second behind another core's
+// changes.
+const Interval = time.Second
 
 // Run applies queued changes as they come and rebuilds every interval,
 // until ctx ends.

@@ -191,9 +191,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var keeper *seatmap.Keeper
+	// The keeper's rebuild feeds the memory of taken seats that refuses
+	// holds which cannot win (seatmap.Taken), and with Redis the seat maps.
+	keeper := &seatmap.Keeper{Taken: &seatmap.Taken{}, Log: log}
 	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), ReadMaxConns: int32(c.DBReadMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy,
-		IdleInTxTimeout: c.DBIdleTxTimeout, LockTimeout: c.DBLockTimeout}
+		IdleInTxTimeout: c.DBIdleTxTimeout, LockTimeout: c.DBLockTimeout, Taken: keeper.Taken}
 	// A core started while PostgreSQL fails over (about 10 s without a
 	// primary) or before Redis answers waits for them instead of exiting:
 	// systemd's restart limit would otherwise leave it failed for good.
@@ -205,7 +207,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		defer maps.Close()
-		keeper = &seatmap.Keeper{Cache: maps, Log: log}
+		keeper.Cache = maps
 		opts.OnSeats = keeper.Changed
 	}
 	// postgres.Open applies the migrations too: each attempt runs them
@@ -219,9 +221,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	if keeper != nil {
-		keeper.DB = db
-	}
+	keeper.DB = db
 
 	keys, err := m.signingKeys(log)
 	if err != nil {
@@ -232,6 +232,7 @@ func (m *Main) Run(ctx context.Context) error {
 		sms = &notify.SMS{URL: c.SMSURL}
 	}
 	met := metrics.New()
+	met.CountSeatHolds(keeper.Taken.Decisions)
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db,
 		Dials:  &http.Dials{Store: db, Token: c.AdminToken},
 		Tokens: keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
@@ -301,9 +302,7 @@ func (m *Main) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup
 	workers.Go(func() { sweeper.Run(bg, db, c.SweepInterval, log, met) })
-	if keeper != nil {
-		workers.Go(func() { keeper.Run(bg, 2*time.Second) })
-	}
+	workers.Go(func() { keeper.Run(bg, seatmap.Interval) })
 	if worker != nil {
 		workers.Go(func() { worker.Run(bg, c.OutboxPoll) })
 		workers.Go(func() { reconciler.Run(bg, max(c.ReconcileAfter/4, time.Second)) })
