@@ -24,31 +24,31 @@
 -- * Before onsale (the pre-queue is open, prequeue.lua) nothing is offered;
 --   the first tick after it freezes the draw.
 -- * One ticker (the lease): the bucket is run by the gateway holding the
---   event's tick lease (ARGV[2]; KEYS[9] names the holder, for ARGV[3] ms
---   from its last tick), or by one taking it once it lapsed; any other
---   gateway is answered the holder's last tick (KEYS[10]) instead, so the
+--   event's tick lease (ARGV[2]), or by one taking it once it lapsed; any
+--   other gateway is answered the holder's last tick instead, so the
 --   bucket's work is per event, whatever the number of gateways, and the
 --   others read the tick with one GET (Store.LastTick) between their own.
---   The lease and the last tick are written together with one expiry, so
---   a GET that finds no last tick means the lease is free (or the room is
---   gone). The rate does not depend on who ticks (the tokens come from the
+--   The lease is the last tick itself (KEYS[9]: it ends with its ticker's
+--   name), kept for ARGV[3] ms: so a GET that finds no last tick means the
+--   lease is free (or the room is gone), and a tick without a holder
+--   (ARGV[2] empty) leaves a lease anyone takes. The rate does not depend on who ticks (the tokens come from the
 --   time since the bucket's last tick), and a gap while nobody ticks (a
 --   holder died: the lease must lapse first) only delays: it adds at most
 --   the one second of burst below, never more.
--- KEYS: dials, pre, frozen, seq, bucket, offers, active, claims, lease, last
+-- KEYS: dials, pre, frozen, seq, bucket, offers, active, claims, tick
 -- ARGV: factor (0 to 1; absent: 1), holder (empty: tick, whoever holds the
 --       lease: tests, and their control), lease (ms)
 -- Returns the tick as 'serving,queue_length,active,offers,
 --          claims_last_minute,dials_version (-1: no dials),now,
 --          factor (millionths),effective rate (thousandths of a place a
---          minute),ticker' (store.go parseTick), or '' when another
---          gateway holds the lease but stored no tick.
+--          minute),ticker' (store.go parseTick).
 local holder = ARGV[2] or ''
 local lease_ms = tonumber(ARGV[3]) or 1000
 if holder ~= '' then
-  local h = redis.call('GET', KEYS[9])
-  if h and h ~= holder then
-    return redis.call('GET', KEYS[10]) or ''
+  local last = redis.call('GET', KEYS[9])
+  local h = last and string.match(last, ',([^,]*)$')
+  if h and h ~= '' and h ~= holder then
+    return last
   end
 end
 local now = now_ms()
@@ -67,11 +67,9 @@ local function encode(serving, queue, active, offers, claims, ver)
     reported[1], reported[2]) .. holder
 end
 
--- store renews the lease and keeps the tick for the other gateways, both
--- expiring together (a tick without a holder keeps its tick only).
+-- store keeps the tick for the other gateways, renewing the lease.
 local function store(tick)
-  if holder ~= '' then redis.call('SET', KEYS[9], holder, 'PX', lease_ms) end
-  redis.call('SET', KEYS[10], tick, 'PX', lease_ms)
+  redis.call('SET', KEYS[9], tick, 'PX', lease_ms)
   return tick
 end
 

@@ -84,7 +84,7 @@ func TestTickLeaseGoneRoom(t *testing.T) {
 		if _, ok, err := s.LastTick(ctx, ev); err != nil || ok {
 			t.Fatalf("LastTick of a gone room = %v, %v; want none", ok, err)
 		}
-		if n, _ := s.Client().Exists(ctx, fmt.Sprintf("{evt:%d}:ticker", ev)).Result(); n != 0 {
+		if n, _ := s.Client().Exists(ctx, fmt.Sprintf("{evt:%d}:tick", ev)).Result(); n != 0 {
 			t.Fatal("a gone room's tick took a lease")
 		}
 	})

@@ -77,14 +77,14 @@ func (s *Store) Close() error { return s.rdb.Close() }
 func (s *Store) Client() goredis.UniversalClient { return s.rdb }
 
 // keys of one event; the {evt:<id>} hash tag puts them in one cluster slot.
-// lease (the gateway that ticks) and last (its last tick) expire by
-// themselves within a lease of the last tick, so Expire leaves them alone.
-type keys struct{ dials, pre, ids, frozen, seq, bucket, offers, active, claims, lease, last string }
+// tick (the last tick, and so the tick lease: admission_bucket.lua)
+// expires by itself a lease after the last tick, so Expire leaves it alone.
+type keys struct{ dials, pre, ids, frozen, seq, bucket, offers, active, claims, tick string }
 
 func keysOf(event int64) keys {
 	p := "{evt:" + strconv.FormatInt(event, 10) + "}:"
 	return keys{p + "dials", p + "pre", p + "ids", p + "frozen", p + "seq", p + "bucket", p + "offers", p + "active", p + "claims",
-		p + "ticker", p + "tick"}
+		p + "tick"}
 }
 
 func unavailable(err error) error {
@@ -189,15 +189,10 @@ func (s *Store) Tick(ctx context.Context, event int64, factor float64, lease gat
 	if ms <= 0 {
 		ms = DefaultLease.Milliseconds()
 	}
-	v, err := admissionBucketScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims, k.lease, k.last},
+	v, err := admissionBucketScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims, k.tick},
 		strconv.FormatFloat(factor, 'f', -1, 64), lease.Holder, ms).Text()
 	if err != nil {
 		return gateway.Tick{}, unavailable(err)
-	}
-	if v == "" {
-		// Another gateway took the lease and stored no tick: not possible
-		// (the script writes both at once) unless someone deleted it.
-		return gateway.Tick{}, fmt.Errorf("%w: event %d: its tick lease is held and no tick is stored", gateway.ErrUnavailable, event)
 	}
 	return parseTick(v)
 }
@@ -208,7 +203,7 @@ const DefaultLease = time.Second
 // LastTick reads the tick the event's lease holder stored (one GET);
 // false when there is none (the lease lapsed with it, or the room is gone).
 func (s *Store) LastTick(ctx context.Context, event int64) (gateway.Tick, bool, error) {
-	v, err := s.rdb.Get(ctx, keysOf(event).last).Result()
+	v, err := s.rdb.Get(ctx, keysOf(event).tick).Result()
 	if err == goredis.Nil {
 		return gateway.Tick{}, false, nil
 	}
@@ -451,7 +446,7 @@ func parseDials(m map[string]string) gateway.Dials {
 // Forget deletes every key of an event (tests, and events long over).
 func (s *Store) Forget(ctx context.Context, event int64) error {
 	k := keysOf(event)
-	err := s.rdb.Del(ctx, k.dials, k.pre, k.ids, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims, k.lease, k.last).Err()
+	err := s.rdb.Del(ctx, k.dials, k.pre, k.ids, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims, k.tick).Err()
 	if err == nil {
 		err = s.rdb.SRem(ctx, eventsKey, event).Err()
 	}
