@@ -145,6 +145,10 @@ type Store interface {
 	// cheap read; false when there is none: the lease lapsed (its holder
 	// stopped ticking) or the room is gone, and a Tick settles which.
 	LastTick(ctx context.Context, event int64) (Tick, bool, error)
+	// Release gives up holder's tick lease of the event (a gateway
+	// stopping), so another gateway takes the event over at its next tick
+	// rather than once the lease lapses; nothing when another holds it.
+	Release(ctx context.Context, event int64, holder string) error
 	// Events lists the events the room knows.
 	Events(ctx context.Context) ([]int64, error)
 	// Dials reads an event's dials (ErrNoEvent if none).

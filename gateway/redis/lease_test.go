@@ -66,8 +66,25 @@ func TestTickLease(t *testing.T) {
 		if back, err := s.Tick(ctx, ev, 1, a); err != nil || back != took {
 			t.Fatalf("gateway-a's tick, back = %+v, %v; want b's %+v", back, err, took)
 		}
-		if again, err := s.Tick(ctx, ev, 1, b); err != nil || again.Ticker != b.Holder || !again.Now.After(took.Now.Add(-time.Millisecond)) {
+		if again, err := s.Tick(ctx, ev, 1, b); err != nil || again.Ticker != b.Holder || again.Now.Before(took.Now) {
 			t.Fatalf("gateway-b's next tick = %+v, %v; want its own, renewing the lease", again, err)
+		}
+
+		// Release: a gateway gives up only its own lease.
+		if err := s.Release(ctx, ev, a.Holder); err != nil {
+			t.Fatal(err)
+		}
+		if read, ok, err := s.LastTick(ctx, ev); err != nil || !ok || read.Ticker != b.Holder {
+			t.Fatalf("LastTick after gateway-a released b's lease = %+v, %v, %v; want b's still", read, ok, err)
+		}
+		if err := s.Release(ctx, ev, b.Holder); err != nil {
+			t.Fatal(err)
+		}
+		if read, ok, err := s.LastTick(ctx, ev); err != nil || ok {
+			t.Fatalf("LastTick after gateway-b released its lease = %+v, %v, %v; want none", read, ok, err)
+		}
+		if next, err := s.Tick(ctx, ev, 1, a); err != nil || next.Ticker != a.Holder {
+			t.Fatalf("gateway-a's tick after b released the lease = %+v, %v; want a's own", next, err)
 		}
 	})
 }

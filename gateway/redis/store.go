@@ -38,6 +38,8 @@ var (
 	leaveLua string
 	//go:embed restore.lua
 	restoreLua string
+	//go:embed release.lua
+	releaseLua string
 
 	prelude = preludeLua + prequeueLua
 
@@ -47,6 +49,7 @@ var (
 	positionScript        = goredis.NewScript(prelude + positionLua)
 	leaveScript           = goredis.NewScript(prelude + leaveLua)
 	restoreScript         = goredis.NewScript(prelude + restoreLua)
+	releaseScript         = goredis.NewScript(releaseLua)
 )
 
 var _ gateway.Store = (*Store)(nil)
@@ -212,6 +215,11 @@ func (s *Store) LastTick(ctx context.Context, event int64) (gateway.Tick, bool, 
 	}
 	tk, err := parseTick(v)
 	return tk, err == nil, err
+}
+
+// Release gives up holder's tick lease of the event (release.lua).
+func (s *Store) Release(ctx context.Context, event int64, holder string) error {
+	return unavailable(releaseScript.Run(ctx, s.rdb, []string{keysOf(event).tick}, holder).Err())
 }
 
 // parseTick decodes a tick as admission_bucket.lua encodes it: nine

@@ -128,7 +128,8 @@ func TestOneTickerAtATime(t *testing.T) {
 
 // The ticking gateway loses Redis: the other takes the event over once
 // the lease lapses, and the first, back, only follows (never a second
-// ticker). Then the ticker stops (the process dies): the first takes over.
+// ticker). Then the ticker stops: it gives the lease up as it stops (no
+// waiting for it to lapse), and the first takes over.
 func TestTickLeaseFailover(t *testing.T) {
 	eachRedis(t, func(t *testing.T, s *redis.Store) {
 		ev := liveEvent(t, s)
@@ -153,6 +154,9 @@ func TestTickLeaseFailover(t *testing.T) {
 		}
 
 		other.stop()
+		if tk, ok, err := s.LastTick(context.Background(), ev); err != nil || ok && tk.Ticker == other.room.Holder() {
+			t.Fatalf("the lease after its holder stopped: %+v, %v, %v; want given up", tk, ok, err)
+		}
 		waitUntil(t, "the first gateway to take over from one that stopped", func() bool { return lead.w.count(ev) > ran })
 		waitUntil(t, "its view to show its own tick", func() bool {
 			v, _ := lead.room.View(ev)

@@ -229,7 +229,8 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 	r.mu.Lock()
 	r.lease = LeaseFor(interval)
 	r.mu.Unlock()
-	var wg sync.WaitGroup // every tick and the health's reader end before Run returns
+	defer r.release(context.WithoutCancel(ctx), deadline)
+	var wg sync.WaitGroup // every tick and the health's reader end before Run returns (before release)
 	defer wg.Wait()
 	if r.health != nil {
 		// The first factor before the first tick, so no event ticks at an
@@ -266,6 +267,25 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// release gives up the tick leases this room holds, its ticks over (Run's
+// end: the gateway stops), so the other gateways take its events over at
+// their next tick instead of a lease later; a lease it cannot give up
+// (the store does not answer) lapses by itself.
+func (r *Room) release(ctx context.Context, deadline time.Duration) {
+	if r.holder == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	for id, v := range r.Views() {
+		if v.Tick.Ticker == r.holder {
+			if err := r.store.Release(ctx, id, r.holder); err != nil {
+				r.log.Warn("tick lease not given up; it lapses by itself", "event", id, "err", err)
+			}
 		}
 	}
 }

@@ -326,6 +326,19 @@ func (m *Memory) Tick(_ context.Context, ev int64, factor float64, lease gateway
 	return tk, nil
 }
 
+// Release implements gateway.Store.
+func (m *Memory) Release(_ context.Context, ev int64, holder string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.up(); err != nil {
+		return err
+	}
+	if e := m.events[ev]; e != nil && e.holder == holder {
+		e.leaseUntil = time.Time{}
+	}
+	return nil
+}
+
 // LastTick implements gateway.Store.
 func (m *Memory) LastTick(_ context.Context, ev int64) (gateway.Tick, bool, error) {
 	m.mu.Lock()
