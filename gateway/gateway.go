@@ -41,6 +41,22 @@ type Tick struct {
 	Now             time.Time
 	Factor          float64
 	Rate            float64
+	// Ticker is the gateway that ran the tick (Lease.Holder; empty: a
+	// tick without a lease): a gateway told another's tick is not the
+	// event's ticker.
+	Ticker string
+}
+
+// Lease is a gateway's claim to tick an event: the holder (a name unique
+// to the gateway process) and how long the claim lasts unless renewed.
+// Every tick by the holder renews it, so exactly one gateway runs the
+// admission bucket of an event at a time, and when it dies, or loses
+// Redis, another takes over once the lease has lapsed. The zero Lease
+// ticks whatever the lease (tests, and the control that shows two
+// tickers).
+type Lease struct {
+	Holder string
+	For    time.Duration
 }
 
 // JoinResult is a fan's place after joining: State is prequeue (Position
@@ -119,8 +135,20 @@ type Store interface {
 	Leave(ctx context.Context, event int64, identity string) (LeaveOutcome, error)
 	// Tick advances the admission bucket at factor times the rate dial
 	// (factor in [0, 1]: the core's health, gateway/health; 1 is the dial,
-	// and nothing outside [0, 1] is ever used) and reports the event's state.
-	Tick(ctx context.Context, event int64, factor float64) (Tick, error)
+	// and nothing outside [0, 1] is ever used) and reports the event's
+	// state, when lease.Holder holds the event's tick lease or takes it
+	// (nobody holds it: its holder did not renew it in time), renewing it
+	// for lease.For; when another gateway holds it, Tick only reports
+	// that gateway's last tick (Tick.Ticker names it).
+	Tick(ctx context.Context, event int64, factor float64, lease Lease) (Tick, error)
+	// LastTick is the last tick stored by the event's lease holder, one
+	// cheap read; false when there is none: the lease lapsed (its holder
+	// stopped ticking) or the room is gone, and a Tick settles which.
+	LastTick(ctx context.Context, event int64) (Tick, bool, error)
+	// Release gives up holder's tick lease of the event (a gateway
+	// stopping), so another gateway takes the event over at its next tick
+	// rather than once the lease lapses; nothing when another holds it.
+	Release(ctx context.Context, event int64, holder string) error
 	// Events lists the events the room knows.
 	Events(ctx context.Context) ([]int64, error)
 	// Dials reads an event's dials (ErrNoEvent if none).

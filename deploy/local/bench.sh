@@ -2,10 +2,12 @@
 # deploy/local/bench.sh - `make bench`: the hold path and the sweeper against
 # baselines measured in the same run (pgbench on the same server), and the
 # gateway's status polls against a fasthttp hello-world on the same machine, and the
-# gateway's admission rate and dial propagation (go test -bench ./gateway/cmd/gateway).
+# gateway's admission rate and dial propagation (go test -bench ./gateway/cmd/gateway), and what
+# ticking costs Redis per event with 1, 3 and 10 gateways (BenchmarkTickCost).
 # Runs through stack.sh run: its own PostgreSQL and Redis, the apps (bin/stack) on
-# free ports. Results go to the terminal and to .run/bench/. Bounded: about three
-# minutes; BENCH_ROUNDS (default 8) and BENCH_SWEEPS (default 5) shorten it.
+# free ports. Results go to the terminal and to .run/bench/. Bounded: about five
+# minutes; BENCH_ROUNDS (default 8) and BENCH_SWEEPS (default 5) shorten it, and
+# ONSALE_TICKCOST_WINDOW (default 10s) the tick cost's six measurement windows.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
 trap stack_stop EXIT
@@ -41,3 +43,8 @@ ONSALE_ADMIN_TOKEN="$STACK_ADMIN_TOKEN" bin/pollbench -gateway "$STACK_GATEWAY_A
 	-gateway-pid "$(tr ',' '\n' <<<"$STACK_PIDS" | sed -n 's/^gateway=//p')" -out .run/bench/pollbench.json |
 	tee .run/bench/pollbench.txt
 stack_stop
+
+echo "+ ticking's Redis cost per event on sale with 1, 3 and 10 gateway processes, nobody polling"
+# (the run's own Redis, nothing else using it; ONSALE_BASELINE_BIN=dir measures another
+# build's gateway first, in the same run: the ratio is what counts)
+go test -run '^$' -bench 'TickCost' -benchtime 1x -timeout 20m ./gateway/cmd/gateway | tee .run/bench/tickcost.txt

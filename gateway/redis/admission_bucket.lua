@@ -1,5 +1,6 @@
--- admission bucket: the token bucket that lets the line in, run by every
--- gateway's tick (Store.Tick, about ten times a second each).
+-- admission bucket: the token bucket that lets the line in, run by the
+-- tick of the gateway holding the event's tick lease (Store.Tick, about
+-- ten times a second).
 --
 -- Rules.
 -- * Rate: the tokens come from the time elapsed since the last tick by any
@@ -22,11 +23,34 @@
 --   nobody at the front loses a turn for waiting out the operators.
 -- * Before onsale (the pre-queue is open, prequeue.lua) nothing is offered;
 --   the first tick after it freezes the draw.
--- KEYS: dials, pre, frozen, seq, bucket, offers, active, claims
--- ARGV: factor (0 to 1; absent: 1)
--- Returns {serving, queue_length, active, offers, claims_last_minute,
---          dials_version (-1: no dials), now, factor (millionths),
---          effective rate (thousandths of a place a minute)}.
+-- * One ticker (the lease): the bucket is run by the gateway holding the
+--   event's tick lease (ARGV[2]), or by one taking it once it lapsed; any
+--   other gateway is answered the holder's last tick instead, so the
+--   bucket's work is per event, whatever the number of gateways, and the
+--   others read the tick with one GET (Store.LastTick) between their own.
+--   The lease is the last tick itself (KEYS[9]: it ends with its ticker's
+--   name), kept for ARGV[3] ms: so a GET that finds no last tick means the
+--   lease is free (or the room is gone), and a tick without a holder
+--   (ARGV[2] empty) leaves a lease anyone takes. The rate does not depend on who ticks (the tokens come from the
+--   time since the bucket's last tick), and a gap while nobody ticks (a
+--   holder died: the lease must lapse first) only delays: it adds at most
+--   the one second of burst below, never more.
+-- KEYS: dials, pre, frozen, seq, bucket, offers, active, claims, tick
+-- ARGV: factor (0 to 1; absent: 1), holder (empty: tick, whoever holds the
+--       lease: tests, and their control), lease (ms)
+-- Returns the tick as 'serving,queue_length,active,offers,
+--          claims_last_minute,dials_version (-1: no dials),now,
+--          factor (millionths),effective rate (thousandths of a place a
+--          minute),ticker' (store.go parseTick).
+local holder = ARGV[2] or ''
+local lease_ms = tonumber(ARGV[3]) or 1000
+if holder ~= '' then
+  local last = redis.call('GET', KEYS[9])
+  local h = last and string.match(last, ',([^,]*)$')
+  if h and h ~= '' and h ~= holder then
+    return last
+  end
+end
 local now = now_ms()
 local factor = math.min(1, math.max(0, tonumber(ARGV[1]) or 1))
 local npm = dial(KEYS[1], 'new_users_per_minute', 0)
@@ -37,6 +61,17 @@ local claim_ms = dial(KEYS[1], 'claim_seconds', 120) * 1000
 local version = dial(KEYS[1], 'version', 0)
 local rate = npm * factor -- places a minute: the dial, or less while the core is unwell
 local reported = {math.floor(factor * 1e6 + 0.5), math.floor(rate * 1000 + 0.5)}
+
+local function encode(serving, queue, active, offers, claims, ver)
+  return string.format('%d,%d,%d,%d,%d,%d,%d,%d,%d,', serving, queue, active, offers, claims, ver, now,
+    reported[1], reported[2]) .. holder
+end
+
+-- store keeps the tick for the other gateways, renewing the lease.
+local function store(tick)
+  redis.call('SET', KEYS[9], tick, 'PX', lease_ms)
+  return tick
+end
 
 if paused == 1 then
   -- A pause stops the clock of open offers: nobody at the front loses a
@@ -54,10 +89,11 @@ local claims = redis.call('ZCOUNT', KEYS[8], now - 60000, '+inf')
 
 local serving = tonumber(redis.call('HGET', KEYS[5], 'serving') or 0)
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {serving, 0, active, 0, claims, -1, now, reported[1], reported[2]} -- no dials: the event is gone (or Redis lost it)
+  -- no dials: the event is gone (or Redis lost it); nobody holds its lease
+  return encode(serving, 0, active, 0, claims, -1)
 end
 if prequeue_open(KEYS[3], now, onsale_at) then
-  return {serving, 0, active, redis.call('ZCARD', KEYS[6]), claims, version, now, reported[1], reported[2]}
+  return store(encode(serving, 0, active, redis.call('ZCARD', KEYS[6]), claims, version))
 end
 local queue = freeze(KEYS[2], KEYS[3]) + tonumber(redis.call('GET', KEYS[4]) or 0)
 local tokens = tonumber(redis.call('HGET', KEYS[5], 'tokens') or 0)
@@ -81,4 +117,4 @@ else
   end
 end
 redis.call('HSET', KEYS[5], 'serving', serving, 'tokens', tokens, 'last', now)
-return {serving, queue, active, offers, claims, version, now, reported[1], reported[2]}
+return store(encode(serving, queue, active, offers, claims, version))

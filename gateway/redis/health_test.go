@@ -254,12 +254,12 @@ func TestTickAtFactor(t *testing.T) {
 			for f := range 2000 {
 				s.Join(ctx, ev, fmt.Sprint(f))
 			}
-			first, err := s.Tick(ctx, ev, factor)
+			first, err := s.Tick(ctx, ev, factor, gateway.Lease{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(500 * time.Millisecond) // the bucket's input is time
-			tk, err = s.Tick(ctx, ev, factor)
+			tk, err = s.Tick(ctx, ev, factor, gateway.Lease{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,9 +91,9 @@ func TestRestoreLostJoin(t *testing.T) {
 		}
 
 		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = false })
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		if tk, _ := s.Tick(ctx, ev, 1); tk.Serving < 6 {
+		if tk, _ := s.Tick(ctx, ev, 1, gateway.Lease{}); tk.Serving < 6 {
 			t.Fatalf("serving %d; want 6 offered", tk.Serving)
 		}
 		for _, f := range []struct {
@@ -127,15 +127,15 @@ func TestRestoreLostRequeueAndClaim(t *testing.T) {
 		for f := 1; f <= 3; f++ {
 			s.Join(ctx, ev, fmt.Sprint(f))
 		}
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		st2, exp2, _ := s.Claim(ctx, ev, "2", 2)
 		if st2 != gateway.ClaimAdmitted {
 			t.Fatalf("claim 2 = %s; want admitted", st2)
 		}
 		time.Sleep(1100 * time.Millisecond) // fan 1's offer lapses
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		st, back, _ := s.Claim(ctx, ev, "1", 1)
 		if st != gateway.ClaimRequeued || back != 4 {
 			t.Fatalf("late claim = %s %d; want requeued to 4", st, back)
@@ -207,9 +207,9 @@ func TestRestoreLostPrequeueJoin(t *testing.T) {
 		if sharer == "" {
 			t.Fatalf("no drawn fan at place %d", place)
 		}
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		for _, id := range []string{sharer, "7"} {
 			if st, _, _ := s.Claim(ctx, ev, id, place); st != gateway.ClaimAdmitted {
 				t.Errorf("claim %s at %d = %s; want admitted", id, place, st)
@@ -239,11 +239,11 @@ func TestRestoreLostRequeueOfADrawnFan(t *testing.T) {
 		if err != nil || drawn < 1 || drawn > 3 {
 			t.Fatalf("Position(1) = %d, %v; want a drawn place", drawn, err)
 		}
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(1100 * time.Millisecond) // fan 1's offer lapses
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		st, back, _ := s.Claim(ctx, ev, "1", drawn)
 		if st != gateway.ClaimRequeued || back != 4 {
 			t.Fatalf("late claim = %s %d; want requeued to 4", st, back)
@@ -265,9 +265,9 @@ func TestRestoreLostRequeueOfADrawnFan(t *testing.T) {
 		if out, n, _ := s.Restore(ctx, ev, "2", held(t, s, ev, 0)); out != gateway.RestoreKept || n < 1 || n > 3 {
 			t.Fatalf("Restore(2, pre-queue token) = %s %d; want kept at its drawn place", out, n)
 		}
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		if st, _, _ := s.Claim(ctx, ev, "1", back); st != gateway.ClaimAdmitted {
 			t.Fatalf("claim at the restored place %d = %s; want admitted", back, st)
 		}
@@ -286,9 +286,9 @@ func TestRestoreAfterLeave(t *testing.T) {
 			d.NewUsersPerMinute, d.TotalActiveUsers, d.SessionSeconds = 60000, 100, 600
 		})
 		s.Join(ctx, ev, "1")
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		st, exp, _ := s.Claim(ctx, ev, "1", 1)
 		if st != gateway.ClaimAdmitted {
 			t.Fatalf("claim = %s; want admitted", st)
@@ -324,9 +324,9 @@ func TestSharedPlaceLongClaimWindow(t *testing.T) {
 		if out, n, _ := s.Restore(ctx, ev, "b", held(t, s, ev, 1)); out != gateway.RestoreRestored || n != 1 {
 			t.Fatalf("Restore(b at 1) = %s %d; want restored at 1 (shared with a)", out, n)
 		}
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		if st, _, _ := s.Claim(ctx, ev, "a", 1); st != gateway.ClaimAdmitted {
 			t.Fatalf("claim a at 1 = %s; want admitted", st)
 		}
@@ -334,7 +334,7 @@ func TestSharedPlaceLongClaimWindow(t *testing.T) {
 		p := "{evt:" + strconv.FormatInt(ev, 10) + "}:"
 		first := float64(time.Now().Add(-6 * time.Minute).UnixMilli())
 		s.Client().ZAddXX(ctx, p+"claims", goredis.Z{Score: first, Member: "1"})
-		s.Tick(ctx, ev, 1) // trims old claims
+		s.Tick(ctx, ev, 1, gateway.Lease{}) // trims old claims
 		if st, _, _ := s.Claim(ctx, ev, "b", 1); st != gateway.ClaimAdmitted {
 			t.Fatalf("claim b at shared place 1, six minutes after a's, claim window an hour = %s; want admitted", st)
 		}

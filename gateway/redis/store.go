@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -37,6 +38,8 @@ var (
 	leaveLua string
 	//go:embed restore.lua
 	restoreLua string
+	//go:embed release.lua
+	releaseLua string
 
 	prelude = preludeLua + prequeueLua
 
@@ -46,6 +49,7 @@ var (
 	positionScript        = goredis.NewScript(prelude + positionLua)
 	leaveScript           = goredis.NewScript(prelude + leaveLua)
 	restoreScript         = goredis.NewScript(prelude + restoreLua)
+	releaseScript         = goredis.NewScript(releaseLua)
 )
 
 var _ gateway.Store = (*Store)(nil)
@@ -76,11 +80,14 @@ func (s *Store) Close() error { return s.rdb.Close() }
 func (s *Store) Client() goredis.UniversalClient { return s.rdb }
 
 // keys of one event; the {evt:<id>} hash tag puts them in one cluster slot.
-type keys struct{ dials, pre, ids, frozen, seq, bucket, offers, active, claims string }
+// tick (the last tick, and so the tick lease: admission_bucket.lua)
+// expires by itself a lease after the last tick, so Expire leaves it alone.
+type keys struct{ dials, pre, ids, frozen, seq, bucket, offers, active, claims, tick string }
 
 func keysOf(event int64) keys {
 	p := "{evt:" + strconv.FormatInt(event, 10) + "}:"
-	return keys{p + "dials", p + "pre", p + "ids", p + "frozen", p + "seq", p + "bucket", p + "offers", p + "active", p + "claims"}
+	return keys{p + "dials", p + "pre", p + "ids", p + "frozen", p + "seq", p + "bucket", p + "offers", p + "active", p + "claims",
+		p + "tick"}
 }
 
 func unavailable(err error) error {
@@ -175,19 +182,62 @@ func (s *Store) Position(ctx context.Context, event int64, identity string) (int
 
 // Tick advances the admission bucket (admission_bucket.lua) at factor times
 // the rate dial (clamped to [0, 1] by the script: never above the dial) and
-// reports the event's state, with the factor and the rate it used.
-func (s *Store) Tick(ctx context.Context, event int64, factor float64) (gateway.Tick, error) {
+// reports the event's state, with the factor and the rate it used, when
+// lease.Holder holds the event's tick lease or takes it (renewed for
+// lease.For); else it reports the holder's last tick. The zero lease ticks
+// whoever holds it.
+func (s *Store) Tick(ctx context.Context, event int64, factor float64, lease gateway.Lease) (gateway.Tick, error) {
 	k := keysOf(event)
-	v, err := admissionBucketScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims},
-		strconv.FormatFloat(factor, 'f', -1, 64)).Int64Slice()
+	ms := lease.For.Milliseconds()
+	if ms <= 0 {
+		ms = DefaultLease.Milliseconds()
+	}
+	v, err := admissionBucketScript.Run(ctx, s.rdb, []string{k.dials, k.pre, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims, k.tick},
+		strconv.FormatFloat(factor, 'f', -1, 64), lease.Holder, ms).Text()
 	if err != nil {
 		return gateway.Tick{}, unavailable(err)
 	}
-	if len(v) != 9 {
-		return gateway.Tick{}, malformed("admission bucket", v, 9)
+	return parseTick(v)
+}
+
+// DefaultLease is the tick lease of a Tick whose lease says none.
+const DefaultLease = time.Second
+
+// LastTick reads the tick the event's lease holder stored (one GET);
+// false when there is none (the lease lapsed with it, or the room is gone).
+func (s *Store) LastTick(ctx context.Context, event int64) (gateway.Tick, bool, error) {
+	v, err := s.rdb.Get(ctx, keysOf(event).tick).Result()
+	if err == goredis.Nil {
+		return gateway.Tick{}, false, nil
 	}
-	return gateway.Tick{Serving: v[0], Queue: v[1], Active: v[2], Offers: v[3], ClaimsPerMinute: v[4], DialsVersion: v[5],
-		Now: time.UnixMilli(v[6]), Factor: float64(v[7]) / 1e6, Rate: float64(v[8]) / 1000}, nil
+	if err != nil {
+		return gateway.Tick{}, false, unavailable(err)
+	}
+	tk, err := parseTick(v)
+	return tk, err == nil, err
+}
+
+// Release gives up holder's tick lease of the event (release.lua).
+func (s *Store) Release(ctx context.Context, event int64, holder string) error {
+	return unavailable(releaseScript.Run(ctx, s.rdb, []string{keysOf(event).tick}, holder).Err())
+}
+
+// parseTick decodes a tick as admission_bucket.lua encodes it: nine
+// numbers and the ticker's name, comma-separated.
+func parseTick(v string) (gateway.Tick, error) {
+	f := strings.SplitN(v, ",", 10)
+	if len(f) != 10 {
+		return gateway.Tick{}, malformed("admission bucket", f, 10)
+	}
+	var n [9]int64
+	for i := range n {
+		var err error
+		if n[i], err = strconv.ParseInt(f[i], 10, 64); err != nil {
+			return gateway.Tick{}, fmt.Errorf("redis: the admission bucket script answered %q: %w", v, err)
+		}
+	}
+	return gateway.Tick{Serving: n[0], Queue: n[1], Active: n[2], Offers: n[3], ClaimsPerMinute: n[4], DialsVersion: n[5],
+		Now: time.UnixMilli(n[6]), Factor: float64(n[7]) / 1e6, Rate: float64(n[8]) / 1000, Ticker: f[9]}, nil
 }
 
 // Claim takes an offered place (claim.lua): it starts identity's session
@@ -404,7 +454,7 @@ func parseDials(m map[string]string) gateway.Dials {
 // Forget deletes every key of an event (tests, and events long over).
 func (s *Store) Forget(ctx context.Context, event int64) error {
 	k := keysOf(event)
-	err := s.rdb.Del(ctx, k.dials, k.pre, k.ids, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims).Err()
+	err := s.rdb.Del(ctx, k.dials, k.pre, k.ids, k.frozen, k.seq, k.bucket, k.offers, k.active, k.claims, k.tick).Err()
 	if err == nil {
 		err = s.rdb.SRem(ctx, eventsKey, event).Err()
 	}

@@ -197,9 +197,9 @@ func TestAdmission(t *testing.T) {
 		for f := range 20 {
 			s.Join(ctx, ev, fmt.Sprint(f))
 		}
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(300 * time.Millisecond) // time is the bucket's input: 300 ms at 1,000/s fill it past the cap
-		tk, err := s.Tick(ctx, ev, 1)
+		tk, err := s.Tick(ctx, ev, 1, gateway.Lease{})
 		if err != nil || tk.Serving != 5 || tk.Offers != 5 || tk.Queue != 20 {
 			t.Fatalf("tick = %+v, %v; want 5 offered (total_active_users), 20 in line", tk, err)
 		}
@@ -213,7 +213,7 @@ func TestAdmission(t *testing.T) {
 			t.Fatalf("claim beyond serving = %s; want waiting", st)
 		}
 		time.Sleep(100 * time.Millisecond) // tokens enough for more, were there room
-		if tk, _ = s.Tick(ctx, ev, 1); tk.Serving != 5 || tk.Active != 5 {
+		if tk, _ = s.Tick(ctx, ev, 1, gateway.Lease{}); tk.Serving != 5 || tk.Active != 5 {
 			t.Fatalf("tick with 5 sessions = %+v; want nothing more offered", tk)
 		}
 		if st, _, _ := s.Claim(ctx, ev, "0", 1); st != gateway.ClaimAdmitted {
@@ -244,15 +244,15 @@ func TestLapseRequeueAndEnd(t *testing.T) {
 		for f := range 3 {
 			s.Join(ctx, ev, fmt.Sprint(f))
 		}
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		if tk, _ := s.Tick(ctx, ev, 1); tk.Serving != 3 {
+		if tk, _ := s.Tick(ctx, ev, 1, gateway.Lease{}); tk.Serving != 3 {
 			t.Fatalf("serving %d; want 3", tk.Serving)
 		}
 		// Fan 2 waits through a pause longer than the claim window: the offer survives.
 		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = true })
 		for range 12 {
-			s.Tick(ctx, ev, 1)
+			s.Tick(ctx, ev, 1, gateway.Lease{})
 			time.Sleep(100 * time.Millisecond)
 		}
 		setDials(t, s, ev, func(d *gateway.Dials) { d.Paused = false })
@@ -261,7 +261,7 @@ func TestLapseRequeueAndEnd(t *testing.T) {
 		}
 		// Fan 0 lets its offer lapse (the claim window is one second).
 		time.Sleep(1100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		st, n, _ := s.Claim(ctx, ev, "0", 1)
 		if st != gateway.ClaimRequeued || n != 4 {
 			t.Fatalf("claim after the offer lapsed = %s %d; want requeued to 4", st, n)
@@ -271,7 +271,7 @@ func TestLapseRequeueAndEnd(t *testing.T) {
 				t.Fatalf("replayed stale claim = %s %d; want moved to 4 (no new place)", st, n)
 			}
 		}
-		if tk, _ := s.Tick(ctx, ev, 1); tk.Queue != 4 {
+		if tk, _ := s.Tick(ctx, ev, 1, gateway.Lease{}); tk.Queue != 4 {
 			t.Fatalf("line has %d places; want 4 (3 fans, one sent back once)", tk.Queue)
 		}
 		// Fan 2's one-second session ends: it cannot claim or join again.
@@ -301,23 +301,23 @@ func TestLeave(t *testing.T) {
 		for f := range 6 {
 			s.Join(ctx, ev, fmt.Sprint(f))
 		}
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		for f := range 3 {
 			if st, _, _ := s.Claim(ctx, ev, fmt.Sprint(f), int64(f+1)); st != gateway.ClaimAdmitted {
 				t.Fatalf("claim %d = %s", f, st)
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
-		if tk, _ := s.Tick(ctx, ev, 1); tk.Serving != 3 || tk.Active != 3 {
+		if tk, _ := s.Tick(ctx, ev, 1, gateway.Lease{}); tk.Serving != 3 || tk.Active != 3 {
 			t.Fatalf("tick = %+v; want 3 sessions and nothing more offered", tk)
 		}
 		if st, err := s.Leave(ctx, ev, "0"); err != nil || st != gateway.LeaveEnded {
 			t.Fatalf("leave with a live session = %q, %v; want ended", st, err)
 		}
 		time.Sleep(100 * time.Millisecond)
-		if tk, _ := s.Tick(ctx, ev, 1); tk.Serving != 4 || tk.Active != 2 || tk.Offers != 1 {
+		if tk, _ := s.Tick(ctx, ev, 1, gateway.Lease{}); tk.Serving != 4 || tk.Active != 2 || tk.Offers != 1 {
 			t.Fatalf("tick after a leave = %+v; want place 4 offered, 2 sessions", tk)
 		}
 		for _, who := range []string{"0", "stranger"} {
@@ -352,7 +352,7 @@ func TestLeave(t *testing.T) {
 			t.Fatalf("leave from the pre-queue = %q; want left", st)
 		}
 		setDials(t, s, pre, func(d *gateway.Dials) { d.OnsaleAt = time.Now().Add(-time.Second) })
-		if tk, _ := s.Tick(ctx, pre, 1); tk.Queue != 2 {
+		if tk, _ := s.Tick(ctx, pre, 1, gateway.Lease{}); tk.Queue != 2 {
 			t.Fatalf("line after the draw = %d places; want 2 (the leaver is not drawn)", tk.Queue)
 		}
 		for _, f := range []string{"0", "2"} {
@@ -403,9 +403,9 @@ func TestPositionAfterLeave(t *testing.T) {
 		}
 		// A fan admitted from the draw has had its session: ended too.
 		claims, _ := s.Position(ctx, ev, "claims")
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		time.Sleep(100 * time.Millisecond)
-		s.Tick(ctx, ev, 1)
+		s.Tick(ctx, ev, 1, gateway.Lease{})
 		if st, _, err := s.Claim(ctx, ev, "claims", claims); err != nil || st != gateway.ClaimAdmitted {
 			t.Fatalf("claim of place %d = %s, %v; want admitted", claims, st, err)
 		}

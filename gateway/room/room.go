@@ -1,16 +1,23 @@
 // Package room is the gateway's in-process picture of the waiting room: one
-// ticker advances the admission bucket of every known event in its sale
-// window (gateway.Dials.Window) in the store, at the
-// share of the rate dial the core's health allows (gateway/health), and
-// keeps each event's view (its dials and the last tick), so a fan's status
-// poll is answered from memory, with no store round trip.
+// ticker keeps the view of every known event in its sale window
+// (gateway.Dials.Window), its dials and its last tick, so a fan's status
+// poll is answered from memory, with no store round trip. Of all the
+// gateways, one ticks an event (the event's tick lease in the store,
+// gateway.Lease): it advances the admission bucket at the share of the
+// rate dial the core's health allows (gateway/health); the others read
+// its last tick, one cheap read per tick, and take the lease over when it
+// lapses (its holder died, or lost the store). So the store's work per
+// event does not grow with the number of gateways.
 package room
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -64,6 +71,7 @@ type Room struct {
 	log     *slog.Logger
 	health  Health              // nil: the dial
 	record  gateway.DialsRecord // nil: no saved dials (no operators' API)
+	holder  string              // this room's name in the tick leases; empty: no lease (WithoutLease)
 
 	mu      sync.RWMutex
 	events  map[int64]*View
@@ -71,6 +79,7 @@ type Room struct {
 	tickOK  map[int64]bool // whether each event's last tick reached the store
 	ok      bool           // the last tick of some event reached the store
 	factor  float64        // the health's last factor; < 0: not read yet
+	lease   time.Duration  // how long a tick lease lasts (LeaseFor; set by Run)
 }
 
 // Health is the share of the rate dial the core's health allows, read once
@@ -87,7 +96,47 @@ func New(store gateway.Store, catalog gateway.Catalog, log *slog.Logger) *Room {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Room{store: store, catalog: catalog, log: log, events: make(map[int64]*View),
-		ticking: make(map[int64]bool), tickOK: make(map[int64]bool), factor: -1}
+		ticking: make(map[int64]bool), tickOK: make(map[int64]bool), factor: -1, holder: newHolder(), lease: LeaseFor(0)}
+}
+
+// newHolder names this room in the tick leases: unique to the process
+// (the host and pid say whose it is in Redis; the random part keeps two
+// rooms of one process, as tests make, apart). No commas: the store
+// keeps it at the end of a comma-separated tick.
+func newHolder() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	rand.Read(b[:])
+	h := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	for i := range len(h) {
+		if h[i] == ',' {
+			h = h[:i] + "_" + h[i+1:]
+		}
+	}
+	return h
+}
+
+// LeaseFor is how long an event's tick lease lasts when the ticker ticks
+// every interval: a second, or four ticks when that is longer, so a
+// holder whose tick is late (a slow round trip; the tick's own deadline
+// is tickDeadline) keeps it, and the others take over from a holder that
+// died (or lost the store) within about a second: a gap only delays
+// admission (the bucket lets at most a second's worth through after it).
+func LeaseFor(interval time.Duration) time.Duration {
+	return max(time.Second, 4*interval)
+}
+
+// Holder is this room's name in the events' tick leases (Tick.Ticker of
+// the ticks it ran); empty without a lease.
+func (r *Room) Holder() string { return r.holder }
+
+// WithoutLease makes the room tick every event itself, whoever else does
+// (every gateway running the bucket: what the lease ended). Only the
+// lease's tests use it, as the control that shows two tickers. Call it
+// before Run.
+func (r *Room) WithoutLease() *Room {
+	r.holder = ""
+	return r
 }
 
 // WithHealth makes the room tick every bucket at h's factor (read once
@@ -177,7 +226,11 @@ func (r *Room) Healthy() bool {
 // only its own events' ticks, never the other events' nor the factor.
 func (r *Room) Run(ctx context.Context, interval time.Duration) {
 	deadline := tickDeadline(interval)
-	var wg sync.WaitGroup // every tick and the health's reader end before Run returns
+	r.mu.Lock()
+	r.lease = LeaseFor(interval)
+	r.mu.Unlock()
+	defer r.release(context.WithoutCancel(ctx), deadline)
+	var wg sync.WaitGroup // every tick and the health's reader end before Run returns (before release)
 	defer wg.Wait()
 	if r.health != nil {
 		// The first factor before the first tick, so no event ticks at an
@@ -214,6 +267,25 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// release gives up the tick leases this room holds, its ticks over (Run's
+// end: the gateway stops), so the other gateways take its events over at
+// their next tick instead of a lease later; a lease it cannot give up
+// (the store does not answer) lapses by itself.
+func (r *Room) release(ctx context.Context, deadline time.Duration) {
+	if r.holder == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	for id, v := range r.Views() {
+		if v.Tick.Ticker == r.holder {
+			if err := r.store.Release(ctx, id, r.holder); err != nil {
+				r.log.Warn("tick lease not given up; it lapses by itself", "event", id, "err", err)
+			}
 		}
 	}
 }
@@ -315,7 +387,7 @@ func (r *Room) step(ctx context.Context, id int64) error {
 	}
 	now := time.Now()
 	if !v.Fetched.IsZero() && v.Dials.Live(now) {
-		return r.Refresh(ctx, id)
+		return r.refresh(ctx, id, false)
 	}
 	d, err := r.store.Dials(ctx, id)
 	switch {
@@ -326,7 +398,7 @@ func (r *Room) step(ctx context.Context, id int64) error {
 	case d.Ended(now):
 		return r.retire(ctx, id, &d)
 	case d.Live(now):
-		return r.Refresh(ctx, id)
+		return r.refresh(ctx, id, false)
 	}
 	r.mu.Lock()
 	if cur, ok := r.events[id]; ok {
@@ -383,13 +455,43 @@ func (r *Room) setHealthy() {
 	r.ok = ok
 }
 
-// Refresh ticks one event and re-reads its dials when their version moved
-// (the ticker calls it for every event; the operators' API after a change,
-// so the answer shows it).
+// Refresh brings one event's view up to date: its tick (this room's own
+// when it holds the event's tick lease or takes it, else the holder's
+// last) and its dials, read again (the operators' API calls it after a
+// change, so the answer shows it at once, whoever ticks).
 func (r *Room) Refresh(ctx context.Context, id int64) error {
+	return r.refresh(ctx, id, true)
+}
+
+// tick is the event's tick as this room learns it: a room that ran the
+// last tick (the lease is its own) ticks again, renewing the lease; any
+// other reads the holder's last tick (one GET), and ticks only when there
+// is none: the lease lapsed (the Tick takes it; two rooms racing for it,
+// the store lets one in and tells the other the winner's tick) or the
+// room is gone (the Tick says so). Without a lease, it always ticks.
+func (r *Room) tick(ctx context.Context, id int64, last gateway.Tick) (gateway.Tick, error) {
+	if r.holder != "" && (last.Ticker != r.holder || last.Now.IsZero()) {
+		tk, ok, err := r.store.LastTick(ctx, id)
+		if err != nil {
+			return gateway.Tick{}, err
+		}
+		if ok && tk.Ticker != r.holder {
+			return tk, nil
+		}
+	}
+	r.mu.RLock()
+	lease := gateway.Lease{Holder: r.holder, For: r.lease}
+	r.mu.RUnlock()
+	return r.store.Tick(ctx, id, r.tickFactor(ctx), lease)
+}
+
+// refresh is Refresh, reading the dials again only when the tick shows
+// their version moved, unless reread.
+func (r *Room) refresh(ctx context.Context, id int64, reread bool) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	tk, err := r.store.Tick(ctx, id, r.tickFactor(ctx))
+	seen, _ := r.View(id)
+	tk, err := r.tick(ctx, id, seen.Tick)
 	if err != nil {
 		return err
 	}
@@ -407,7 +509,7 @@ func (r *Room) Refresh(ctx context.Context, id int64) error {
 	cur := *prev
 	r.mu.RUnlock()
 	now := time.Now()
-	reread := cur.Fetched.IsZero() || tk.DialsVersion != cur.Dials.Version
+	reread = reread || cur.Fetched.IsZero() || tk.DialsVersion != cur.Dials.Version
 	if reread {
 		d, err := r.store.Dials(ctx, id)
 		if err != nil {
@@ -415,10 +517,14 @@ func (r *Room) Refresh(ctx context.Context, id int64) error {
 		}
 		cur.Dials = d
 	}
-	if at := cur.Dials.ExpiresAt(); (reread || now.Sub(cur.expired) >= ExpireEvery) && (at.IsZero() || at.After(now)) {
+	ticker := tk.Ticker == r.holder // this room ran the tick (or ticks without a lease)
+	if !ticker {
+		cur.expired = time.Time{} // should it take the lease over, it sets the expiry at once
+	}
+	if at := cur.Dials.ExpiresAt(); ticker && (reread || now.Sub(cur.expired) >= ExpireEvery) && (at.IsZero() || at.After(now)) {
 		// Every key of the room expires at the window's end, moved with
-		// the dials. (An end already past is retire's: the ticker's next
-		// step drops the room.)
+		// the dials: the ticking gateway's work. (An end already past is
+		// retire's: the ticker's next step drops the room.)
 		if err := r.store.Expire(ctx, id, at); err != nil {
 			return err
 		}

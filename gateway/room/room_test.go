@@ -144,11 +144,11 @@ type partStore struct {
 	down int64
 }
 
-func (s partStore) Tick(ctx context.Context, event int64, factor float64) (gateway.Tick, error) {
+func (s partStore) Tick(ctx context.Context, event int64, factor float64, lease gateway.Lease) (gateway.Tick, error) {
 	if event == s.down {
 		return gateway.Tick{}, errors.New("CLUSTERDOWN the slot is not served")
 	}
-	return s.Store.Tick(ctx, event, factor)
+	return s.Store.Tick(ctx, event, factor, lease)
 }
 
 // One event's failed tick keeps the gateway ready (its load balancer keeps
@@ -185,13 +185,13 @@ type stuckStore struct {
 	ticks   atomic.Int64
 }
 
-func (s *stuckStore) Tick(ctx context.Context, event int64, factor float64) (gateway.Tick, error) {
+func (s *stuckStore) Tick(ctx context.Context, event int64, factor float64, lease gateway.Lease) (gateway.Tick, error) {
 	if event == s.stuck {
 		<-s.release
 		return gateway.Tick{}, errors.New("i/o timeout")
 	}
 	s.ticks.Add(1)
-	return s.Store.Tick(ctx, event, factor)
+	return s.Store.Tick(ctx, event, factor, lease)
 }
 
 // countHealth counts the factor's reads.

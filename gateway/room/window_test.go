@@ -111,11 +111,11 @@ type counting struct {
 	ticks map[int64]int
 }
 
-func (c *counting) Tick(ctx context.Context, ev int64, f float64) (gateway.Tick, error) {
+func (c *counting) Tick(ctx context.Context, ev int64, f float64, lease gateway.Lease) (gateway.Tick, error) {
 	c.mu.Lock()
 	c.ticks[ev]++
 	c.mu.Unlock()
-	return c.Store.Tick(ctx, ev, f)
+	return c.Store.Tick(ctx, ev, f, lease)
 }
 
 func (c *counting) count(ev int64) int {

@@ -35,6 +35,11 @@ type event struct {
 	active  map[string]time.Time
 	expires time.Time // Expire's (the memory store never deletes by it)
 	retired bool      // out of Events (Retire)
+	// The tick lease: its holder, when it lapses, and the holder's last
+	// tick (which lapses with it).
+	holder     string
+	leaseUntil time.Time
+	last       gateway.Tick
 }
 
 var _ gateway.Store = (*Memory)(nil)
@@ -284,8 +289,9 @@ func (m *Memory) Leave(_ context.Context, ev int64, id string) (gateway.LeaveOut
 
 // Tick implements gateway.Store: it reports (the rate as the dial times
 // factor, clamped to [0, 1] as the Redis bucket does), and offers nothing
-// by itself.
-func (m *Memory) Tick(_ context.Context, ev int64, factor float64) (gateway.Tick, error) {
+// by itself. The tick lease is kept as the Redis bucket keeps it: a
+// holder's tick renews it, another gateway's is told the holder's last.
+func (m *Memory) Tick(_ context.Context, ev int64, factor float64, lease gateway.Lease) (gateway.Tick, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.up(); err != nil {
@@ -296,6 +302,9 @@ func (m *Memory) Tick(_ context.Context, ev int64, factor float64) (gateway.Tick
 	if e == nil {
 		return gateway.Tick{DialsVersion: -1, Now: now}, nil
 	}
+	if lease.Holder != "" && e.holder != "" && e.holder != lease.Holder && now.Before(e.leaseUntil) {
+		return e.last, nil
+	}
 	e.freeze(now)
 	active := 0
 	for _, exp := range e.active {
@@ -304,8 +313,44 @@ func (m *Memory) Tick(_ context.Context, ev int64, factor float64) (gateway.Tick
 		}
 	}
 	factor = min(1, max(0, factor))
-	return gateway.Tick{Serving: e.serving, Queue: e.seq, Active: int64(active), DialsVersion: e.dials.Version, Now: now,
-		Factor: factor, Rate: float64(e.dials.NewUsersPerMinute) * factor}, nil
+	tk := gateway.Tick{Serving: e.serving, Queue: e.seq, Active: int64(active), DialsVersion: e.dials.Version, Now: now,
+		Factor: factor, Rate: float64(e.dials.NewUsersPerMinute) * factor, Ticker: lease.Holder}
+	d := lease.For
+	if d <= 0 {
+		d = time.Second
+	}
+	if lease.Holder != "" {
+		e.holder = lease.Holder
+	}
+	e.last, e.leaseUntil = tk, now.Add(d)
+	return tk, nil
+}
+
+// Release implements gateway.Store.
+func (m *Memory) Release(_ context.Context, ev int64, holder string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.up(); err != nil {
+		return err
+	}
+	if e := m.events[ev]; e != nil && e.holder == holder {
+		e.leaseUntil = time.Time{}
+	}
+	return nil
+}
+
+// LastTick implements gateway.Store.
+func (m *Memory) LastTick(_ context.Context, ev int64) (gateway.Tick, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.up(); err != nil {
+		return gateway.Tick{}, false, err
+	}
+	e := m.events[ev]
+	if e == nil || !time.Now().Before(e.leaseUntil) {
+		return gateway.Tick{}, false, nil
+	}
+	return e.last, true, nil
 }
 
 // Events implements gateway.Store.

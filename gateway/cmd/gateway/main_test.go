@@ -70,6 +70,12 @@ type fleet struct {
 // -core-url).
 func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 	t.Helper()
+	return startFleetOf(t, gatewayBinary(t), n, redisAddr, args...)
+}
+
+// startFleetOf is startFleet with the gateway binary bin.
+func startFleetOf(t testing.TB, bin string, n int, redisAddr string, args ...string) *fleet {
+	t.Helper()
 	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
 	t.Cleanup(core.Close)
 	args = append([]string{"-core-url", core.URL}, args...)
@@ -79,7 +85,6 @@ func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 		}
 	}
 	dir := t.TempDir()
-	bin := gatewayBinary(t)
 	key, _ := admission.GenerateKey()
 	keyFile := filepath.Join(dir, "admit.key")
 	admission.WritePrivateKeyFile(keyFile, key)

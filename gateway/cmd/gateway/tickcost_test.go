@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/redis"
+	"github.com/onsale/onsale/gateway/redis/redistest"
+)
+
+// BenchmarkTickCost is what ticking costs Redis per event on sale with 1, 3
+// and 10 gateway processes on one Redis, nobody polling: a few events on
+// sale with fans in line, and the Redis commands a second (INFO
+// commandstats, a script's own calls included) and the Redis CPU (INFO
+// cpu, user + sys) over a measurement window, per event. With the tick
+// lease the figures do not grow with the gateways: one gateway runs an
+// event's admission bucket, the others read its tick with one GET. Under
+// make bench (it needs the run's Redis to itself, and takes a few minutes):
+//
+//	go test -run '^$' -bench TickCost -benchtime 1x ./gateway/cmd/gateway
+//
+// ONSALE_BASELINE_BIN names the directory of another build's gateway
+// (main's, say) to measure first, in the same run; ONSALE_TICKCOST_WINDOW
+// (a duration, default 10s) and ONSALE_TICKCOST_GATEWAYS (fleet sizes,
+// default 1,3,10) shorten it. The gateways run with
+// the core-health feedback off: its exchange is one script per gateway
+// per tick whatever the events (O(gateways), not per event), and is not
+// the ticking this measures.
+func BenchmarkTickCost(b *testing.B) {
+	s := redistest.NewStore(b, false)
+	addr := redistest.Addrs(b, false)
+	type build struct{ name, bin string }
+	builds := []build{{"this", gatewayBinary(b)}}
+	if dir := os.Getenv("ONSALE_BASELINE_BIN"); dir != "" {
+		builds = append([]build{{"baseline", filepath.Join(dir, "gateway")}}, builds...)
+	}
+	const events = 4
+	window := 10 * time.Second
+	if w, err := time.ParseDuration(os.Getenv("ONSALE_TICKCOST_WINDOW")); err == nil {
+		window = w
+	}
+	fleets := []int{1, 3, 10}
+	if v := os.Getenv("ONSALE_TICKCOST_GATEWAYS"); v != "" { // a quick look: ONSALE_TICKCOST_GATEWAYS=1
+		fleets = nil
+		for _, f := range strings.Split(v, ",") {
+			if n, err := strconv.Atoi(f); err == nil {
+				fleets = append(fleets, n)
+			}
+		}
+	}
+	var table []string
+	for _, bd := range builds {
+		for _, n := range fleets {
+			b.Run(fmt.Sprintf("%s/gateways=%d", bd.name, n), func(b *testing.B) {
+				var evs []int64
+				for range events {
+					ev := newEvent(b, s, func(d *gateway.Dials) { d.NewUsersPerMinute, d.TotalActiveUsers = 600, 1_000_000 })
+					for i := range 2000 {
+						if _, err := s.Join(ctx, ev, fmt.Sprintf("fan-%d", i)); err != nil {
+							b.Fatal(err)
+						}
+					}
+					evs = append(evs, ev)
+				}
+				listed, _ := s.Client().SCard(ctx, "onsale:events").Result()
+				startFleetOf(b, bd.bin, n, addr, "-health", "off")
+				for _, ev := range evs {
+					waitFor(b, "admission to start", 10*time.Second, func() bool { return serving(b, s, ev) > 0 })
+				}
+				time.Sleep(2 * time.Second) // past the start: the steady state
+				c0, cpu0, t0 := redisStats(b, s)
+				time.Sleep(window)
+				c1, cpu1, t1 := redisStats(b, s)
+				secs := t1.Sub(t0).Seconds()
+				cmds := float64(c1.total-c0.total) / secs / events
+				evalsha := float64(c1.calls["evalsha"]-c0.calls["evalsha"]) / secs / events
+				gets := float64(c1.calls["get"]-c0.calls["get"]) / secs / events
+				cpu := (cpu1 - cpu0) / secs / events * 1e6 // µs of Redis CPU per event per second
+				row := fmt.Sprintf("%-8s %2d gateways, %d events (%d listed): %7.0f Redis commands/s per event (%5.1f EVALSHA, %5.1f GET), %7.0f µs Redis CPU per event per second",
+					bd.name, n, events, listed, cmds, evalsha, gets, cpu)
+				b.Log(row)
+				table = append(table, row)
+				b.ReportMetric(cmds, "cmds/s/event")
+				b.ReportMetric(evalsha, "evalsha/s/event")
+				b.ReportMetric(cpu, "cpu_us/s/event")
+			})
+		}
+	}
+	b.Logf("ticking's Redis cost, nobody polling (a %v window each):\n%s", window, strings.Join(table, "\n"))
+}
+
+// commandStats are INFO commandstats' calls: per command, and in all.
+type commandStats struct {
+	calls map[string]int64
+	total int64
+}
+
+// redisStats reads the server's command counts and its CPU seconds (user +
+// sys), and when.
+func redisStats(tb testing.TB, s *redis.Store) (commandStats, float64, time.Time) {
+	tb.Helper()
+	info, err := s.Client().Info(ctx, "commandstats", "cpu").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	at := time.Now()
+	st := commandStats{calls: map[string]int64{}}
+	var cpu float64
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if name, rest, ok := strings.Cut(line, ":"); ok {
+			switch {
+			case strings.HasPrefix(name, "cmdstat_"):
+				for _, kv := range strings.Split(rest, ",") {
+					if v, ok := strings.CutPrefix(kv, "calls="); ok {
+						n, _ := strconv.ParseInt(v, 10, 64)
+						st.calls[strings.TrimPrefix(name, "cmdstat_")] = n
+						st.total += n
+					}
+				}
+			case name == "used_cpu_sys" || name == "used_cpu_user":
+				f, _ := strconv.ParseFloat(rest, 64)
+				cpu += f
+			}
+		}
+	}
+	return st, cpu, at
+}
