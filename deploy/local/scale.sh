@@ -7,7 +7,7 @@
 # per join and per poll. SCALE_MODE prequeue (default: the draw before onsale,
 # where seed 001's 2,000,000 fans wait) or line (after onsale). Runs through
 # stack.sh run: its own PostgreSQL, Redis and apps. Results in .run/scale/.
-# Bounded: about a minute at 100,000 fans; seed 001's 2,000,000 about 5-10 min.
+# Bounded: about a minute at 100,000 fans; the joins stop after SCALE_JOIN_TIME (10m).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/apps.sh"
 trap stack_stop EXIT
@@ -25,6 +25,6 @@ EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/scale/seed.json" | grep -o '"id"
 REDIS_ADDR=$(sed -E 's#^redis://([^@/]*@)?([^/?]*).*#\2#' <<<"$REDIS_URL")
 fans=${SCALE_FANS:-100000}
 ONSALE_ADMIN_TOKEN="$STACK_ADMIN_TOKEN" bin/joinbench -gateway "$STACK_GATEWAY_ADDR" -admin "${STACK_GATEWAY_ADMIN_URL#http://}" \
-	-event "$EVENT" -fans "$fans" -mode "${SCALE_MODE:-prequeue}" -redis "$REDIS_ADDR" \
+	-event "$EVENT" -fans "$fans" -join-time "${SCALE_JOIN_TIME:-10m}" -mode "${SCALE_MODE:-prequeue}" -redis "$REDIS_ADDR" \
 	-watch "gateway=$(tr ',' '\n' <<<"$STACK_PIDS" | sed -n 's/^gateway=//p')" \
 	-out ".run/scale/joinbench-$fans.json" | tee ".run/scale/joinbench-$fans.txt"

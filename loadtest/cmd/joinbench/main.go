@@ -46,6 +46,7 @@ type config struct {
 	Conns        int           `flag:"conns" default:"64" min:"1" max:"4096" help:"concurrent connections"`
 	Mode         string        `flag:"mode" default:"prequeue" help:"prequeue (joins enter the draw, onsale an hour away) or line (onsale past: a place at the back)"`
 	PerMinute    int           `flag:"per-minute" default:"4020" min:"0" help:"the new_users_per_minute dial (4020: seed 001's 67 a second)"`
+	JoinTime     time.Duration `flag:"join-time" default:"10m" min:"1s" help:"stop joining after this long even if fewer than -fans joined (the figures are per fan joined; bounds the run)"`
 	PollDuration time.Duration `flag:"poll-duration" default:"10s" min:"0s" help:"how long the joined fans' status is polled afterwards (0s: no polls)"`
 	PollFans     int           `flag:"poll-fans" default:"200000" min:"1" help:"queue tokens kept for the polls (the first ones joined; bounds the tool's memory)"`
 	Redis        string        `flag:"redis" help:"the Redis servers holding the event, host:port,...: INFO memory, commands and (when local) the process's CPU"`
@@ -197,6 +198,7 @@ func join(c config) (tokens []string, ok, failed int64, firstErr string) {
 	var next, good, bad atomic.Int64
 	var mu sync.Mutex
 	path := fmt.Sprintf("http://%s/v1/events/%d/queue", c.Gateway, c.Event)
+	deadline := time.Now().Add(c.JoinTime)
 	var wg sync.WaitGroup
 	for i := range c.Conns {
 		wg.Add(1)
@@ -209,7 +211,8 @@ func join(c config) (tokens []string, ok, failed int64, firstErr string) {
 			defer fasthttp.ReleaseResponse(resp)
 			for {
 				f := next.Add(1) - 1
-				if f >= int64(c.Fans) {
+				if f >= int64(c.Fans) || f%1024 == 0 && time.Now().After(deadline) {
+					next.Store(int64(c.Fans)) // every worker stops at its next fan
 					return
 				}
 				if c.PerAddress > 0 && used%c.PerAddress == 0 {
