@@ -20,6 +20,7 @@ cleanup() {
 trap cleanup EXIT
 
 need_bin seed holdbench joinbench cluster
+need_ha || exit 1 # patroni, etcd, haproxy (as make cluster-up)
 mkdir -p .run/scale
 rounds=${SCALE_HA_ROUNDS:-3} fans=${SCALE_HA_FANS:-30000}
 # the demo catalog's stadium concert (account_required switched off by joinbench)
