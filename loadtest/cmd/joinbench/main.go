@@ -48,6 +48,7 @@ type config struct {
 	PerMinute    int           `flag:"per-minute" default:"4020" min:"0" help:"the new_users_per_minute dial (4020: seed 001's 67 a second)"`
 	JoinTime     time.Duration `flag:"join-time" default:"10m" min:"1s" help:"stop joining after this long even if fewer than -fans joined (the figures are per fan joined; bounds the run)"`
 	PollDuration time.Duration `flag:"poll-duration" default:"10s" min:"0s" help:"how long the joined fans' status is polled afterwards (0s: no polls)"`
+	Idle         time.Duration `flag:"idle" default:"3s" min:"0s" help:"first measure each process at rest this long (admission ticks, seat-map upkeep) and charge joins and polls only the CPU above that (0s: charge everything)"`
 	PollFans     int           `flag:"poll-fans" default:"200000" min:"1" help:"queue tokens kept for the polls (the first ones joined; bounds the tool's memory)"`
 	Redis        string        `flag:"redis" help:"the Redis servers holding the event, host:port,...: INFO memory, commands and (when local) the process's CPU"`
 	Watch        string        `flag:"watch" help:"other processes to charge CPU to, name=pid,... (the gateways, HAProxy); a name's CPU counts its descendants"`
@@ -72,7 +73,7 @@ type phase struct {
 	Errors       int64              `json:"errors"`
 	Seconds      float64            `json:"seconds"`
 	PerSecond    float64            `json:"per_second"`
-	CPUus        map[string]float64 `json:"cpu_us_per_request"`
+	CPUus        map[string]float64 `json:"cpu_us_per_request"` // above the idle rate
 	RedisCmds    float64            `json:"redis_commands_per_request"`
 	RedisMemDiff int64              `json:"redis_used_memory_delta_bytes,omitempty"`
 }
@@ -123,6 +124,21 @@ func run(c config) error {
 	}
 	time.Sleep(500 * time.Millisecond) // the dials reach every gateway's view
 
+	// What each process spends with nobody joining or polling: ticking,
+	// refreshing views. Joins and polls are charged only what is above it.
+	idle := make([]float64, len(targets))
+	if c.Idle > 0 {
+		b := w.CPUSeconds()
+		time.Sleep(c.Idle)
+		a := w.CPUSeconds()
+		fmt.Printf("at rest for %v (no joins, no polls):", c.Idle)
+		for i, t := range targets {
+			idle[i] = (a[i] - b[i]) / c.Idle.Seconds()
+			fmt.Printf(" %s %.1f%%", t.Name, idle[i]*100)
+		}
+		fmt.Println(" of a core; charged to nobody below")
+	}
+
 	fmt.Printf("joinbench: %d fans join event %d (%s mode, %d admitted a minute) over %d connections\n",
 		c.Fans, c.Event, c.Mode, c.PerMinute, c.Conns)
 	memBefore, cmdsBefore := redisTotals(ctx, rs)
@@ -132,7 +148,7 @@ func run(c config) error {
 	el := time.Since(t0).Seconds()
 	time.Sleep(200 * time.Millisecond) // let the last writes land before INFO
 	memAfter, cmdsAfter := redisTotals(ctx, rs)
-	joins := perRequest(w, targets, cpuBefore, joined, el, cmdsAfter-cmdsBefore)
+	joins := perRequest(w, targets, idle, cpuBefore, joined, el, cmdsAfter-cmdsBefore)
 	joins.Errors = failed
 	joins.RedisMemDiff = memAfter - memBefore
 	fmt.Printf("joins: %d in %.1f s = %.0f joins/s, %d failed%s\n", joined, el, joins.PerSecond, failed, firstErr)
@@ -149,7 +165,7 @@ func run(c config) error {
 		cpuBefore = w.CPUSeconds()
 		n, errs, secs := poll(c, tokens)
 		_, cmdsAfter = redisTotals(ctx, rs)
-		polls = perRequest(w, targets, cpuBefore, n, secs, cmdsAfter-cmdsBefore)
+		polls = perRequest(w, targets, idle, cpuBefore, n, secs, cmdsAfter-cmdsBefore)
 		polls.Errors = errs
 		fmt.Printf("polls: %d of %d fans' tokens for %.1f s = %.0f polls/s, %d errors; %.2f Redis commands a poll (ticks included)\n",
 			n, len(tokens), secs, polls.PerSecond, errs, polls.RedisCmds)
@@ -163,9 +179,9 @@ func run(c config) error {
 	return nil
 }
 
-// perRequest charges the CPU each target spent since before, and the Redis
-// commands, to n requests done in secs.
-func perRequest(w *procstat.Watcher, targets []procstat.Target, before []float64, n int64, secs float64, cmds int64) phase {
+// perRequest charges the CPU each target spent since before, less its idle
+// rate (cores) over secs, and the Redis commands, to n requests done in secs.
+func perRequest(w *procstat.Watcher, targets []procstat.Target, idle, before []float64, n int64, secs float64, cmds int64) phase {
 	after := w.CPUSeconds()
 	p := phase{Requests: n, Seconds: secs, CPUus: map[string]float64{}}
 	if secs > 0 {
@@ -173,7 +189,7 @@ func perRequest(w *procstat.Watcher, targets []procstat.Target, before []float64
 	}
 	if n > 0 {
 		for i, t := range targets {
-			p.CPUus[t.Name] = (after[i] - before[i]) / float64(n) * 1e6
+			p.CPUus[t.Name] = max(0, after[i]-before[i]-idle[i]*secs) / float64(n) * 1e6
 		}
 		p.RedisCmds = float64(cmds) / float64(n)
 	}
