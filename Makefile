@@ -10,7 +10,7 @@ STACK := deploy/local/stack.sh
 # every command of the four modules; the only `go build` of the harness
 CMDS := ./core/cmd/... ./gateway/cmd/... ./loadtest/cmd/...
 
-.PHONY: all build up down test vuln bench demo soak clean cluster-up cluster-down fault-sale fuzz
+.PHONY: all build up down test vuln bench demo soak clean cluster-up cluster-down fault-sale fuzz scale scale-ha
 
 all: build
 
@@ -57,6 +57,24 @@ vuln:
 
 bench: build
 	$(STACK) run -- deploy/local/bench.sh
+
+# What a fan in line costs, for sizing (deploy/README.md, "Machines and sizing"): SCALE_FANS
+# (default 100000) visitors join through the gateway, then are polled for 10 s; joins/s, Redis
+# memory per fan, CPU per join and per poll (deploy/local/scale.sh, loadtest/cmd/joinbench;
+# results in .run/scale/). SCALE_FANS=2000000 is seed 001's crowd (5-10 minutes);
+# SCALE_MODE=line joins after onsale instead of into the pre-queue draw.
+SCALE_FANS ?= 100000
+SCALE_MODE ?= prequeue
+scale: build
+	SCALE_FANS=$(SCALE_FANS) SCALE_MODE=$(SCALE_MODE) $(STACK) run -- deploy/local/scale.sh
+
+# What the HA topology costs beside a single node, in one session: holdbench (holds through the
+# core, pgbench on its database) and joinbench (joins, polls, CPU per poll of every app and of
+# HAProxy) on the single-node apps, then on `bin/cluster up` (synchronous replication, HAProxy,
+# Redis Cluster), which is stopped at the end (deploy/local/hacost.sh; .run/scale/ha-*.txt).
+# It uses the cluster's ports (7400-7499): not beside `make cluster-up`.
+scale-ha: build
+	$(STACK) run -- deploy/local/hacost.sh
 
 # Every Go fuzz target (the fuzz_test.go files), one after another, FUZZTIME each (default 30s),
 # with executions and findings per target at the end (deploy/local/fuzz.sh; logs in .run/fuzz/).
