@@ -259,7 +259,7 @@ func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, str
 		}
 		return nil, "", gateway.Errorf(gateway.EQueueToken, "join the queue first: the queue token is missing, invalid or expired")
 	}
-	if err := limit(s.limits.token, q.ID+q.Subject); err != nil {
+	if err := s.limitToken(q, time.Now()); err != nil {
 		return nil, "", err
 	}
 	return q, raw, nil
