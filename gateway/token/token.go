@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -89,6 +90,22 @@ func (s *QueueSigner) Verify(tok string, event int64) (*Queue, error) {
 	if errors.Is(err, errNotFast) {
 		q, err = s.verifyJWT(tok)
 	}
+	return check(q, err, event)
+}
+
+// VerifyBytes is Verify of a token in a buffer the caller keeps (a
+// request's header, as fasthttp holds it): tok is read during the call,
+// never kept, so a poll makes no copy of it.
+func (s *QueueSigner) VerifyBytes(tok []byte, event int64) (*Queue, error) {
+	q, err := s.verifyFast(unsafe.String(unsafe.SliceData(tok), len(tok)), time.Now())
+	if errors.Is(err, errNotFast) {
+		q, err = s.verifyJWT(string(tok))
+	}
+	return check(q, err, event)
+}
+
+// check is Verify's verdict on the claims of a good token.
+func check(q *Queue, err error, event int64) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
