@@ -17,7 +17,8 @@ import (
 // a table of a fixed size (limit.go). The line itself is the store's
 // (Redis), so the tokens are signed here rather than joined. The control:
 // the polls are served (each one counted), so the tokens really go
-// through the token check and the limit.
+// through the token check and the limit. (main's verified-token cache and
+// per-token limiter map: 49 MB after 60,000 tokens, 381 MB after 600,000.)
 func TestPollMemoryBounded(t *testing.T) {
 	d := openDials()
 	d.NewUsersPerMinute = 0
@@ -39,7 +40,10 @@ func TestPollMemoryBounded(t *testing.T) {
 		runtime.ReadMemStats(&m)
 		return float64(m.HeapAlloc) / (1 << 20)
 	}
-	const fans = 600_000
+	fans := 600_000
+	if race {
+		fans = 120_000 // the same flat heap, in a race run's time
+	}
 	served, at := 0, map[int]float64{0: heap()}
 	for i := 1; i <= fans; i++ {
 		tok, err := f.queue.Sign(fakeEvent, fmt.Sprintf("vis:fan%07d", i), int64(i), 0, v.Dials.Epoch)

@@ -53,7 +53,7 @@ func TestStatusPollAllocs(t *testing.T) {
 	if ctx.Response.StatusCode() != 200 || !json200(ctx, gateway.StateWaiting) {
 		t.Fatalf("status = %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
-	if n > 3 {
+	if n > 3 && !race {
 		t.Fatalf("a steady-state poll allocates %v times; want at most 3", n)
 	}
 }

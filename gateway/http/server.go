@@ -6,10 +6,11 @@
 //
 // One file per concern: routes.go (the route table), error.go (the status
 // table and the one error writer), queue.go (join, status, leave),
+// reply.go (the status reply's JSON, written by hand: every poll's),
 // identity.go (who is joining), cookie.go (the fans' cookies: names, Secure
 // and __Host- over TLS, their bound, the read buffer they fit), crosssite.go
 // (joins and leaves from other sites refused), limit.go (every route's
-// per-address or per-token limit), clientaddr.go (who the client is behind
+// per-address or per-token limit: tables of a fixed size), clientaddr.go (who the client is behind
 // a load balancer: trusted proxies, PROXY protocol, X-Forwarded-For),
 // admin.go (dials and stats, served on the operators' own listener:
 // AdminHandler; the admin token's length, its failures limited per

@@ -200,7 +200,7 @@ func sameClaims(a, b *Queue) bool {
 func TestQueueVerifyAllocs(t *testing.T) {
 	s, _ := NewQueueSigner([]byte(strings.Repeat("k", 32)))
 	tok, _ := s.Sign(7, "vis:AAAAAAAAAAAAAAAAAAAAAA", 42, 0, "e1")
-	if n := testing.AllocsPerRun(100, func() { s.Verify(tok, 7) }); n > 2 {
+	if n := testing.AllocsPerRun(100, func() { s.Verify(tok, 7) }); n > 2 && !race {
 		t.Fatalf("Verify allocates %v times a poll; want at most 2 (the claims and their strings)", n)
 	}
 }
