@@ -1,14 +1,17 @@
 package http
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // boundsCollector exports, at each scrape, what the gateway's per-key
 // structures hold: the read caches' answers, refusals and bytes, and each
-// limiter's keys (admin_failures: addresses with recent failed admin
-// tokens). Each is bounded (readcache.go, limit.go); the gauges let
-// an operator, and the attack suite, see them stay so under a flood.
+// limiter's spending buckets (admin_failures: addresses with recent failed
+// admin tokens). Each is bounded (readcache.go, limit.go: the limiters are
+// tables of a fixed size); the gauges let an operator, and the attack
+// suite, see them stay so under a flood.
 type boundsCollector struct {
 	reads      *reads
 	limits     *limits
@@ -21,7 +24,7 @@ var (
 	cacheBytesDesc = prometheus.NewDesc("onsale_gateway_read_cache_bytes",
 		"Bytes of the answers the public reads' caches keep, by cache.", []string{"cache"}, nil)
 	limiterKeysDesc = prometheus.NewDesc("onsale_gateway_limiter_keys",
-		"Keys (client addresses, queue tokens) each limiter counts apart, by limit.", []string{"limit"}, nil)
+		"Buckets of each limiter's fixed table that are spending (not full), by limit: about two per client address or queue token spending now (admin_failures: addresses).", []string{"limit"}, nil)
 )
 
 func (c *boundsCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -37,9 +40,9 @@ func (c *boundsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(cacheEntriesDesc, prometheus.GaugeValue, float64(r), name, "refusal")
 		ch <- prometheus.MustNewConstMetric(cacheBytesDesc, prometheus.GaugeValue, float64(b), name)
 	}
-	l := c.limits
+	l, now := c.limits, time.Now()
 	for name, lim := range map[string]*limiter{"join": l.join, "anon": l.anon, "token": l.token, "read": l.read, "api": l.api, "webhook": l.webhook, "page": l.page} {
-		ch <- prometheus.MustNewConstMetric(limiterKeysDesc, prometheus.GaugeValue, float64(lim.size()), name)
+		ch <- prometheus.MustNewConstMetric(limiterKeysDesc, prometheus.GaugeValue, float64(lim.size(now)), name)
 	}
 	ch <- prometheus.MustNewConstMetric(limiterKeysDesc, prometheus.GaugeValue, float64(c.adminFails.size()), "admin_failures")
 }

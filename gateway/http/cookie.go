@@ -97,7 +97,19 @@ func (s *Server) cookie(ctx *fasthttp.RequestCtx, name string) string {
 
 // queueCookieValue is the request's queue cookie for event.
 func (s *Server) queueCookieValue(ctx *fasthttp.RequestCtx, event int64) string {
-	return string(ctx.Request.Header.Cookie(s.queueCookieName(ctx, event)))
+	return string(s.queueCookieBytes(ctx, event))
+}
+
+// queueCookieBytes is queueCookieValue as the request holds it (no copy:
+// good until the handler returns); its name is made without an allocation.
+func (s *Server) queueCookieBytes(ctx *fasthttp.RequestCtx, event int64) []byte {
+	var buf [64]byte
+	name := buf[:0]
+	if s.secure(ctx) {
+		name = append(name, hostPrefix...)
+	}
+	name = strconv.AppendInt(append(name, queueCookie...), event, 10)
+	return ctx.Request.Header.CookieBytes(name)
 }
 
 // setCookie writes a cookie under this request's scheme's name (maxAge

@@ -46,7 +46,7 @@ type fake struct {
 
 const fakeEvent = 7
 
-func newFake(t *testing.T, d gateway.Dials) *fake {
+func newFake(t testing.TB, d gateway.Dials) *fake {
 	t.Helper()
 	return newFakeWith(t, d, fakeOpts{})
 }
@@ -60,7 +60,7 @@ type fakeOpts struct {
 	core http.HandlerFunc // the core's answers, instead of the stand-in's
 }
 
-func newFakeWith(t *testing.T, d gateway.Dials, o fakeOpts) *fake {
+func newFakeWith(t testing.TB, d gateway.Dials, o fakeOpts) *fake {
 	t.Helper()
 	log, wrap := o.log, o.wrap
 	if log == nil {

@@ -1,8 +1,8 @@
 package http
 
 import (
+	"bytes"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -57,6 +57,13 @@ func (s *Server) account(tok string) (string, error) {
 
 // bearer is the request's Authorization bearer token, if any.
 func bearer(ctx *fasthttp.RequestCtx) (string, bool) {
-	tok, ok := strings.CutPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer ")
-	return tok, ok && tok != ""
+	tok := bearerBytes(ctx)
+	return string(tok), len(tok) > 0
+}
+
+// bearerBytes is bearer as the request holds it (no copy: good until the
+// handler returns); empty if none.
+func bearerBytes(ctx *fasthttp.RequestCtx) []byte {
+	tok, _ := bytes.CutPrefix(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), []byte("Bearer "))
+	return tok
 }

@@ -1,14 +1,15 @@
 package http
 
 import (
+	"hash/maphash"
 	"net/netip"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"golang.org/x/time/rate"
 
 	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/gateway/token"
 )
 
 // Every route is under a limit (the route table names which, routes.go), so
@@ -50,29 +51,24 @@ type limits struct {
 	join, anon, token, read, api, webhook, page *limiter
 }
 
-// Multiples of IPRate, and the keys each limiter holds at most. A full map
-// never resets an active client's bucket (limiter.allow), so the bounds
-// only decide how many clients are counted apart before newcomers share
-// one overflow bucket.
+// Multiples of IPRate. Each limiter is a table of a fixed size (limiter):
+// the gateway's memory for its limits does not grow with its clients.
 const (
 	readPerIP    = 20  // 100/s at the default IPRate of 5: a NAT of fans browsing
 	apiPerIP     = 20  // 100/s: holds, payments, sign-in of a NAT of fans
 	webhookPerIP = 100 // 500/s: the provider's webhooks at the height of a sale
 	pagePerIP    = 20  // 100/s: pages, static files, a load balancer's probes
 	burstOfRate  = 4   // each per-address bucket holds 4 s of its rate
-
-	maxAddrKeys  = 200_000
-	maxTokenKeys = 1_000_000
 )
 
 func newLimits(ipRate float64, ipBurst int, tokenRate float64, tokenBurst int) *limits {
 	per := func(k float64) *limiter {
-		return newLimiter(k*ipRate, max(1, int(k*ipRate*burstOfRate)), maxAddrKeys)
+		return newLimiter(k*ipRate, max(1, int(k*ipRate*burstOfRate)), addrSlots)
 	}
 	return &limits{
-		join:    newLimiter(ipRate, ipBurst, maxAddrKeys),
-		anon:    newLimiter(ipRate, ipBurst, maxAddrKeys),
-		token:   newLimiter(tokenRate, tokenBurst, maxTokenKeys),
+		join:    newLimiter(ipRate, ipBurst, addrSlots),
+		anon:    newLimiter(ipRate, ipBurst, addrSlots),
+		token:   newLimiter(tokenRate, tokenBurst, tokenSlots),
 		read:    per(readPerIP),
 		api:     per(apiPerIP),
 		webhook: per(webhookPerIP),
@@ -99,9 +95,22 @@ func (l *limits) of(kind limitKind) *limiter {
 // Retry-After when the bucket has a token again.
 func limit(l *limiter, key string) error {
 	if ok, wait := l.allow(key, time.Now()); !ok {
-		return &gateway.Error{Code: gateway.ERateLimited, Message: "too many requests: slow down", RetryAfter: wait}
+		return rateLimited(wait)
 	}
 	return nil
+}
+
+// limitToken refuses a fan's poll over the per-token rate (limits.token:
+// its key is the token's id and identity).
+func (s *Server) limitToken(q *token.Queue, now time.Time) error {
+	if ok, wait := s.limits.token.allow2(q.ID, q.Subject, now); !ok {
+		return rateLimited(wait)
+	}
+	return nil
+}
+
+func rateLimited(wait time.Duration) error {
+	return &gateway.Error{Code: gateway.ERateLimited, Message: "too many requests: slow down", RetryAfter: wait}
 }
 
 // addrKey is the limits' key of a client address: an IPv4 address as it
@@ -123,76 +132,129 @@ func addrKey(addr string) string {
 // clientKey is the request's client address as the limits key it.
 func (s *Server) clientKey(ctx *fasthttp.RequestCtx) string { return addrKey(s.clientIP(ctx)) }
 
-// limiter keeps one token bucket per key (a client address, a queue token)
-// with at most max keys. Only an idle bucket is ever dropped: one that has
-// refilled to its burst, which is exactly what a new bucket would be, so
-// dropping it changes no one's budget. When the map is full and no bucket
-// is idle, new keys share one overflow bucket until some bucket idles: a
-// flood of new addresses can then refuse newcomers (they share a budget),
-// never a client already counted.
+// limiter is a fixed table of token buckets that keys share by hash: its
+// memory is the table's, set when it is made, whatever the number of
+// clients or queue tokens (600,000 fans in line take what 6,000 take),
+// and a request takes no lock. Each bucket is one number, the time at
+// which it is full again (GCRA, the generic cell rate algorithm: a
+// bucket whose time is past is full, each request moves it one interval
+// on, and a request that would move it more than burst intervals past now
+// is refused), changed by compare-and-swap.
+//
+// A key spends from two buckets of the table, and a request is served when
+// either has a token: a key that shares one bucket with a busy client (or
+// with a flood of other keys) is still served from its other one, so only
+// a key whose two buckets are both spent by others can be refused for
+// them, rarely by chance (fans poll far below their rate) and, in a flood,
+// only while the flood keeps both spent. A served request is charged to
+// both buckets (one spent past its burst by at most one interval), so a
+// key alone in its two buckets gets exactly the rate and burst, and one
+// that hammers gets the rate of one bucket, not two. A refused request
+// changes nothing: a client that keeps trying still gets its rate. No
+// bucket is ever reset: what a client spent stays spent until it refills.
 type limiter struct {
-	mu       sync.Mutex
-	per      rate.Limit
-	burst    int
-	max      int
-	idle     time.Duration // time to refill a bucket from empty
-	m        map[string]*bucket
-	overflow *bucket
-	swept    time.Time
+	interval int64 // nanoseconds between tokens: 1/rate
+	span     int64 // burst intervals: how far past now a bucket may be spent
+	slots    []atomic.Int64
+	mask     uint64
+	seed     maphash.Seed
 }
 
-type bucket struct {
-	l    *rate.Limiter
-	seen time.Time
-}
+// Table sizes (buckets, a power of two; 8 bytes each): the queue tokens'
+// table is four times the fans of a full-size sale's line at a time
+// (2^20 buckets, 8 MB); the per-address ones 2^18 (2 MB each).
+const (
+	tokenSlots = 1 << 20
+	addrSlots  = 1 << 18
+)
 
-func newLimiter(perSecond float64, burst, max int) *limiter {
-	idle := time.Duration(float64(burst) / perSecond * float64(time.Second))
-	return &limiter{per: rate.Limit(perSecond), burst: burst, max: max, idle: idle + time.Second,
-		m: make(map[string]*bucket), overflow: &bucket{l: rate.NewLimiter(rate.Limit(perSecond), burst)}}
+func newLimiter(perSecond float64, burst, slots int) *limiter {
+	interval := max(1, int64(float64(time.Second)/perSecond))
+	n := 1
+	for n < slots {
+		n <<= 1
+	}
+	return &limiter{interval: interval, span: int64(max(1, burst)) * interval, slots: make([]atomic.Int64, n),
+		mask: uint64(n - 1), seed: maphash.MakeSeed()}
 }
 
 // allow reports whether key may make a request now, and if not, how long
 // until it may.
 func (l *limiter) allow(key string, now time.Time) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.swept) > 30*time.Second {
-		l.sweep(now)
+	return l.allowSum(maphash.String(l.seed, key), now)
+}
+
+// allow2 is allow for the key a+b (without making it).
+func (l *limiter) allow2(a, b string, now time.Time) (bool, time.Duration) {
+	var h maphash.Hash
+	h.SetSeed(l.seed)
+	h.WriteString(a)
+	h.WriteString(b)
+	return l.allowSum(h.Sum64(), now)
+}
+
+func (l *limiter) allowSum(sum uint64, now time.Time) (bool, time.Duration) {
+	a, b := l.buckets(sum)
+	t := now.UnixNano()
+	okA, waitA := l.take(a, t)
+	if a == b {
+		return okA, time.Duration(waitA)
 	}
-	b, ok := l.m[key]
-	if !ok && len(l.m) >= l.max && now.Sub(l.swept) > time.Second {
-		l.sweep(now) // at most once a second: a full map of busy buckets costs one pass
-	}
+	okB, waitB := l.take(b, t)
 	switch {
-	case ok:
-	case len(l.m) < l.max:
-		b = &bucket{l: rate.NewLimiter(l.per, l.burst)}
-		l.m[key] = b
+	case okA && okB:
+		return true, 0
+	case okA:
+		l.charge(b, t)
+	case okB:
+		l.charge(a, t)
 	default:
-		b = l.overflow
-	}
-	b.seen = now
-	r := b.l.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d
+		return false, time.Duration(min(waitA, waitB))
 	}
 	return true, 0
 }
 
-// sweep drops the idle buckets.
-func (l *limiter) sweep(now time.Time) {
-	for k, b := range l.m {
-		if now.Sub(b.seen) >= l.idle {
-			delete(l.m, k)
-		}
-	}
-	l.swept = now
+// buckets are the two buckets of a key's hash (two independent parts of
+// it; the same bucket twice, rarely, is one bucket).
+func (l *limiter) buckets(sum uint64) (*atomic.Int64, *atomic.Int64) {
+	return &l.slots[sum&l.mask], &l.slots[(sum>>32)&l.mask]
 }
 
-func (l *limiter) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
+// take spends a token of bucket b at now if it has one; otherwise it
+// changes nothing and says how long until it has one.
+func (l *limiter) take(b *atomic.Int64, now int64) (bool, int64) {
+	for {
+		full := b.Load()
+		next := max(full, now) + l.interval
+		if wait := next - now - l.span; wait > 0 {
+			return false, wait
+		}
+		if b.CompareAndSwap(full, next) {
+			return true, 0
+		}
+	}
+}
+
+// charge spends a token of bucket b at now whether it has one or not, at
+// most one interval past its burst.
+func (l *limiter) charge(b *atomic.Int64, now int64) {
+	for {
+		full := b.Load()
+		next := min(max(full, now)+l.interval, now+l.span+l.interval)
+		if next <= full || b.CompareAndSwap(full, next) {
+			return
+		}
+	}
+}
+
+// size is how many of the table's buckets are not full at now: the
+// clients (or tokens, two buckets each) spending, for the bounds metric.
+func (l *limiter) size(now time.Time) int {
+	t, n := now.UnixNano(), 0
+	for i := range l.slots {
+		if l.slots[i].Load() > t {
+			n++
+		}
+	}
+	return n
 }

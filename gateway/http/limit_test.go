@@ -2,6 +2,9 @@ package http
 
 import (
 	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -26,46 +29,107 @@ func TestLimiter(t *testing.T) {
 	for i := range 1000 {
 		l.allow(fmt.Sprint(i), now)
 	}
-	if n := l.size(); n > 100 {
-		t.Fatalf("limiter holds %d keys; bounded at 100", n)
+	if n := len(l.slots); n != 128 {
+		t.Fatalf("limiter's table has %d buckets after 1000 keys; want the 128 it was made with", n)
 	}
-	l.allow("late", now.Add(2*time.Minute))
-	if n := l.size(); n != 1 {
-		t.Fatalf("after a minute idle %d keys remain; want only the new one", n)
+	if n := l.size(now); n > 128 {
+		t.Fatalf("limiter counts %d keys; bounded at 128", n)
+	}
+	later := now.Add(2 * time.Minute)
+	if l.allow("late", later); l.size(later) > 2 {
+		t.Fatalf("after a minute idle %d buckets are spent; want only the new key's", l.size(later))
 	}
 }
 
-// A full map never resets an active client's bucket: a flood of new keys
-// while a has spent its burst leaves a refused (the control: after its
-// refill it is served again), and the newcomers share one overflow bucket,
-// so the flood gets no more than one burst past the full map.
-func TestLimiterFullMapKeepsActiveBuckets(t *testing.T) {
-	l := newLimiter(1, 2, 100)
+// A key served at its rate and burst, whoever else spends: a client that
+// keeps trying gets exactly its rate (a refusal costs nothing), and one
+// whose buckets were both spent by others is refused until they refill.
+func TestLimiterRate(t *testing.T) {
+	l := newLimiter(10, 5, 1<<10)
 	now := time.Now()
-	l.allow("a", now)
-	l.allow("a", now)
 	served := 0
-	for i := range 1000 {
-		if ok, _ := l.allow(fmt.Sprint("new", i), now); ok {
+	for i := range 1000 { // 10 s of a request a millisecond
+		if ok, _ := l.allow("hammer", now.Add(time.Duration(i)*10*time.Millisecond)); ok {
 			served++
 		}
 	}
-	if n := l.size(); n > 100 {
-		t.Fatalf("limiter holds %d keys; bounded at 100", n)
+	if served < 5+99 || served > 5+100 {
+		t.Fatalf("a key hammering for 10 s at 10/s burst 5 was served %d times; want 104 or 105", served)
+	}
+}
+
+// A flood of new keys never resets what a counted client spent, and a key
+// that shares one of its two buckets with a spent one is still served from
+// the other. The control: a key whose two buckets are both spent is
+// refused, so the test sees sharing when it happens.
+func TestLimiterSharedBuckets(t *testing.T) {
+	l := newLimiter(1, 2, 1<<12)
+	now := time.Now()
+	l.allow("a", now)
+	l.allow("a", now)
+	a1, a2 := l.buckets(maphash.String(l.seed, "a"))
+	for i := range 1000 {
+		// (Keys that share a's buckets can only spend them further: the
+		// control below, a served after its refill, needs them left alone.)
+		if b1, b2 := l.buckets(maphash.String(l.seed, fmt.Sprint("new", i))); b1 != a1 && b1 != a2 && b2 != a1 && b2 != a2 {
+			l.allow(fmt.Sprint("new", i), now)
+		}
 	}
 	if ok, _ := l.allow("a", now); ok {
 		t.Fatal("a's spent bucket was reset by a flood of new keys")
 	}
-	if served > 99+2 {
-		t.Fatalf("%d of 1000 new keys served past a full map; want the 99 counted and one overflow burst of 2", served)
-	}
 	if ok, _ := l.allow("a", now.Add(1100*time.Millisecond)); !ok {
 		t.Fatal("a still refused after its refill")
 	}
-	// Once buckets idle (refilled), newcomers get their own again.
-	later := now.Add(5 * time.Second)
-	if ok, _ := l.allow("fresh", later); !ok || l.size() > 100 {
-		t.Fatalf("a new key after the others idled: served %v, %d keys", ok, l.size())
+	// Keys that share one bucket with "spent", and one that shares both.
+	spent := "spent"
+	sa, sb := l.buckets(maphash.String(l.seed, spent))
+	var one, both string
+	for i := 0; one == "" || both == ""; i++ {
+		k := fmt.Sprint("k", i)
+		a, b := l.buckets(maphash.String(l.seed, k))
+		switch {
+		case a == b || k == spent:
+		case (a == sa || a == sb) != (b == sa || b == sb) && one == "":
+			one = k
+		case (a == sa || a == sb) && (b == sa || b == sb) && both == "":
+			both = k
+		}
+		if i > 1e8 {
+			t.Fatal("no key shares the spent key's buckets")
+		}
+	}
+	later := now.Add(time.Minute)
+	for range 10 {
+		l.allow(spent, later)
+	}
+	if ok, _ := l.allow(one, later); !ok {
+		t.Fatalf("%q shares one bucket with a spent key and was refused", one)
+	}
+	if ok, _ := l.allow(both, later); ok {
+		t.Fatalf("%q shares both buckets with a spent key and was served: the buckets are not shared", both)
+	}
+}
+
+// Requests at one instant from many goroutines get exactly the burst (the
+// buckets change by compare-and-swap; run with -race).
+func TestLimiterConcurrent(t *testing.T) {
+	l := newLimiter(1, 50, 1<<10)
+	now := time.Now()
+	var served atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 500 {
+				if ok, _ := l.allow("a", now); ok {
+					served.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := served.Load(); n != 50 {
+		t.Fatalf("%d requests at one instant served; want the burst, 50", n)
 	}
 }
 

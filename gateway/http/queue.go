@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -296,21 +297,26 @@ func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
 // bearer that is not a queue token, such as a page's account token, falls
 // back to the cookie) and applies the per-token limit; a bad token is
 // limited per address, apart from joins (limit.go: anon) and refused with invalid_queue_token.
-func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, string, error) {
-	raw, _ := bearer(ctx)
-	q, err := s.cfg.Queue.Verify(raw, ev)
-	if cookie := s.queueCookieValue(ctx, ev); err != nil && cookie != "" && cookie != raw {
-		raw = cookie
-		q, err = s.cfg.Queue.Verify(raw, ev)
+//
+// The token it returns is the request's own bytes (no copy on a poll),
+// good until the handler returns.
+func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, []byte, error) {
+	raw := bearerBytes(ctx)
+	q, err := s.cfg.Queue.VerifyBytes(raw, ev)
+	if err != nil {
+		if cookie := s.queueCookieBytes(ctx, ev); len(cookie) > 0 && !bytes.Equal(cookie, raw) {
+			raw = cookie
+			q, err = s.cfg.Queue.VerifyBytes(raw, ev)
+		}
 	}
 	if err != nil {
 		if err := limit(s.limits.anon, s.clientKey(ctx)); err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
-		return nil, "", gateway.Errorf(gateway.EQueueToken, "join the queue first: the queue token is missing, invalid or expired")
+		return nil, nil, gateway.Errorf(gateway.EQueueToken, "join the queue first: the queue token is missing, invalid or expired")
 	}
-	if err := limit(s.limits.token, q.ID+q.Subject); err != nil {
-		return nil, "", err
+	if err := s.limitToken(q, time.Now()); err != nil {
+		return nil, nil, err
 	}
 	return q, raw, nil
 }
@@ -345,7 +351,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	}
 	now := time.Now()
 	touched := "no"
-	ctx.Response.Header.Set("Cache-Control", "private, no-store")
+	noStore(ctx)
 	if q.Epoch != v.Dials.Epoch {
 		// Redis lost the room this place belonged to: its places are gone.
 		s.clearQueueCookie(ctx, ev)
@@ -353,7 +359,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	}
 	// Admitted already: the session is in the token.
 	if q.Admitted > now.UnixMilli() {
-		return s.admitted(ctx, ev, q, time.UnixMilli(q.Admitted), raw, touched)
+		return s.admitted(ctx, ev, q, time.UnixMilli(q.Admitted), string(raw), touched)
 	}
 	if q.Admitted > 0 {
 		// The token says this fan had its session, now over: one per
@@ -468,8 +474,8 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		s.setQueueCookie(ctx, ev, newTok, 24*time.Hour)
 		r.QueueToken = newTok
 	}
-	s.metrics.polls.WithLabelValues(r.State, touched).Inc()
-	writeJSON(ctx, fasthttp.StatusOK, r)
+	s.metrics.poll(r.State, touched)
+	writeReply(ctx, fasthttp.StatusOK, &r)
 	return nil
 }
 
@@ -566,7 +572,7 @@ func (s *Server) admitted(ctx *fasthttp.RequestCtx, ev int64, q *token.Queue, un
 		return gateway.Errorf(gateway.EInternal, "could not sign the admit token")
 	}
 	s.setQueueCookie(ctx, ev, queueTok, time.Until(until)+time.Minute)
-	s.metrics.polls.WithLabelValues(gateway.StateAdmitted, touched).Inc()
+	s.metrics.poll(gateway.StateAdmitted, touched)
 	writeJSON(ctx, fasthttp.StatusOK, queueReply{State: gateway.StateAdmitted, QueueToken: queueTok, Position: q.Position,
 		AdmitToken: admit, AdmitExpiresAt: &until, PollAfterMs: 30000})
 	return nil
@@ -603,7 +609,7 @@ func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
 	// The cookie goes only with its own place: a page that signed in gives
 	// back the guest's place by its bearer token while the cookie already
 	// names the account's.
-	if cookie := s.queueCookieValue(ctx, ev); cookie == "" || cookie == raw {
+	if cookie := s.queueCookieBytes(ctx, ev); len(cookie) == 0 || bytes.Equal(cookie, raw) {
 		s.clearQueueCookie(ctx, ev)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"outcome": string(outcome)})

@@ -109,7 +109,21 @@ func compile(rs []route) []route {
 	return rs
 }
 
-func split(path string) []string { return strings.Split(strings.Trim(path, "/"), "/") }
+func split(path string) []string { return splitInto(nil, path) }
+
+// splitInto appends path's slash-separated segments (leading and trailing
+// slashes trimmed) to segs.
+func splitInto(segs []string, path string) []string {
+	path = strings.Trim(path, "/")
+	for {
+		seg, rest, ok := strings.Cut(path, "/")
+		segs = append(segs, seg)
+		if !ok {
+			return segs
+		}
+		path = rest
+	}
+}
 
 // params are the pattern's captures.
 type params struct{ id, name string }
@@ -128,11 +142,12 @@ func (p params) event() (int64, error) {
 // admin rows are served (AdminHandler) or skipped (Handler).
 func match(ctx *fasthttp.RequestCtx, admin bool) (*route, params) {
 	path := string(ctx.Path())
-	segs := split(path)
-	method := string(ctx.Method())
+	var buf [8]string // a request's segments, without an allocation (the route table's have at most 6)
+	segs := splitInto(buf[:0], path)
+	method := ctx.Method()
 	for i := range routes {
 		r := &routes[i]
-		if (r.method != "" && r.method != method) || (r.admin && !admin) {
+		if (r.method != "" && r.method != string(method)) || (r.admin && !admin) {
 			continue
 		}
 		if r.exact {

@@ -6,10 +6,11 @@
 //
 // One file per concern: routes.go (the route table), error.go (the status
 // table and the one error writer), queue.go (join, status, leave),
+// reply.go (the status reply's JSON, written by hand: every poll's),
 // identity.go (who is joining), cookie.go (the fans' cookies: names, Secure
 // and __Host- over TLS, their bound, the read buffer they fit), crosssite.go
 // (joins and leaves from other sites refused), limit.go (every route's
-// per-address or per-token limit), clientaddr.go (who the client is behind
+// per-address or per-token limit: tables of a fixed size), clientaddr.go (who the client is behind
 // a load balancer: trusted proxies, PROXY protocol, X-Forwarded-For),
 // admin.go (dials and stats, served on the operators' own listener:
 // AdminHandler; the admin token's length, its failures limited per
@@ -27,8 +28,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,6 +109,64 @@ type metrics struct {
 	leaves   *prometheus.CounterVec
 	restores *prometheus.CounterVec
 	panics   *prometheus.CounterVec
+
+	// Every request and every poll is counted: their series are looked up
+	// once each (a label lookup hashes and locks), then read without a lock.
+	latency memo[routeCode, prometheus.Observer]
+	pollsBy memo[pollKey, prometheus.Counter]
+}
+
+type routeCode struct {
+	r    *route
+	code int
+}
+
+type pollKey struct{ state, touched string }
+
+// observe records a request of route r answered code after d.
+func (m *metrics) observe(r *route, code int, d time.Duration) {
+	m.latency.get(routeCode{r, code}, func(k routeCode) prometheus.Observer {
+		return m.requests.WithLabelValues(k.r.name, strconv.Itoa(k.code))
+	}).Observe(d.Seconds())
+}
+
+// poll counts a status poll answered state; touched says whether Redis was.
+func (m *metrics) poll(state, touched string) {
+	m.pollsBy.get(pollKey{state, touched}, func(k pollKey) prometheus.Counter {
+		return m.polls.WithLabelValues(k.state, k.touched)
+	}).Inc()
+}
+
+// memo keeps the values made for keys, read without a lock: a copy of the
+// map is made for each new key, so it suits a small, fixed set of keys
+// (routes and status codes, states), never keys a client chooses.
+type memo[K comparable, V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[K]V]
+}
+
+func (c *memo[K, V]) get(k K, make func(K) V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	next := map[K]V{}
+	if old != nil {
+		next = maps.Clone(*old)
+	}
+	v := make(k)
+	next[k] = v
+	c.m.Store(&next)
+	return v
 }
 
 func newMetrics() *metrics {
@@ -189,7 +251,7 @@ func (s *Server) handler(admin bool) fasthttp.RequestHandler {
 				ctx.Response.Reset() // nothing half-written goes out
 				s.writeError(ctx, &gateway.Error{Code: gateway.EInternal, Message: plainMessage[gateway.EInternal]})
 			}
-			s.metrics.requests.WithLabelValues(r.name, strconv.Itoa(ctx.Response.StatusCode())).Observe(time.Since(start).Seconds())
+			s.metrics.observe(r, ctx.Response.StatusCode(), time.Since(start))
 		}()
 		if err := r.handle(s, ctx, p); err != nil {
 			s.writeError(ctx, err)

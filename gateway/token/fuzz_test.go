@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -13,7 +14,9 @@ var fuzzSecret = []byte("onsale queue token fuzz secret 0123456789")
 // FuzzQueueVerify feeds the queue-token check (what every status poll
 // runs on the fan's cookie or header) any string. A refusal is ErrInvalid
 // or ErrExpired; an accepted token is for the event asked, names an
-// identity and a place that is not negative.
+// identity and a place that is not negative. Where the fast path
+// (fast.go) decides, the JWT library decides the same, with the same
+// claims.
 func FuzzQueueVerify(f *testing.F) {
 	s, err := NewQueueSigner(fuzzSecret)
 	if err != nil {
@@ -28,6 +31,13 @@ func FuzzQueueVerify(f *testing.F) {
 	}
 	f.Add(good, int64(43))
 	f.Fuzz(func(t *testing.T, tok string, event int64) {
+		if fq, ferr := s.verifyFast(tok, time.Now()); !errors.Is(ferr, errNotFast) {
+			lq, lerr := s.verifyJWT(tok)
+			if (ferr == nil) != (lerr == nil) || errors.Is(ferr, ErrExpired) != errors.Is(lerr, ErrExpired) ||
+				ferr == nil && !sameClaims(fq, lq) {
+				t.Fatalf("%q: the fast path says %+v, %v; the library %+v, %v", tok, fq, ferr, lq, lerr)
+			}
+		}
 		q, err := s.Verify(tok, event)
 		if err != nil {
 			if q != nil || !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrExpired) {
@@ -43,7 +53,8 @@ func FuzzQueueVerify(f *testing.F) {
 
 // FuzzQueueSign is the round trip and the tamper check: a token the
 // gateway signs reads back with the same event, identity, place, session
-// end and epoch, and for no other event; a token with one byte changed is
+// end and epoch (the claims the JWT library reads too), and for no other
+// event; a token with one byte changed is
 // refused, or (base64's unused bits) reads back as the very same place.
 func FuzzQueueSign(f *testing.F) {
 	f.Add(int64(42), "vis:AAAAAAAAAAAAAAAAAAAAAA", int64(17), int64(0), "ep1", uint(5), byte('x'))
@@ -72,6 +83,9 @@ func FuzzQueueSign(f *testing.F) {
 			return
 		case q.Event != event || q.Subject != identity || q.Position != pos || q.Admitted != adm || q.Epoch != epoch:
 			t.Fatalf("Verify(Sign(%d, %q, %d, %d, %q)) = %+v", event, identity, pos, adm, epoch, q)
+		}
+		if lq, err := s.verifyJWT(tok); err != nil || !sameClaims(q, lq) {
+			t.Fatalf("Verify(Sign(%d, %q, %d, %d, %q)) = %+v; the library reads %+v, %v", event, identity, pos, adm, epoch, q, lq, err)
 		}
 		if _, err := s.Verify(tok, event+1); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("Verify(token of %d, %d) = %v; want ErrInvalid", event, event+1, err)

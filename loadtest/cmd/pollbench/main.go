@@ -3,18 +3,24 @@
 // reply of the same size on the same machine, measured by the same client in
 // the same run (rounds alternate). The polls are steady-state ones (fans in
 // line, nobody being let in): answered from the queue token and the
-// gateway's cached view, with no Redis round trip. With -gateway-pid it also
-// reports the gateway's CPU time per poll.
+// gateway's cached view, with no Redis round trip. The hello-world runs in
+// a process of its own (pollbench itself, -serve-hello), so that with
+// -gateway-pid it reports the server's CPU time a request on both sides:
+// the gateway's per poll, the hello-world's per answer.
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,12 +45,20 @@ type config struct {
 	Duration   time.Duration `flag:"duration" default:"5s" min:"100ms" help:"length of a round"`
 	GatewayPID int           `flag:"gateway-pid" default:"0" min:"0" help:"the gateway's process, for CPU time per poll (0: not measured)"`
 	Out        string        `flag:"out" help:"also write the results as JSON to this file"`
+	ServeHello bool          `flag:"serve-hello" help:"serve the hello-world only (pollbench starts itself so, as its baseline's process): print its address, serve until stdin closes"`
 }
 
 func main() {
 	var c config
 	if code := shconfig.Status("pollbench", &c); code >= 0 {
 		os.Exit(code)
+	}
+	if c.ServeHello {
+		if err := serveHello(); err != nil {
+			fmt.Fprintln(os.Stderr, "pollbench -serve-hello:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "pollbench:", err)
@@ -84,50 +98,129 @@ func run(c config) error {
 	}
 	fmt.Printf("pollbench: %d fans in line, %d connections, %d rounds of %v each\n", len(tokens), c.Conns, c.Rounds, c.Duration)
 
-	// The baseline: fasthttp answering a status-sized JSON reply.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The baseline: fasthttp answering a status-sized JSON reply, in a
+	// process of its own.
+	helloAddr, helloPID, stop, err := startHello()
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
-	reply := []byte(`{"state":"waiting","position":14022,"ahead":14021,"eta_seconds":8413,"poll_after_ms":29114}` + "\n")
-	go fasthttp.Serve(ln, func(ctx *fasthttp.RequestCtx) {
-		ctx.SetContentType("application/json")
-		ctx.Response.Header.Set("Cache-Control", "private, no-store")
-		ctx.SetBody(reply)
-	})
-	hello := &fasthttp.HostClient{Addr: ln.Addr().String(), MaxConns: c.Conns + 8}
+	defer stop()
+	hello := &fasthttp.HostClient{Addr: helloAddr, MaxConns: c.Conns + 8}
 	path := fmt.Sprintf("/v1/events/%d/queue/status", c.Event)
 
-	var gw *procstat.Watcher
+	var gw, hw *procstat.Watcher
 	if c.GatewayPID > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		if gw, err = procstat.Watch(ctx, []procstat.Target{{Name: "gateway", PID: c.GatewayPID}}, time.Hour); err != nil {
 			return err
 		}
+		if hw, err = procstat.Watch(ctx, []procstat.Target{{Name: "hello-world", PID: helloPID}}, time.Hour); err != nil {
+			return err
+		}
 	}
 	var helloRuns, gwRuns []result
 	for r := range c.Rounds {
-		h := load(hello, "/", nil, c, nil)
+		h := load(hello, "/", nil, c, hw)
 		g := load(hc, path, tokens, c, gw)
 		helloRuns, gwRuns = append(helloRuns, h), append(gwRuns, g)
-		fmt.Printf("  round %d: hello-world %8.0f/s (p50 %.2f ms, p99 %.2f ms) | gateway status %8.0f/s (p50 %.2f ms, p99 %.2f ms, %d errors, %.1f µs gateway CPU a poll)\n",
-			r+1, h.PerSecond, h.P50Ms, h.P99Ms, g.PerSecond, g.P50Ms, g.P99Ms, g.Errors, g.CPUus)
+		fmt.Printf("  round %d: hello-world %8.0f/s (p50 %.2f ms, p99 %.2f ms, %.1f µs server CPU a request) | gateway status %8.0f/s (p50 %.2f ms, p99 %.2f ms, %d errors, %.1f µs gateway CPU a poll)\n",
+			r+1, h.PerSecond, h.P50Ms, h.P99Ms, h.CPUus, g.PerSecond, g.P50Ms, g.P99Ms, g.Errors, g.CPUus)
 	}
-	med := func(rs []result) result {
-		slices.SortFunc(rs, func(a, b result) int { return int(a.PerSecond - b.PerSecond) })
-		return rs[len(rs)/2]
+	med := func(rs []result, by func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = by(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
 	}
-	h, g := med(helloRuns), med(gwRuns)
-	fmt.Printf("median: gateway status polls %.0f/s, fasthttp hello-world %.0f/s on the same machine and client: ratio %.2f\n",
-		g.PerSecond, h.PerSecond, g.PerSecond/h.PerSecond)
+	rate, cpu := func(r result) float64 { return r.PerSecond }, func(r result) float64 { return r.CPUus }
+	s := summary{Gateway: med(gwRuns, rate), Hello: med(helloRuns, rate)}
+	s.Ratio = s.Gateway / s.Hello
+	fmt.Printf("median: gateway status polls %.0f/s, fasthttp hello-world %.0f/s on the same machine and client: ratio %.2f (issue 14's target: 0.85)\n",
+		s.Gateway, s.Hello, s.Ratio)
+	if gw != nil {
+		s.GatewayCPUus, s.HelloCPUus = med(gwRuns, cpu), med(helloRuns, cpu)
+		s.CPURatio = s.HelloCPUus / s.GatewayCPUus
+		fmt.Printf("median server CPU a request: gateway %.1f µs a poll, hello-world %.1f µs an answer: ratio %.2f (hello-world / gateway)\n",
+			s.GatewayCPUus, s.HelloCPUus, s.CPURatio)
+	}
 	if c.Out != "" {
-		b, _ := json.MarshalIndent(map[string]any{"gateway_status": gwRuns, "hello_world": helloRuns,
-			"ratio": g.PerSecond / h.PerSecond, "fans": len(tokens), "conns": c.Conns}, "", "  ")
+		b, _ := json.MarshalIndent(map[string]any{"gateway_status": gwRuns, "hello_world": helloRuns, "median": s,
+			"ratio": s.Ratio, "fans": len(tokens), "conns": c.Conns}, "", "  ")
 		return os.WriteFile(c.Out, b, 0o644)
 	}
 	return nil
+}
+
+// summary is the medians of the rounds, and their ratios.
+type summary struct {
+	Gateway      float64 `json:"gateway_per_second"`
+	Hello        float64 `json:"hello_world_per_second"`
+	Ratio        float64 `json:"ratio"` // gateway / hello-world
+	GatewayCPUus float64 `json:"gateway_cpu_us_per_poll,omitempty"`
+	HelloCPUus   float64 `json:"hello_world_cpu_us_per_request,omitempty"`
+	CPURatio     float64 `json:"cpu_ratio,omitempty"` // hello-world / gateway
+}
+
+// helloReply is the hello-world's answer: a status reply's size and shape.
+var helloReply = []byte(`{"state":"waiting","position":14022,"ahead":14021,"eta_seconds":8413,"bound_by":"rate","poll_after_ms":29114}` + "\n")
+
+// serveHello is the -serve-hello process: fasthttp answering helloReply
+// with the headers the gateway's status answer has, on a free port that it
+// prints, until its stdin closes (its parent exited).
+func serveHello() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(ln.Addr())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		ln.Close()
+	}()
+	err = fasthttp.Serve(ln, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.Response.Header.Set("Cache-Control", "private, no-store")
+		ctx.SetBody(helloReply)
+	})
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// startHello starts the hello-world process (this binary, -serve-hello)
+// and returns its address, its pid and how to stop it.
+func startHello() (string, int, func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	cmd := exec.Command(exe, "-serve-hello")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", 0, nil, err
+	}
+	stop := func() {
+		in.Close()
+		cmd.Wait()
+	}
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", 0, nil, fmt.Errorf("the hello-world process: %w", err)
+	}
+	return strings.TrimSpace(addr), cmd.Process.Pid, stop, nil
 }
 
 func call(hc *fasthttp.HostClient, method, path, body, admin string) (int, string) {

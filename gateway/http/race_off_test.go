@@ -1,0 +1,5 @@
+//go:build !race
+
+package http_test
+
+const race = false
