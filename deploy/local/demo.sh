@@ -58,8 +58,22 @@ CORE_ENV=(ONSALE_SWEEP_INTERVAL=5s ONSALE_EXTEND_BY="${EXTEND_BY:-20s}" ONSALE_R
 	ONSALE_SIGNIN_SENDS_PER_ADDR="$SIGNIN_PER_ADDR" ONSALE_SIGNIN_VERIFIES_PER_ADDR="$SIGNIN_PER_ADDR")
 GATEWAY_ENV=(ONSALE_IP_RATE=100000 ONSALE_TOKEN_RATE=100 ONSALE_LOG_LEVEL=warn)
 # The sale itself, on either topology.
+# The crowd's arrival is spread with its size: the pre-queue, the wall and the tail each last
+# at least a second per 4,000 fans (600,000 fans: a 150 s pre-queue, 150 s wall, 150 s tail),
+# so joins come at about 1,200-2,000 a second however big the crowd. `make bench`'s joinbench
+# measures about 3,000 joins a second on this 2-core machine with everything on it; a 10 s
+# wall of 300,000 fans would be 30,000 a second, a test of the machine rather than of onsale.
+# (Real pre-queues open half an hour before onsale and walls last minutes.) The sale's deadline
+# follows, and fans sign in ahead 1 per 50 fans at once (at least 256, at most 4,096).
+SPREAD=$((FANS / 4000))
+ONSALE_IN=${ONSALE_IN:-$((SPREAD > 10 ? SPREAD : 10))s}
+WALL=${WALL:-$((SPREAD > 10 ? SPREAD : 10))s}
+TAIL=${TAIL:-$((SPREAD > 30 ? SPREAD : 30))s}
+DEADLINE=${DEADLINE:-$((240 + 2 * SPREAD))s}
+SIGNIN_CONC=${SIGNIN_CONC:-$((FANS / 50 < 256 ? 256 : FANS / 50 > 4096 ? 4096 : FANS / 50))}
 SALE=(-fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}"
-	-onsale-in "${ONSALE_IN:-10s}" -wall "${WALL:-10s}" -claim "${CLAIM:-30s}" -deadline "${DEADLINE:-4m}" -sweep 5s -report "$REPORT"
+	-onsale-in "$ONSALE_IN" -wall "$WALL" -tail "$TAIL" -claim "${CLAIM:-30s}" -deadline "$DEADLINE" -sweep 5s -report "$REPORT"
+	-sign-in-conc "$SIGNIN_CONC"
 	-accounts -addrs "$ADDRS"
 	-note "Settings: the per-address sign-in limits were raised for this run's $ADDRS loopback addresses: $SIGNIN_PER_ADDR codes and $SIGNIN_PER_ADDR verifies an hour per address (defaults 20 and 60).")
 if [[ -n ${FAULTS:-} ]]; then
