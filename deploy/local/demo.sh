@@ -69,7 +69,7 @@ SPREAD=$((FANS / 4000))
 ONSALE_IN=${ONSALE_IN:-$((SPREAD > 10 ? SPREAD : 10))s}
 WALL=${WALL:-$((SPREAD > 10 ? SPREAD : 10))s}
 TAIL=${TAIL:-$((SPREAD > 30 ? SPREAD : 30))s}
-DEADLINE=${DEADLINE:-$((240 + 2 * SPREAD))s}
+DEADLINE=${DEADLINE:-$((240 + 3 * SPREAD))s}
 SIGNIN_CONC=${SIGNIN_CONC:-$((FANS / 50 < 256 ? 256 : FANS / 50 > 4096 ? 4096 : FANS / 50))}
 SALE=(-fans "$FANS" -per-minute "${PER_MINUTE:-6000}" -max-active "${MAX_ACTIVE:-2000}" -session "${SESSION:-90s}"
 	-onsale-in "$ONSALE_IN" -wall "$WALL" -tail "$TAIL" -claim "${CLAIM:-30s}" -deadline "$DEADLINE" -sweep 5s -report "$REPORT"
