@@ -13,7 +13,12 @@ import (
 // before the sale: the defaults below).
 type Sale struct {
 	Seats, PerMinute, MaxActive int
-	Session, Hold, Sweep        time.Duration
+	Session, Hold               time.Duration
+	// Sweep is how often a lapsed hold's seats reach the fans' map: they
+	// are free from the hold's end (lazy expiry: the core's sweeper writes
+	// no seat row), and the core's seat-map keeper shows them at its next
+	// rebuild (MapRebuild).
+	Sweep time.Duration
 	// Shop is an admitted fan's time to a hold (the seat map, perhaps the
 	// layout, the hold, a lost race and another); Settle a payer's from
 	// its hold to its payment's outcome (a UPI payer's dawdling and
@@ -68,6 +73,11 @@ type Forecast struct {
 	AllTaken, SoldOut time.Duration
 	Rounds            int
 }
+
+// MapRebuild is how often the core's seat-map keeper rebuilds an event's
+// map from the database (core/seatmap.Interval): when a lapsed hold's
+// seats show free to fans watching the map.
+const MapRebuild = time.Second
 
 // Until measured, what the forecast assumes.
 const (

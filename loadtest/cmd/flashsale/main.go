@@ -201,7 +201,7 @@ func run(ctx context.Context, c Config) error {
 		fmt.Println("  guests may join (account_required off): fans do not sign in")
 	}
 	fmt.Printf("  forecast (the crowd's stated mix; a second to a hold, UPI approval in about 3 s, no payment failing): %v\n",
-		crowd.Predict(crowd.Sale{Seats: ev.Capacity, PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: c.Sweep}))
+		crowd.Predict(crowd.Sale{Seats: ev.Capacity, PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: crowd.MapRebuild}))
 	if len(steps) > 0 {
 		fmt.Printf("  faults, after onsale: %v\n", steps)
 	}
@@ -268,7 +268,7 @@ func run(ctx context.Context, c Config) error {
 	stopWatch()
 	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(),
 		forecast: crowd.Predict(measuredSale(st, achieved(admissions, onsale, screens.AllTaken(), saleTook), crowd.Sale{Seats: ev.Capacity,
-			PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: c.Sweep})),
+			PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: crowd.MapRebuild})),
 		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook}
 	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
 	summary(c, st, out)
