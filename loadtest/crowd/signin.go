@@ -90,7 +90,6 @@ type signing struct {
 	seen                int
 	until               time.Time
 	look                time.Duration
-	code                string
 	ahead               bool
 }
 
