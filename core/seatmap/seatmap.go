@@ -10,6 +10,8 @@ package seatmap
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -148,7 +150,9 @@ func (k *Keeper) layout(ctx context.Context, event int64) (map[string]int, map[i
 }
 
 // Rebuild writes every live event's map, and gives Taken its snapshot,
-// from one read of the event's taken seats.
+// from one read of the event's taken seats. An event that fails (its
+// read, or Redis) does not stop the others': the errors are joined.
+// Events no longer live are forgotten (their layouts too).
 func (k *Keeper) Rebuild(ctx context.Context) error {
 	events, err := k.DB.LiveSeatedEvents(ctx)
 	if err != nil {
@@ -157,46 +161,61 @@ func (k *Keeper) Rebuild(ctx context.Context) error {
 	if k.Taken != nil {
 		k.Taken.Retain(events)
 	}
-	for ev, capacity := range events {
-		pos, ids, lay, err := k.layout(ctx, ev)
-		if err != nil {
-			return err
-		}
-		// Before the query: the database reads its clock later, so each
-		// hold's deadline below is no later than its lapse (Taken).
-		sent := time.Now()
-		taken, err := k.DB.TakenSeats(ctx, ev)
-		if err != nil {
-			return err
-		}
-		if k.Taken != nil {
-			states := make(map[string]SeatState, len(taken))
-			for _, s := range taken {
-				if id, ok := ids[s.Pos]; ok {
-					states[id] = SeatState{Booked: s.Booked, Until: sent.Add(s.Left)}
-				}
-			}
-			k.Taken.Replace(ev, lay, states, sent)
-		}
-		if k.Cache == nil {
-			continue
-		}
-		notFree := make(map[int]bool, len(taken))
-		for _, s := range taken {
-			notFree[s.Pos] = true
-		}
-		free := make([]int, 0, len(pos)-len(taken))
-		for _, i := range pos {
-			if !notFree[i] {
-				free = append(free, i)
-			}
-		}
-		slices.Sort(free)
-		if err := k.Cache.Replace(ctx, ev, capacity, free, seatmap.TTL); err != nil {
-			return err
+	k.mu.Lock()
+	for ev := range k.pos {
+		if _, ok := events[ev]; !ok {
+			delete(k.pos, ev)
+			delete(k.ids, ev)
+			delete(k.lay, ev)
 		}
 	}
-	return nil
+	k.mu.Unlock()
+	var errs []error
+	for ev, capacity := range events {
+		if err := k.rebuild(ctx, ev, capacity); err != nil {
+			errs = append(errs, fmt.Errorf("event %d: %w", ev, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rebuild is Rebuild's work for one event.
+func (k *Keeper) rebuild(ctx context.Context, ev int64, capacity int) error {
+	pos, ids, lay, err := k.layout(ctx, ev)
+	if err != nil {
+		return err
+	}
+	// Before the query: the database reads its clock later, so each
+	// hold's deadline below is no later than its lapse (Taken).
+	sent := time.Now()
+	taken, err := k.DB.TakenSeats(ctx, ev)
+	if err != nil {
+		return err
+	}
+	if k.Taken != nil {
+		states := make(map[string]SeatState, len(taken))
+		for _, s := range taken {
+			if id, ok := ids[s.Pos]; ok {
+				states[id] = SeatState{Booked: s.Booked, Until: sent.Add(s.Left)}
+			}
+		}
+		k.Taken.Replace(ev, lay, states, sent)
+	}
+	if k.Cache == nil {
+		return nil
+	}
+	notFree := make(map[int]bool, len(taken))
+	for _, s := range taken {
+		notFree[s.Pos] = true
+	}
+	free := make([]int, 0, max(0, len(pos)-len(taken)))
+	for _, i := range pos {
+		if !notFree[i] {
+			free = append(free, i)
+		}
+	}
+	slices.Sort(free)
+	return k.Cache.Replace(ctx, ev, capacity, free, seatmap.TTL)
 }
 
 // Interval is how often cmd/core's keeper rebuilds: the fans' map and

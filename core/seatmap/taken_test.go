@@ -219,7 +219,8 @@ func TestTakenOrderAndRetain(t *testing.T) {
 	wantRefused(t, tk, []string{"A1"}, nil)
 }
 
-// Concurrent use (run with -race): refusals, own changes and snapshots.
+// Concurrent use: refusals, own changes and snapshots. A race-detector
+// test (make test runs -race): it asserts nothing else.
 func TestTakenConcurrent(t *testing.T) {
 	tk := &seatmap.Taken{}
 	var wg sync.WaitGroup

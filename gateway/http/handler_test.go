@@ -460,6 +460,16 @@ func TestVisitorIdentity(t *testing.T) {
 			}
 		})
 	}
+	// An Authorization of another scheme is no bearer: the fan joins as a
+	// guest (a site behind a password sends Basic with every request).
+	// Control: the same header as a bearer is an account token that does
+	// not verify, refused.
+	if r := f.call("POST", path, "", "Authorization", "Basic dXM6cHc="); r.status != 200 || !strings.HasPrefix(identity(r), "vis:") {
+		t.Fatalf("join with Authorization: Basic = %d %s; want a guest's place", r.status, r.raw)
+	}
+	if r := f.call("POST", path, "", "Authorization", "Bearer dXM6cHc="); r.status == 200 {
+		t.Fatalf("join with a bearer that is no account token = %d %s; want a refusal (the control)", r.status, r.raw)
+	}
 	// Control: the chosen id holds no place (its status poll is refused
 	// for want of a token, and leaving as it has nothing to leave).
 	if out, err := f.store.Leave(ctx, fakeEvent, "vis:"+chosen); err != nil || out != gateway.LeaveNone {

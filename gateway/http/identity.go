@@ -62,8 +62,13 @@ func bearer(ctx *fasthttp.RequestCtx) (string, bool) {
 }
 
 // bearerBytes is bearer as the request holds it (no copy: good until the
-// handler returns); empty if none.
+// handler returns); empty if none: an Authorization of another scheme
+// (Basic, from a site behind a password) is no bearer, and the fan joins
+// as a guest as it would without one.
 func bearerBytes(ctx *fasthttp.RequestCtx) []byte {
-	tok, _ := bytes.CutPrefix(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), []byte("Bearer "))
+	tok, ok := bytes.CutPrefix(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), []byte("Bearer "))
+	if !ok {
+		return nil
+	}
 	return tok
 }

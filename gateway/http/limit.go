@@ -148,7 +148,9 @@ func (s *Server) clientKey(ctx *fasthttp.RequestCtx) string { return addrKey(s.c
 // them, rarely by chance (fans poll far below their rate) and, in a flood,
 // only while the flood keeps both spent. A served request is charged to
 // both buckets (one spent past its burst by at most one interval), so a
-// key alone in its two buckets gets exactly the rate and burst, and one
+// key alone in its two buckets gets the rate and burst (requests racing
+// at the same instant may get one more: the two charges are not one
+// atomic step), and one
 // that hammers gets the rate of one bucket, not two. A refused request
 // changes nothing: a client that keeps trying still gets its rate. No
 // bucket is ever reset: what a client spent stays spent until it refills.

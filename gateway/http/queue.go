@@ -207,7 +207,7 @@ const farPollMax = 120_000
 func nearPoll(d gateway.Dials) int64 { return clamp(int64(d.ClaimSeconds)*1000/3, 1000, 30000) }
 
 // farPoll is the interval a fan with ahead fans before it may be given
-// (before jitter, which only shortens it), or 0 when admission is paused
+// (spread over 60-100% of it, never past it), or 0 when admission is paused
 // or has no rate (then nearPoll: the line may start at any moment).
 func farPoll(d gateway.Dials, ahead int64) int64 {
 	if d.Paused || d.NewUsersPerMinute <= 0 {

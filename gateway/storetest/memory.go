@@ -319,9 +319,9 @@ func (m *Memory) Tick(_ context.Context, ev int64, factor float64, lease gateway
 	if d <= 0 {
 		d = time.Second
 	}
-	if lease.Holder != "" {
-		e.holder = lease.Holder
-	}
+	// As the script: a tick with no holder stores a tick anyone may take
+	// over (no lease).
+	e.holder = lease.Holder
 	e.last, e.leaseUntil = tk, now.Add(d)
 	return tk, nil
 }
