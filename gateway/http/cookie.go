@@ -85,11 +85,6 @@ func (s *Server) cookieName(ctx *fasthttp.RequestCtx, name string) string {
 	return name
 }
 
-// queueCookieName is the name of event's queue cookie for this request.
-func (s *Server) queueCookieName(ctx *fasthttp.RequestCtx, event int64) string {
-	return s.cookieName(ctx, queueCookie+strconv.FormatInt(event, 10))
-}
-
 // cookie is the value of the request's cookie name (cookieName applied).
 func (s *Server) cookie(ctx *fasthttp.RequestCtx, name string) string {
 	return string(ctx.Request.Header.Cookie(s.cookieName(ctx, name)))
