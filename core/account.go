@@ -96,10 +96,13 @@ func (l SignInLimits) WithDefaults() SignInLimits {
 // Per address (SendsPerAddr, VerifiesPerAddr): a two-bucket sliding
 // estimate. Many fans may share one address (a carrier's NAT, a campus), so
 // an address is a hot key: the store keeps one counter per address and
-// clock hour and counts with one conditional upsert, which holds the
-// counter's row only for that statement and the commit; the row is the
-// arbiter, so concurrent requests from one address pass exactly up to the
-// limit, across cores. The estimate is
+// clock hour and counts with one conditional upsert, run first and
+// committed on its own, so the counter's row is locked for that one
+// statement only; the row is the arbiter, so concurrent requests from one
+// address pass exactly up to the limit, across cores. A request the
+// address passes but the phone then refuses gives its count back, so for
+// an instant it holds a slot it will not use (it errs towards refusing).
+// The estimate is
 //
 //	this hour's count + floor(last hour's count * the part of last hour still in the window)
 //

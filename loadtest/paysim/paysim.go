@@ -141,7 +141,7 @@ func New(cfg Config, log *slog.Logger) (*Sim, error) {
 		secret:     []byte(cfg.WebhookSecret),
 		control:    cfg.Control,
 		now:        time.Now,
-		client:     &http.Client{Timeout: 10 * time.Second},
+		client:     &http.Client{Timeout: 10 * time.Second, Transport: webhookTransport()},
 		ctx:        ctx,
 		stop:       cancel,
 		wake:       make(chan struct{}, 1),
@@ -239,4 +239,12 @@ func newID(prefix string) string {
 	var b [12]byte
 	rand.Read(b[:])
 	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+// webhookTransport keeps enough idle connections to the core for webhooks
+// delivered at once (net/http's default keeps 2 and dials the rest).
+func webhookTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return t
 }
