@@ -40,6 +40,7 @@ type Latency struct {
 type Process struct {
 	Name             string
 	CPUPeak, CPUMean float64 // cores
+	CPUSale          float64 // cores, over the sale (without the sign-in ahead)
 	MemPeakMB        float64
 	Procs            int
 }
@@ -240,8 +241,8 @@ td.l { text-align: left; } td ul { margin: 0; padding-left: 1rem; }
 <div class="grid2">{{$m := .Markers}}{{range .Charts}}<section><h2>{{.Title}}{{if .Unit}} <span class="muted">({{.Unit}})</span>{{end}}</h2>{{svg (marked . $m)}}</section>{{end}}</div>
 <section><h2>Latency per endpoint (ms, as the crowd saw it)</h2><table><tr><th>endpoint</th><th>requests</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>
 {{range .Latencies}}<tr><td>{{.Route}}</td><td>{{.Count}}</td><td>{{printf "%.1f" .P50}}</td><td>{{printf "%.1f" .P90}}</td><td>{{printf "%.1f" .P99}}</td><td>{{printf "%.1f" .Max}}</td></tr>{{end}}</table></section>
-{{if .Processes}}<section><h2>Processes (CPU in cores of this machine; memory is the peak sum of proportional set sizes, children included)</h2><table><tr><th>process</th><th>processes</th><th>CPU mean</th><th>CPU peak (1 s)</th><th>memory peak (MB)</th></tr>
-{{range .Processes}}<tr><td>{{.Name}}</td><td>{{.Procs}}</td><td>{{printf "%.2f" .CPUMean}}</td><td>{{printf "%.2f" .CPUPeak}}</td><td>{{printf "%.0f" .MemPeakMB}}</td></tr>{{end}}</table></section>{{end}}
+{{if .Processes}}<section><h2>Processes (CPU in cores of this machine; memory is the peak sum of proportional set sizes, children included)</h2><table><tr><th>process</th><th>processes</th><th>CPU over the sale</th><th>CPU mean (whole run)</th><th>CPU peak (1 s)</th><th>memory peak (MB)</th></tr>
+{{range .Processes}}<tr><td>{{.Name}}</td><td>{{.Procs}}</td><td>{{printf "%.2f" .CPUSale}}</td><td>{{printf "%.2f" .CPUMean}}</td><td>{{printf "%.2f" .CPUPeak}}</td><td>{{printf "%.0f" .MemPeakMB}}</td></tr>{{end}}</table></section>{{end}}
 {{if .Answers}}<section><h2>Answers per endpoint, by status (conn: no connection; timeout: no answer in time)</h2><table><tr><th>endpoint</th><th>answers: count (seconds in which any came)</th></tr>
 {{range .Answers}}<tr><td>{{.Route}}</td><td class="l">{{range .Classes}}<span{{if .Error}} class="fail"{{end}}>{{.Class}}: {{.N}} ({{.Seconds}} s)</span> &nbsp; {{end}}</td></tr>{{end}}</table></section>{{end}}
 <section><h2>Errors by kind</h2>{{if .Errors}}<table>{{range $k, $v := .Errors}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{else}}<p>none</p>{{end}}</section>

@@ -92,12 +92,13 @@ type Config struct {
 	PublicURL      string        `env:"ONSALE_PUBLIC_URL" flag:"public-url" default:"http://127.0.0.1:8080" help:"the gateway's public address (scheme://host[:port]), never the core's: ticket SMS and emails link to <url>/tickets/<booking>"`
 
 	// Accounts: sign-in by phone and one-time code.
-	SendsPerPhone   int           `env:"ONSALE_SIGNIN_SENDS_PER_PHONE" flag:"signin-sends-per-phone" default:"10" min:"1" max:"1000" help:"sign-in codes sent to one phone number per hour, asked for from any addresses (codes)"`
-	SendsPhoneAddr  int           `env:"ONSALE_SIGNIN_SENDS_PER_PHONE_ADDR" flag:"signin-sends-per-phone-addr" default:"3" min:"1" max:"1000" help:"sign-in codes sent to one phone number per hour asked for from one address (codes; so one address cannot use up a fan's sends)"`
-	SendsPerAddr    int           `env:"ONSALE_SIGNIN_SENDS_PER_ADDR" flag:"signin-sends-per-addr" default:"20" min:"1" max:"10000000" help:"sign-in codes asked for from one client address per hour (codes; a local crowd on one loopback address needs more)"`
-	VerifiesPerAddr int           `env:"ONSALE_SIGNIN_VERIFIES_PER_ADDR" flag:"signin-verifies-per-addr" default:"60" min:"1" max:"10000000" help:"sign-in code checks from one client address per hour, right or wrong (checks)"`
-	AccountTTL      time.Duration `env:"ONSALE_ACCOUNT_TOKEN_TTL" flag:"account-token-ttl" default:"720h" min:"1m" max:"8760h" help:"life of an account token (duration)"`
-	DevLogCodes     bool          `env:"ONSALE_DEV_LOG_CODES" flag:"dev-log-codes" default:"false" help:"development only: without ONSALE_SMS_URL, log sign-in codes at warn level instead of refusing sign-in (503)"`
+	SendsPerPhone    int           `env:"ONSALE_SIGNIN_SENDS_PER_PHONE" flag:"signin-sends-per-phone" default:"10" min:"1" max:"1000" help:"sign-in codes sent to one phone number per hour, asked for from any addresses (codes)"`
+	SendsPhoneAddr   int           `env:"ONSALE_SIGNIN_SENDS_PER_PHONE_ADDR" flag:"signin-sends-per-phone-addr" default:"3" min:"1" max:"1000" help:"sign-in codes sent to one phone number per hour asked for from one address (codes; so one address cannot use up a fan's sends)"`
+	SendsPerAddr     int           `env:"ONSALE_SIGNIN_SENDS_PER_ADDR" flag:"signin-sends-per-addr" default:"20" min:"1" max:"10000000" help:"sign-in codes asked for from one client address per hour (codes; a local crowd on one loopback address needs more)"`
+	VerifiesPerAddr  int           `env:"ONSALE_SIGNIN_VERIFIES_PER_ADDR" flag:"signin-verifies-per-addr" default:"60" min:"1" max:"10000000" help:"sign-in code checks from one client address per hour, right or wrong (checks)"`
+	AccountTTL       time.Duration `env:"ONSALE_ACCOUNT_TOKEN_TTL" flag:"account-token-ttl" default:"720h" min:"1m" max:"8760h" help:"life of an account token (duration)"`
+	RefuseFromMemory bool          `env:"ONSALE_REFUSE_FROM_MEMORY" flag:"refuse-from-memory" default:"true" help:"refuse holds of seats the core knows are taken without a database statement (seatmap.Taken); false: every hold goes to PostgreSQL (a switch to rule the memory out, and to measure what it saves)"`
+	DevLogCodes      bool          `env:"ONSALE_DEV_LOG_CODES" flag:"dev-log-codes" default:"false" help:"development only: without ONSALE_SMS_URL, log sign-in codes at warn level instead of refusing sign-in (503)"`
 }
 
 // Validate checks the rules across settings.
@@ -196,6 +197,10 @@ func (m *Main) Run(ctx context.Context) error {
 	keeper := &seatmap.Keeper{Taken: &seatmap.Taken{}, Log: log}
 	opts := postgres.Options{MaxConns: int32(c.DBMaxConns), ReadMaxConns: int32(c.DBReadMaxConns), Logger: log, LatePolicy: core.LatePolicy(c.LatePolicy), ExtendBy: c.ExtendBy,
 		IdleInTxTimeout: c.DBIdleTxTimeout, LockTimeout: c.DBLockTimeout, Taken: keeper.Taken}
+	if !c.RefuseFromMemory {
+		opts.Taken = nil // the keeper still keeps it (the metrics read it); no hold asks it
+		log.Warn("holds are not refused from memory (ONSALE_REFUSE_FROM_MEMORY=false): every hold goes to PostgreSQL")
+	}
 	// A core started while PostgreSQL fails over (about 10 s without a
 	// primary) or before Redis answers waits for them instead of exiting:
 	// systemd's restart limit would otherwise leave it failed for good.

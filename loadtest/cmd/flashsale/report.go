@@ -21,6 +21,7 @@ type outcome struct {
 	cpu                     []procstat.Sample
 	targets                 []procstat.Target
 	onsale                  time.Time
+	saleFrom, saleTo        time.Time     // the pre-queue's opening and the crowd's end: the sale, without the sign-in ahead
 	signInTook              time.Duration // the fans' sign-in ahead of the sale (0: none)
 	crowd                   string        // what the crowd itself cost (self.line)
 }
@@ -33,6 +34,59 @@ func (o outcome) usage(name string) procstat.Usage {
 		}
 	}
 	return procstat.Usage{}
+}
+
+// saleCPU is each watched process's mean CPU in cores over the sale
+// (saleFrom to saleTo, by the per-second samples), in targets order: the
+// whole watch's mean also covers the sign-in ahead, which may be longer
+// than the sale.
+func (o outcome) saleCPU() []float64 {
+	out := make([]float64, len(o.targets))
+	n := 0
+	for _, s := range o.cpu {
+		if s.At.After(o.saleFrom) && !s.At.After(o.saleTo) {
+			for i, c := range s.Cores {
+				out[i] += c
+			}
+			n++
+		}
+	}
+	for i := range out {
+		if n > 0 {
+			out[i] /= float64(n)
+		}
+	}
+	return out
+}
+
+// saleCPUOf is the named process's mean CPU over the sale (0 if absent).
+func (o outcome) saleCPUOf(name string) float64 {
+	cpu := o.saleCPU()
+	for i, t := range o.targets {
+		if t.Name == name {
+			return cpu[i]
+		}
+	}
+	return 0
+}
+
+// dbPerHold is PostgreSQL's CPU over the sale per successful hold and per
+// hold request, in milliseconds (0 when there were none).
+func (o outcome) dbPerHold(st *crowd.Stats) (perHeld, perAsked float64) {
+	spent := o.saleCPUOf("postgres") * o.saleTo.Sub(o.saleFrom).Seconds() * 1000
+	var asked int64
+	for _, l := range st.Latencies() {
+		if l.Route == "hold" {
+			asked = int64(l.Count)
+		}
+	}
+	if n := st.Held.Load(); n > 0 {
+		perHeld = spent / float64(n)
+	}
+	if asked > 0 {
+		perAsked = spent / float64(asked)
+	}
+	return perHeld, perAsked
 }
 
 // lines are the dials, the outcome and Little's law, for the summary and
@@ -148,9 +202,14 @@ func summary(c Config, st *crowd.Stats, o outcome) {
 	for _, l := range st.Latencies() {
 		fmt.Printf("  %-10s %8d %8.1f %8.1f %8.1f\n", l.Route, l.Count, ms(l.P50), ms(l.P99), ms(l.Max))
 	}
-	fmt.Printf("  %-22s %6s %9s %9s %9s\n", "process", "procs", "CPU mean", "CPU peak", "mem peak")
+	fmt.Printf("  %-22s %6s %9s %9s %9s %9s\n", "process", "procs", "CPU sale", "CPU mean", "CPU peak", "mem peak")
 	for _, u := range o.procs {
-		fmt.Printf("  %-22s %6d %9.2f %9.2f %6.0f MB\n", u.Name, u.Procs, u.CPUMean, u.CPUPeak, float64(u.MemPeak)/(1<<20))
+		fmt.Printf("  %-22s %6d %9.2f %9.2f %9.2f %6.0f MB\n", u.Name, u.Procs, o.saleCPUOf(u.Name), u.CPUMean, u.CPUPeak, float64(u.MemPeak)/(1<<20))
+	}
+	fmt.Printf("  (CPU in cores; \"sale\" is from the pre-queue's opening to the crowd's end, %.0f s; \"mean\" the whole run, sign-in ahead included)\n",
+		o.saleTo.Sub(o.saleFrom).Seconds())
+	if held, asked := o.dbPerHold(st); held > 0 {
+		fmt.Printf("  PostgreSQL CPU over the sale: %.1f ms per successful hold (%d), %.2f ms per hold request\n", held, st.Held.Load(), asked)
 	}
 }
 
@@ -226,7 +285,7 @@ func writeReport(c Config, st *crowd.Stats, series []crowd.Point, res []check.Re
 		r.Latencies = append(r.Latencies, report.Latency{Route: l.Route, Count: l.Count, P50: ms(l.P50), P90: ms(l.P90), P99: ms(l.P99), Max: ms(l.Max)})
 	}
 	for _, u := range o.procs {
-		r.Processes = append(r.Processes, report.Process{Name: u.Name, CPUPeak: u.CPUPeak, CPUMean: u.CPUMean,
+		r.Processes = append(r.Processes, report.Process{Name: u.Name, CPUPeak: u.CPUPeak, CPUMean: u.CPUMean, CPUSale: o.saleCPUOf(u.Name),
 			MemPeakMB: float64(u.MemPeak) / (1 << 20), Procs: u.Procs})
 	}
 	return report.Write(c.Report, r)
