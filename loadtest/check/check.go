@@ -48,7 +48,7 @@ type Sample struct {
 // Admission is one fan's way through the line, as the crowd saw it.
 type Admission struct {
 	Prequeue   bool      // joined before onsale (its place drawn at onsale)
-	First      int64     // the first place it was given (a lapsed turn sends a fan back)
+	First      int64     // the first place it was given (a lapsed turn sends a fan back); 0: never seen (its turn lapsed before it polled)
 	Position   int64     // its place in line when admitted
 	AdmittedAt time.Time // zero if never admitted
 	Account    string    // the account the fan signed in to ("" for a guest)

@@ -36,9 +36,13 @@ type fan struct {
 	asked time.Time
 	gap   time.Duration
 	seen  int64 // the last place the fan was told
-	tap   tapping
-	shop  *shopping
-	sign  *signing
+	// lapsedFirst: the first place this fan saw was a requeue (its turn
+	// came and went before it polled: a pre-queue fan's drawn place is
+	// then never seen), so trace.First stays unknown (0).
+	lapsedFirst bool
+	tap         tapping
+	shop        *shopping
+	sign        *signing
 }
 
 // shopping is what an admitted fan keeps: its admit token and session, the
@@ -309,12 +313,13 @@ func (c *Crowd) poll(ctx context.Context, f *fan) time.Duration {
 			kind := check.PlaceSeen
 			if msg, _ := r.Body["message"].(string); strings.Contains(msg, "unclaimed") {
 				kind = check.PlaceRequeued // "your turn came and went unclaimed: you are back in line"
+				f.lapsedFirst = f.lapsedFirst || f.trace.First == 0
 			}
 			f.place(kind, p)
 			f.seen = p
 		}
 		f.trace.Position = p
-		if f.trace.First == 0 {
+		if f.trace.First == 0 && !f.lapsedFirst {
 			f.trace.First = p
 		}
 	}
