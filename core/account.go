@@ -288,9 +288,10 @@ func ValidEmail(e string) error {
 	return nil
 }
 
-// Accounts is the account store. Every limit is counted in the store, in
-// the transaction that acts (see "How the limits count"), so it holds
-// across several cores and a refused request records nothing.
+// Accounts is the account store. Every limit is counted in the store (see
+// "How the limits count"), so it holds across several cores, and a refused
+// request keeps no count (an address's count taken before a phone's
+// refusal is given back, best effort).
 type Accounts interface {
 	// StoreCode records a send from r.Addr to r.Phone and keeps r.Hash as
 	// the phone's one live code (replacing an earlier one), unless a limit

@@ -12,7 +12,7 @@ import (
 
 // The sign-in store. The rules are core's (core/account.go, "How the
 // limits count"); here they are counted so that several cores sharing the
-// database count together and a refused request records nothing: the
+// database count together and a refused request keeps no count: the
 // phone's limits on its code row, in the statement that stores or uses the
 // code, and the address limits on one counter row per (scope, address,
 // hour). The address row is hot (a carrier's NAT puts thousands of fans
@@ -104,8 +104,17 @@ ON CONFLICT (scope, key, bucket) DO UPDATE SET n = c.n + 1
 RETURNING c.bucket`
 
 // uncountAddrSQL gives back one count that addrCountSQL took in bucket
-// $3, for a request refused or failed after it. $1 scope, $2 key.
-const uncountAddrSQL = `UPDATE signin_counts SET n = n - 1 WHERE scope = $1 AND key = $2 AND bucket = $3 AND n > 0`
+// $3, for a request refused or failed after it: a count of 1 goes with its
+// row (the table's CHECK keeps n > 0), a larger one drops by one.
+// Asynchronous like the count, for the same hot row. Should the count move
+// under it meanwhile (a concurrent request's), neither branch matches and
+// the count stays: it errs towards refusing. $1 scope, $2 key.
+const uncountAddrSQL = `WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+gone AS (
+  DELETE FROM signin_counts WHERE scope = $1 AND key = $2 AND bucket = $3 AND n = 1 RETURNING 1
+)
+UPDATE signin_counts SET n = n - 1 FROM async
+ WHERE scope = $1 AND key = $2 AND bucket = $3 AND n > 1`
 
 // addrWaitSQL reads an address counter after a refusal: this bucket's
 // count, last bucket's, seconds since this bucket began. $1 scope, $2 key,
@@ -169,7 +178,9 @@ func (db *DB) countAddr(ctx context.Context, scope, addr string, limit int) (tim
 func (db *DB) uncountAddr(scope, addr string, bucket time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = db.pool.Exec(ctx, uncountAddrSQL, scope, addr, bucket)
+	if _, err := db.pool.Exec(ctx, uncountAddrSQL, scope, addr, bucket); err != nil {
+		db.log.Warn("sign-in: an address's count not given back (it stays counted this hour)", "scope", scope, "err", err)
+	}
 }
 
 func rateLimited(scope string, retry int) error {

@@ -351,6 +351,55 @@ func TestSendLimitPerPhoneAddr(t *testing.T) {
 	}
 }
 
+// A send the phone refuses gives the address's count back: the address
+// is counted first (its own statement), then the phone refuses, and the
+// refused send must not use up one of the address's sends. Both ways a
+// count comes back: a count of 1 (its row goes) and a larger one.
+func TestSendRefusedByPhoneGivesAddrCountBack(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	l := core.SignInLimits{SendsPerAddr: 2}
+	send := func(phone, addr string) error {
+		return db.StoreCode(ctx, core.CodeRequest{Phone: phone, Addr: addr, Hash: core.CodeHash(codeKey, phone, "123456")}, l)
+	}
+	count := func(addr string) int {
+		t.Helper()
+		var n int
+		if err := db.Pool().QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM signin_counts WHERE scope = $1 AND key = $2`, core.ScopeSendAddr, addr).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// +919500000001 has just had a code from elsewhere: a resend now is
+	// refused (ResendAfter), from an address that had no count yet.
+	if err := send("+919500000001", "10.7.0.9"); err != nil {
+		t.Fatal(err)
+	}
+	if err := send("+919500000001", "10.7.0.1"); core.ErrorCode(err) != core.ERateLimited {
+		t.Fatalf("resend at once = %v; want %s", err, core.ERateLimited)
+	}
+	if n := count("10.7.0.1"); n != 0 {
+		t.Fatalf("after its only send was refused by the phone, 10.7.0.1 has %d counted; want 0", n)
+	}
+	// Now from a counted address: 1 send, a refused one, then a second
+	// number still gets its code (2 of 2), and a third is refused by the
+	// address.
+	if err := send("+919500000002", "10.7.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := send("+919500000001", "10.7.0.1"); core.ErrorCode(err) != core.ERateLimited {
+		t.Fatalf("resend at once = %v; want %s", err, core.ERateLimited)
+	}
+	if n := count("10.7.0.1"); n != 1 {
+		t.Fatalf("10.7.0.1 has %d counted after 1 send and 1 refused; want 1", n)
+	}
+	if err := send("+919500000003", "10.7.0.1"); err != nil {
+		t.Fatalf("the address's second send: %v (the refused one was not given back)", err)
+	}
+	if err := send("+919500000004", "10.7.0.1"); core.ErrorCode(err) != core.ERateLimited || !strings.Contains(err.Error(), "address") {
+		t.Fatalf("the address's third send = %v; want refused for the address", err)
+	}
+}
+
 // A targeted lockout fails: wrong guesses from one address kill the code
 // for that address only; the owner signs in with it from another. Enough
 // wrong guesses in all kill it outright.

@@ -131,6 +131,10 @@ func Predict(s Sale) Forecast {
 		{shareRelease, 0}, {payers * s.PayFail, settle.Seconds()}, {shareClose, (s.Hold + s.Sweep/2).Seconds()}})
 	holds := float64(s.Seats) / f.PerOrder
 	chain := shareClose / (1 - (f.Lost - shareClose))
+	if f.AllTaken == time.Duration(math.MaxInt64) || chain >= 1 {
+		f.SoldOut = f.AllTaken // never (every payment failing: seats come back as fast as they go)
+		return f
+	}
 	for f.Rounds = 0; holds*math.Pow(chain, float64(f.Rounds+1)) >= math.Ln2; f.Rounds++ {
 	}
 	m := holds * math.Pow(chain, float64(f.Rounds))

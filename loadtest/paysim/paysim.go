@@ -245,6 +245,6 @@ func newID(prefix string) string {
 // delivered at once (net/http's default keeps 2 and dials the rest).
 func webhookTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 256
 	return t
 }

@@ -184,7 +184,8 @@ func run(ctx context.Context, c Config) error {
 			signInTook.Seconds(), float64(st.SignedIn.Load())/signInTook.Seconds(), st.CodesRequested.Load(), st.SignInFailed.Load(), st.SignInLimited.Load())
 	}
 	// The pre-queue opens now, onsale shortly.
-	onsale := time.Now().Add(c.OnsaleIn).Truncate(time.Second)
+	opened := time.Now()
+	onsale := opened.Add(c.OnsaleIn).Truncate(time.Second)
 	if err := ops.SetDials(ctx, crowd.Dials{Onsale: onsale, PerMinute: c.PerMinute, MaxActive: c.MaxActive,
 		Session: c.Session, Claim: c.Claim, AccountRequired: &c.Accounts}); err != nil {
 		return err
@@ -270,7 +271,7 @@ func run(ctx context.Context, c Config) error {
 		forecast: crowd.Predict(measuredSale(st, achieved(admissions, onsale, screens.AllTaken(), saleTook), crowd.Sale{Seats: ev.Capacity,
 			PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: crowd.MapRebuild})),
 		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook,
-		saleFrom: onsale.Add(-c.OnsaleIn), saleTo: onsale.Add(saleTook)}
+		saleFrom: opened, saleTo: onsale.Add(saleTook)}
 	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
 	summary(c, st, out)
 	printFaults(effects, onsale)
