@@ -220,7 +220,7 @@ body { font: 15px/1.45 system-ui, sans-serif; color: #17202a; margin: 0; backgro
 header { background: #1a5276; color: #fff; padding: .8rem 1.2rem; } h1 { margin: 0; font-size: 1.2rem; }
 main { max-width: 72rem; margin: 0 auto; padding: 1rem; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(30rem, 1fr)); gap: 1rem; }
-section { background: #fff; border: 1px solid #d5dbdb; border-radius: .5rem; padding: .8rem 1rem; margin-bottom: 1rem; }
+section { background: #fff; border: 1px solid #d5dbdb; border-radius: .5rem; padding: .8rem 1rem; margin-bottom: 1rem; overflow-x: auto; }
 h2 { font-size: 1rem; margin: 0 0 .5rem; } svg { width: 100%; height: auto; }
 .grid { stroke: #e5e8e8; } .axis { font-size: 11px; fill: #5d6d7e; }
 .legend span { margin-right: 1rem; font-size: .85rem; } .legend i { display: inline-block; width: .8rem; height: .8rem; margin-right: .3rem; vertical-align: middle; }
