@@ -77,6 +77,11 @@ type Forecast struct {
 	// at holds made between the first hold and AllTaken, the latest of
 	// them about m/(m+1) of the way; the sale ends R rounds (a hold and
 	// half a map rebuild each) after that, when its last holder has paid.
+	// When the seats went slowly (AllTaken long against a hold), a shorter
+	// chain begun near AllTaken can end later: the forecast takes the
+	// latest end over chains of 0 to R rounds (600,000 fans, 490 s to take
+	// every seat: 551 s against 487 s the longest chain alone; sold out at
+	// 607 s).
 	//
 	// (An earlier forecast counted every seat coming back as a full round
 	// and one round past the median: 1.7x pessimistic at 60,000 fans.)
@@ -137,9 +142,16 @@ func Predict(s Sale) Forecast {
 	}
 	for f.Rounds = 0; holds*math.Pow(chain, float64(f.Rounds+1)) >= math.Ln2; f.Rounds++ {
 	}
-	m := holds * math.Pow(chain, float64(f.Rounds))
-	last := start + time.Duration(float64(f.AllTaken-start)*m/(m+1))
-	f.SoldOut = max(f.AllTaken, last+time.Duration(f.Rounds)*(s.Hold+s.Sweep/2)) + settle
+	// The longest chain ends last when the seats went fast; when they went
+	// slowly, a shorter chain begun near AllTaken may end later: the sale
+	// ends with the latest of them, k = 0..Rounds.
+	end := f.AllTaken
+	for k := 0; k <= f.Rounds; k++ {
+		m := holds * math.Pow(chain, float64(k))
+		last := start + time.Duration(float64(f.AllTaken-start)*m/(m+1))
+		end = max(end, last+time.Duration(k)*(s.Hold+s.Sweep/2))
+	}
+	f.SoldOut = end + settle
 	return f
 }
 

@@ -58,6 +58,19 @@ func TestPredict(t *testing.T) {
 		t.Fatalf("demo: all taken %v, sold out %v, %d rounds, %.4f back", g.AllTaken, g.SoldOut, g.Rounds, g.Lost)
 	}
 
+	// A slow sale (the 600,000-fan demo's measures: 31 fans/s let in, 3.1 s
+	// to a hold, 24.4 s to settle, 6.5% of payments failed): every seat
+	// taken after about 463 s. The longest chain (4 rounds, m = 11,429 x
+	// 0.1118^4 = 1.78) began about 0.64 of the way, at 298 s, and ends at
+	// 420 s; but a 3-round chain (m = 15.96) began at 0.94 of the way, 436
+	// s, and ends at 436 + 3 x 30.5 = 527.5 s: sold out at 527.5 + 24.4 =
+	// 551.9 s (the run sold out at 607 s; the longest chain alone said 487).
+	sl := Predict(Sale{Seats: 40000, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: time.Second,
+		Shop: 3100 * time.Millisecond, Settle: 24400 * time.Millisecond, PayFail: 802.0 / 12299, Achieved: 31})
+	if sl.Rounds != 4 || math.Abs(sl.SoldOut.Seconds()-551.9) > 1.5 {
+		t.Fatalf("slow sale: all taken %v, sold out %v, %d rounds; want sold out about 551.9 s, 4 rounds", sl.AllTaken, sl.SoldOut, sl.Rounds)
+	}
+
 	// Slow sessions (a loaded system: 20 s to a hold, 30 s to settle):
 	// W = 1 + 9 + 18 + 25.5 = 53.5 s, and the cap binds: 2,000 / 53.5 s =
 	// 37.4 fans a second, not the dial's 100.
