@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/onsale/onsale/loadtest/check"
@@ -36,38 +37,26 @@ func (o outcome) usage(name string) procstat.Usage {
 	return procstat.Usage{}
 }
 
-// saleCPU is each watched process's mean CPU in cores over the sale
-// (saleFrom to saleTo, by the per-second samples), in targets order: the
-// whole watch's mean also covers the sign-in ahead, which may be longer
-// than the sale.
-func (o outcome) saleCPU() []float64 {
-	out := make([]float64, len(o.targets))
-	n := 0
+// saleCPUOf is the named process's mean CPU in cores over the sale
+// (saleFrom to saleTo, by the per-second samples; 0 if absent): the whole
+// watch's mean also covers the sign-in ahead, which may be longer than
+// the sale.
+func (o outcome) saleCPUOf(name string) float64 {
+	i := slices.IndexFunc(o.targets, func(t procstat.Target) bool { return t.Name == name })
+	if i < 0 {
+		return 0
+	}
+	sum, n := 0.0, 0
 	for _, s := range o.cpu {
 		if s.At.After(o.saleFrom) && !s.At.After(o.saleTo) {
-			for i, c := range s.Cores {
-				out[i] += c
-			}
+			sum += s.Cores[i]
 			n++
 		}
 	}
-	for i := range out {
-		if n > 0 {
-			out[i] /= float64(n)
-		}
+	if n == 0 {
+		return 0
 	}
-	return out
-}
-
-// saleCPUOf is the named process's mean CPU over the sale (0 if absent).
-func (o outcome) saleCPUOf(name string) float64 {
-	cpu := o.saleCPU()
-	for i, t := range o.targets {
-		if t.Name == name {
-			return cpu[i]
-		}
-	}
-	return 0
+	return sum / float64(n)
 }
 
 // dbPerHold is PostgreSQL's CPU over the sale per successful hold and per
