@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,10 +35,32 @@ func TestMainWaitsForDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	// every connection the proxy opened is closed, and its goroutines have
+	// returned, before the test ends (the package's leak check sees them)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	var open atomic.Bool
 	target := u.Host
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -47,14 +70,23 @@ func TestMainWaitsForDatabase(t *testing.T) {
 				c.Close() // no primary: the connection dies at once
 				continue
 			}
+			track(c)
+			wg.Add(1)
 			go func() {
+				defer wg.Done()
 				defer c.Close()
 				s, err := net.Dial("tcp", target)
 				if err != nil {
 					return
 				}
+				track(s)
 				defer s.Close()
-				go io.Copy(s, c)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					io.Copy(s, c)
+					s.Close()
+				}()
 				io.Copy(c, s)
 			}()
 		}
