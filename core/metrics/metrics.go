@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -117,6 +118,40 @@ func (m *Metrics) CountSeatHolds(counts func() (cache, postgres int64)) {
 			return float64([]int64{c, p}[i])
 		}))
 	}
+}
+
+// PoolStats is what CountPool reads of a connection pool (pgxpool.Stat's
+// figures).
+type PoolStats struct {
+	Acquired, Idle, Total, Max int32
+	Acquires, Waits            int64         // acquires, and those that waited for a connection
+	AcquireTime                time.Duration // time spent acquiring, waits included
+}
+
+// CountPool exports a database connection pool's figures, labelled by
+// pool (writes: holds, payments and every write; reads: the catalog's).
+// A hold that queues for a connection waits here before PostgreSQL sees
+// it: onsale_core_db_pool_acquire_seconds_total rising faster than
+// onsale_core_db_pool_acquires_total (seconds a connection is waited for)
+// says the pool, not PostgreSQL, is the queue.
+func (m *Metrics) CountPool(pool string, stat func() PoolStats) {
+	labels := prometheus.Labels{"pool": pool}
+	gauge := func(name, help string, f func(PoolStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return f(stat()) })
+	}
+	counter := func(name, help string, f func(PoolStats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return f(stat()) })
+	}
+	m.Registry.MustRegister(
+		gauge("onsale_core_db_pool_acquired_connections", "Connections in use, by pool.", func(s PoolStats) float64 { return float64(s.Acquired) }),
+		gauge("onsale_core_db_pool_idle_connections", "Idle connections, by pool.", func(s PoolStats) float64 { return float64(s.Idle) }),
+		gauge("onsale_core_db_pool_max_connections", "The pool's size (ONSALE_DB_MAX_CONNS, ONSALE_DB_READ_MAX_CONNS).", func(s PoolStats) float64 { return float64(s.Max) }),
+		counter("onsale_core_db_pool_acquires_total", "Connections acquired, by pool.", func(s PoolStats) float64 { return float64(s.Acquires) }),
+		counter("onsale_core_db_pool_waits_total", "Acquires that waited for a connection (none was idle), by pool.", func(s PoolStats) float64 { return float64(s.Waits) }),
+		counter("onsale_core_db_pool_acquire_seconds_total", "Time spent acquiring connections, waits included, by pool.", func(s PoolStats) float64 { return s.AcquireTime.Seconds() }),
+	)
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -29,5 +31,31 @@ func TestCountSeatHolds(t *testing.T) {
 	}
 	if got["cache"] != 3 || got["postgres"] != 5 {
 		t.Errorf("onsale_core_seat_holds_total = %v; want cache 3, postgres 5", got)
+	}
+}
+
+// CountPool exports each pool's figures under one name per figure, by pool.
+func TestCountPool(t *testing.T) {
+	m := New()
+	m.CountPool("writes", func() PoolStats {
+		return PoolStats{Acquired: 16, Idle: 0, Total: 16, Max: 16, Acquires: 900, Waits: 300, AcquireTime: 1500 * time.Millisecond}
+	})
+	m.CountPool("reads", func() PoolStats { return PoolStats{Max: 4, Acquires: 7} })
+	want := `
+# HELP onsale_core_db_pool_acquire_seconds_total Time spent acquiring connections, waits included, by pool.
+# TYPE onsale_core_db_pool_acquire_seconds_total counter
+onsale_core_db_pool_acquire_seconds_total{pool="reads"} 0
+onsale_core_db_pool_acquire_seconds_total{pool="writes"} 1.5
+# HELP onsale_core_db_pool_waits_total Acquires that waited for a connection (none was idle), by pool.
+# TYPE onsale_core_db_pool_waits_total counter
+onsale_core_db_pool_waits_total{pool="reads"} 0
+onsale_core_db_pool_waits_total{pool="writes"} 300
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want),
+		"onsale_core_db_pool_acquire_seconds_total", "onsale_core_db_pool_waits_total"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(m.Registry, "onsale_core_db_pool_max_connections"); err != nil || n != 2 {
+		t.Errorf("onsale_core_db_pool_max_connections: %d series, %v; want 2", n, err)
 	}
 }

@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/onsale/onsale/core"
 )
@@ -44,10 +47,14 @@ type freeSeat struct {
 // once. PostgreSQL still decides every hold.
 const freeMaxAge = 250 * time.Millisecond
 
-// freeLists caches free-seat lists per event and band.
+// freeLists caches free-seat lists per event and band. Reads of one band
+// that would run at once share one statement (reads): at a band's last
+// seats every fan's best-available misses the list together, and each
+// read walks past every taken seat of the band.
 type freeLists struct {
-	mu sync.Mutex
-	m  map[bandKey]*freeList
+	mu    sync.Mutex
+	m     map[bandKey]*freeList
+	reads singleflight.Group
 }
 
 type bandKey struct {
@@ -77,18 +84,31 @@ func (db *DB) freeSeatsCached(ctx context.Context, event int64, band string, fre
 		return out, nil
 	}
 	db.free.mu.Unlock()
-	seats, err := db.freeSeats(ctx, event, band)
+	v, err, _ := db.free.reads.Do(fmt.Sprint(event, "/", band), func() (any, error) {
+		// Shared by every caller waiting on it: not cut short when the
+		// first one's request ends.
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), freeReadTimeout)
+		defer cancel()
+		seats, err := db.freeSeats(c, event, band)
+		if err != nil {
+			return nil, err
+		}
+		db.free.mu.Lock()
+		if db.free.m == nil || len(db.free.m) > 1024 {
+			db.free.m = map[bandKey]*freeList{}
+		}
+		db.free.m[k] = &freeList{seats: seats, at: time.Now(), gone: map[string]bool{}}
+		db.free.mu.Unlock()
+		return seats, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	db.free.mu.Lock()
-	if db.free.m == nil || len(db.free.m) > 1024 {
-		db.free.m = map[bandKey]*freeList{}
-	}
-	db.free.m[k] = &freeList{seats: seats, at: time.Now(), gone: map[string]bool{}}
-	db.free.mu.Unlock()
-	return seats, nil
+	return v.([]freeSeat), nil // shared, read only (pickBlock)
 }
+
+// freeReadTimeout bounds a shared read of a band's free seats.
+const freeReadTimeout = 3 * time.Second
 
 // strike marks seats as no longer free in the cached list of their band.
 func (db *DB) strike(event int64, band string, ids []string) {
@@ -127,13 +147,23 @@ func (db *DB) holdBestAvailable(ctx context.Context, p core.HoldParams, ev event
 			return nil, db.bandSoldOut(ctx, p.EventID, ba.Band, ba.Count)
 		}
 		db.strike(p.EventID, ba.Band, seats) // held now, or taken by someone else
-		h, err := db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats) })
+		h, err := db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats, false) })
 		if core.ErrorCode(err) != core.ESeatsTaken {
 			return h, err
 		}
 		lastErr = err
 	}
 	return nil, lastErr
+}
+
+// errPickedTaken is best-available's refusal when every block it picked
+// went to other fans between its read of the free seats and its hold: the
+// band may well have seats left, so it is not sold out; the fan asks again.
+// (It names no seats: the fan named none, and naming them would cost a
+// statement per lost attempt, at the moment a band's last seats draw the
+// most attempts.)
+func errPickedTaken() error {
+	return core.Errorf(core.ESeatsTaken, "the seats picked for you went to other fans as they were held: ask again")
 }
 
 func (db *DB) freeSeats(ctx context.Context, event int64, band string) ([]freeSeat, error) {

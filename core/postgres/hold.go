@@ -135,7 +135,7 @@ func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, er
 	if err := db.refuse(p.EventID, seats); err != nil { // refuse.go: a hold that cannot win costs no statement
 		return nil, err
 	}
-	return db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats) })
+	return db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats, true) })
 }
 
 func bestCount(r core.HoldRequest) int {
@@ -160,7 +160,10 @@ func (db *DB) retryOverLimit(ctx context.Context, p core.HoldParams, hold func()
 	return hold()
 }
 
-func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, limit int, seats []string) (*core.Hold, error) {
+// holdSeats holds the named seats. A refusal because some are taken names
+// them (one more statement) when name is set; best-available, which picked
+// the seats itself and will pick again, needs no names (errPickedTaken).
+func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, limit int, seats []string, name bool) (*core.Hold, error) {
 	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: seats, Quantity: len(seats), Status: core.HoldActive}
 	sent := time.Now() // before the database reads its clock (seatsHeld)
 	// PostgreSQL does not promise the order in which one UPDATE locks its
@@ -173,19 +176,26 @@ func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, li
 		return db.pool.QueryRow(ctx, holdSeatsSQL, p.EventID, p.Account, h.ID, len(seats), limit, ev.holdSeconds, seats).
 			Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt, &h.AmountPaise)
 	}, "event", p.EventID)
+	taken := false
 	switch constraint(err) {
 	case "":
 	case "holds_all_claimed":
-		return nil, db.seatsTaken(ctx, p.EventID, seats)
+		taken = true
 	case "account_tickets_within_limit":
 		return nil, db.limitExceeded(ctx, p.EventID, p.Account, limit, len(seats))
 	}
-	if err != nil {
-		if terr := translate(err); core.ErrorCode(terr) == core.ESeatsTaken {
-			return nil, db.seatsTaken(ctx, p.EventID, seats)
-		} else {
+	if err != nil && !taken {
+		terr := translate(err)
+		if core.ErrorCode(terr) != core.ESeatsTaken {
 			return nil, terr
 		}
+		taken = true
+	}
+	if taken {
+		if !name {
+			return nil, errPickedTaken()
+		}
+		return nil, db.seatsTaken(ctx, p.EventID, seats)
 	}
 	db.seatsHeld(p.EventID, seats, sent, ev.holdSeconds)
 	db.seatsChanged(p.EventID, seats, false)

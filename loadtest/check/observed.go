@@ -43,6 +43,9 @@ type Place struct {
 	// Gap is the longest the fan went without asking for its place
 	// (between two polls, answered or not) since the previous entry: a fan
 	// that did not ask for longer than claim_seconds let its turn lapse.
+	// For a requeue it runs to the answer that told it, not to its
+	// request: the longest the gateway could have gone without one of the
+	// fan's polls reaching it.
 	Gap time.Duration
 }
 

@@ -31,10 +31,11 @@ type fan struct {
 	// owns what the fan holds and buys (pay, confirm, release, bookings).
 	account string
 	jar     jar // the fan's cookies (the gateway's queue and visitor cookies)
-	// The fan's asking for its place: when it last asked, and the longest
-	// it went without asking since its place history's last entry.
-	asked time.Time
-	gap   time.Duration
+	// The fan's asking for its place: when it last asked and the time
+	// before, and the longest it went without asking since its place
+	// history's last entry.
+	asked, asked0 time.Time
+	gap           time.Duration
 	seen  int64 // the last place the fan was told
 	// lapsedFirst: the first place this fan saw was a requeue (its turn
 	// came and went before it polled: a pre-queue fan's drawn place is
@@ -345,7 +346,7 @@ func (f *fan) ask() {
 	if !f.asked.IsZero() {
 		f.gap = max(f.gap, now.Sub(f.asked))
 	}
-	f.asked = now
+	f.asked0, f.asked = f.asked, now
 }
 
 // place adds an entry to the fan's place history. A move forward right
@@ -356,6 +357,14 @@ func (f *fan) ask() {
 // a fan, not one a poll.
 func (f *fan) place(kind string, position int64) {
 	p := check.Place{At: time.Now(), Kind: kind, Position: position, Gap: f.gap}
+	if kind == check.PlaceRequeued && !f.asked0.IsZero() {
+		// The gateway judged the lapse when this poll reached it, at most
+		// now (its answer is here), and the poll before reached it no
+		// earlier than it was sent: as the gateway saw it, the fan went
+		// at most this long without asking. A poll slow on the way (a
+		// busy gateway, or a crowd whose every worker is busy) counts.
+		p.Gap = max(p.Gap, p.At.Sub(f.asked0))
+	}
 	f.gap = 0
 	if n := len(f.trace.Places); n > 0 && kind == check.PlaceSeen {
 		if last := &f.trace.Places[n-1]; last.Kind == check.PlaceSeen && position < last.Position {

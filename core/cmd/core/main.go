@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/http"
 	"github.com/onsale/onsale/core/metrics"
@@ -244,6 +246,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	met := metrics.New()
 	met.CountSeatHolds(keeper.Taken.Decisions)
+	met.CountPool("writes", poolStats(db.Pool()))
+	if db.ReadPool() != db.Pool() {
+		met.CountPool("reads", poolStats(db.ReadPool()))
+	}
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db,
 		Dials:  &http.Dials{Store: db, Token: c.AdminToken},
 		Tokens: keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
@@ -452,4 +458,13 @@ func pooledTransport() *nethttp.Transport {
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 512
 	return t
+}
+
+// poolStats reads a pool's figures for metrics.CountPool.
+func poolStats(p *pgxpool.Pool) func() metrics.PoolStats {
+	return func() metrics.PoolStats {
+		s := p.Stat()
+		return metrics.PoolStats{Acquired: s.AcquiredConns(), Idle: s.IdleConns(), Total: s.TotalConns(), Max: s.MaxConns(),
+			Acquires: s.AcquireCount(), Waits: s.EmptyAcquireCount(), AcquireTime: s.AcquireDuration()}
+	}
 }
