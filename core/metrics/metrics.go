@@ -124,34 +124,63 @@ func (m *Metrics) CountSeatHolds(counts func() (cache, postgres int64)) {
 // figures).
 type PoolStats struct {
 	Acquired, Idle, Total, Max int32
-	Acquires, Waits            int64         // acquires, and those that waited for a connection
-	AcquireTime                time.Duration // time spent acquiring, waits included
+	// Acquires counts acquires that got a connection; Waits those of them
+	// that waited for one (none was idle); Canceled those that gave up
+	// waiting (their request's deadline: a hold answered 503 while queued).
+	Acquires, Waits, Canceled int64
+	AcquireTime               time.Duration // time the successful acquires took, waits included
+	WaitTime                  time.Duration // time the waiting acquires waited
 }
 
 // CountPool exports a database connection pool's figures, labelled by
-// pool (writes: holds, payments and every write; reads: the catalog's).
-// A hold that queues for a connection waits here before PostgreSQL sees
-// it: onsale_core_db_pool_acquire_seconds_total rising faster than
-// onsale_core_db_pool_acquires_total (seconds a connection is waited for)
-// says the pool, not PostgreSQL, is the queue.
+// pool (writes: holds, payments and every write; reads: the catalog's),
+// from one reading of stat per scrape. A hold that queues for a connection
+// waits here before PostgreSQL sees it: the rate of
+// onsale_core_db_pool_wait_seconds_total over that of
+// onsale_core_db_pool_acquires_total is the mean wait of a statement, and
+// any rise of onsale_core_db_pool_canceled_acquires_total is requests that
+// ran out of time in the queue.
 func (m *Metrics) CountPool(pool string, stat func() PoolStats) {
-	labels := prometheus.Labels{"pool": pool}
-	gauge := func(name, help string, f func(PoolStats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
-			func() float64 { return f(stat()) })
+	c := &poolCollector{stat: stat}
+	for _, f := range poolFigures {
+		c.descs = append(c.descs, prometheus.NewDesc("onsale_core_db_pool_"+f.name, f.help, nil, prometheus.Labels{"pool": pool}))
 	}
-	counter := func(name, help string, f func(PoolStats) float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
-			func() float64 { return f(stat()) })
+	m.Registry.MustRegister(c)
+}
+
+// poolCollector reads a pool's figures once per scrape.
+type poolCollector struct {
+	stat  func() PoolStats
+	descs []*prometheus.Desc // poolFigures', labelled with the pool
+}
+
+var poolFigures = []struct {
+	name, help string
+	kind       prometheus.ValueType
+	of         func(PoolStats) float64
+}{
+	{"acquired_connections", "Connections in use, by pool.", prometheus.GaugeValue, func(s PoolStats) float64 { return float64(s.Acquired) }},
+	{"idle_connections", "Idle connections, by pool.", prometheus.GaugeValue, func(s PoolStats) float64 { return float64(s.Idle) }},
+	{"connections", "Open connections (in use, idle and being opened), by pool.", prometheus.GaugeValue, func(s PoolStats) float64 { return float64(s.Total) }},
+	{"max_connections", "The pool's size (ONSALE_DB_MAX_CONNS, ONSALE_DB_READ_MAX_CONNS).", prometheus.GaugeValue, func(s PoolStats) float64 { return float64(s.Max) }},
+	{"acquires_total", "Connections acquired, by pool.", prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.Acquires) }},
+	{"waits_total", "Acquires that waited for a connection (none was idle), by pool.", prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.Waits) }},
+	{"canceled_acquires_total", "Acquires that gave up waiting for a connection (the request's deadline), by pool.", prometheus.CounterValue, func(s PoolStats) float64 { return float64(s.Canceled) }},
+	{"acquire_seconds_total", "Time the acquires took, waits included, by pool.", prometheus.CounterValue, func(s PoolStats) float64 { return s.AcquireTime.Seconds() }},
+	{"wait_seconds_total", "Time acquires waited for a connection, by pool.", prometheus.CounterValue, func(s PoolStats) float64 { return s.WaitTime.Seconds() }},
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
 	}
-	m.Registry.MustRegister(
-		gauge("onsale_core_db_pool_acquired_connections", "Connections in use, by pool.", func(s PoolStats) float64 { return float64(s.Acquired) }),
-		gauge("onsale_core_db_pool_idle_connections", "Idle connections, by pool.", func(s PoolStats) float64 { return float64(s.Idle) }),
-		gauge("onsale_core_db_pool_max_connections", "The pool's size (ONSALE_DB_MAX_CONNS, ONSALE_DB_READ_MAX_CONNS).", func(s PoolStats) float64 { return float64(s.Max) }),
-		counter("onsale_core_db_pool_acquires_total", "Connections acquired, by pool.", func(s PoolStats) float64 { return float64(s.Acquires) }),
-		counter("onsale_core_db_pool_waits_total", "Acquires that waited for a connection (none was idle), by pool.", func(s PoolStats) float64 { return float64(s.Waits) }),
-		counter("onsale_core_db_pool_acquire_seconds_total", "Time spent acquiring connections, waits included, by pool.", func(s PoolStats) float64 { return s.AcquireTime.Seconds() }),
-	)
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stat()
+	for i, f := range poolFigures {
+		ch <- prometheus.MustNewConstMetric(c.descs[i], f.kind, f.of(s))
+	}
 }
 
 // Handler serves the registry in the Prometheus text format.

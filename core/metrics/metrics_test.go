@@ -38,21 +38,26 @@ func TestCountSeatHolds(t *testing.T) {
 func TestCountPool(t *testing.T) {
 	m := New()
 	m.CountPool("writes", func() PoolStats {
-		return PoolStats{Acquired: 16, Idle: 0, Total: 16, Max: 16, Acquires: 900, Waits: 300, AcquireTime: 1500 * time.Millisecond}
+		return PoolStats{Acquired: 16, Idle: 0, Total: 16, Max: 16, Acquires: 900, Waits: 300, Canceled: 4,
+			AcquireTime: 1500 * time.Millisecond, WaitTime: 1400 * time.Millisecond}
 	})
 	m.CountPool("reads", func() PoolStats { return PoolStats{Max: 4, Acquires: 7} })
 	want := `
-# HELP onsale_core_db_pool_acquire_seconds_total Time spent acquiring connections, waits included, by pool.
-# TYPE onsale_core_db_pool_acquire_seconds_total counter
-onsale_core_db_pool_acquire_seconds_total{pool="reads"} 0
-onsale_core_db_pool_acquire_seconds_total{pool="writes"} 1.5
+# HELP onsale_core_db_pool_canceled_acquires_total Acquires that gave up waiting for a connection (the request's deadline), by pool.
+# TYPE onsale_core_db_pool_canceled_acquires_total counter
+onsale_core_db_pool_canceled_acquires_total{pool="reads"} 0
+onsale_core_db_pool_canceled_acquires_total{pool="writes"} 4
+# HELP onsale_core_db_pool_wait_seconds_total Time acquires waited for a connection, by pool.
+# TYPE onsale_core_db_pool_wait_seconds_total counter
+onsale_core_db_pool_wait_seconds_total{pool="reads"} 0
+onsale_core_db_pool_wait_seconds_total{pool="writes"} 1.4
 # HELP onsale_core_db_pool_waits_total Acquires that waited for a connection (none was idle), by pool.
 # TYPE onsale_core_db_pool_waits_total counter
 onsale_core_db_pool_waits_total{pool="reads"} 0
 onsale_core_db_pool_waits_total{pool="writes"} 300
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want),
-		"onsale_core_db_pool_acquire_seconds_total", "onsale_core_db_pool_waits_total"); err != nil {
+		"onsale_core_db_pool_canceled_acquires_total", "onsale_core_db_pool_wait_seconds_total", "onsale_core_db_pool_waits_total"); err != nil {
 		t.Error(err)
 	}
 	if n, err := testutil.GatherAndCount(m.Registry, "onsale_core_db_pool_max_connections"); err != nil || n != 2 {

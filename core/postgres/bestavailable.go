@@ -68,9 +68,13 @@ type freeList struct {
 	gone  map[string]bool // held or tried since the list was read
 }
 
-// freeSeatsCached is freeSeats through the cache (fresh forces a read).
+// freeSeatsCached is freeSeats through the cache (fresh forces a read
+// begun after the call: a fan about to be told sold out is told so from
+// the band as it was when the fan asked, not from a read already under
+// way).
 func (db *DB) freeSeatsCached(ctx context.Context, event int64, band string, fresh bool) ([]freeSeat, error) {
 	k := bandKey{event, band}
+	asked := time.Now()
 	db.free.mu.Lock()
 	l := db.free.m[k]
 	if !fresh && l != nil && time.Since(l.at) < freeMaxAge {
@@ -84,27 +88,51 @@ func (db *DB) freeSeatsCached(ctx context.Context, event int64, band string, fre
 		return out, nil
 	}
 	db.free.mu.Unlock()
-	v, err, _ := db.free.reads.Do(fmt.Sprint(event, "/", band), func() (any, error) {
-		// Shared by every caller waiting on it: not cut short when the
-		// first one's request ends.
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), freeReadTimeout)
-		defer cancel()
-		seats, err := db.freeSeats(c, event, band)
+	for {
+		l, err := db.readFree(ctx, k)
 		if err != nil {
 			return nil, err
 		}
+		// A read begun before this call (joined under way) is fresh enough
+		// unless fresh was asked for; the next one begins after it ended,
+		// so after this call.
+		if !fresh || !l.at.Before(asked) {
+			return l.seats, nil // shared, read only (pickBlock)
+		}
+	}
+}
+
+// readFree reads a band's free seats into the cache, sharing the read with
+// every caller asking at once. The read is not cut short when the caller
+// that began it goes (its own deadline, freeReadTimeout); each caller
+// stops waiting at its own deadline.
+func (db *DB) readFree(ctx context.Context, k bandKey) (*freeList, error) {
+	ch := db.free.reads.DoChan(fmt.Sprint(k.event, "/", k.band), func() (any, error) {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), freeReadTimeout)
+		defer cancel()
+		at := time.Now() // before the statement's snapshot
+		seats, err := db.freeSeats(c, k.event, k.band)
+		if err != nil {
+			return nil, err
+		}
+		l := &freeList{seats: seats, at: at, gone: map[string]bool{}}
 		db.free.mu.Lock()
 		if db.free.m == nil || len(db.free.m) > 1024 {
 			db.free.m = map[bandKey]*freeList{}
 		}
-		db.free.m[k] = &freeList{seats: seats, at: time.Now(), gone: map[string]bool{}}
+		db.free.m[k] = l
 		db.free.mu.Unlock()
-		return seats, nil
+		return l, nil
 	})
-	if err != nil {
-		return nil, err
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*freeList), nil
+	case <-ctx.Done():
+		return nil, translate(ctx.Err())
 	}
-	return v.([]freeSeat), nil // shared, read only (pickBlock)
 }
 
 // freeReadTimeout bounds a shared read of a band's free seats.

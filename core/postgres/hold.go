@@ -98,7 +98,7 @@ SELECT want.id, s.seat_id IS NULL
  ORDER BY want.id`
 
 // CreateHold holds seats, best-available seats or GA tickets for an account.
-// It fails with ESeatsTaken (naming the seats), ESoldOut, ELimitExceeded,
+// It fails with ESeatsTaken (naming the seats, but for best-available), ESoldOut, ELimitExceeded,
 // ENotFound (no event), EInvalid (a request that does not fit the event) or
 // EUnavailable.
 func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, error) {

@@ -43,10 +43,12 @@ type Place struct {
 	// Gap is the longest the fan went without asking for its place
 	// (between two polls, answered or not) since the previous entry: a fan
 	// that did not ask for longer than claim_seconds let its turn lapse.
-	// For a requeue it runs to the answer that told it, not to its
-	// request: the longest the gateway could have gone without one of the
-	// fan's polls reaching it.
 	Gap time.Duration
+	// Unseen, for a requeue, runs from the poll before the one answered
+	// with it to that answer: the longest the gateway could have gone
+	// without one of the fan's polls (a poll slow on its way, in a busy
+	// gateway or a crowd short of connections, reaches it late).
+	Unseen time.Duration
 }
 
 // Answer is how many requests of one route got one class of answer in
@@ -167,12 +169,14 @@ const keptName = "no fan who held a place in line lost it (moved back, reset or 
 // placesKept reads each fan's place history: once a fan holds a place (its
 // first known position), it may only move back when the gateway says its
 // turn lapsed unclaimed and the fan had indeed not asked for its place for
-// claim_seconds or longer (the fan let it lapse). Any other move back, a
-// reset of the room (409) or an end of its turn (410) before it was
-// admitted is a lost place. No fan with a place is no evidence: the rule
+// claim_seconds or longer (the fan let it lapse), or its polls, though
+// sent in time, reached the gateway that much apart (slow: counted and
+// shown, the status latency says why). Any other move back, a reset of
+// the room (409) or an end of its turn (410) before it was admitted is a
+// lost place. No fan with a place is no evidence: the rule
 // fails.
 func placesKept(adms []Admission, claim time.Duration) Result {
-	var holders, lost, lapsed int
+	var holders, lost, lapsed, slow int
 	var examples []string
 	for _, a := range adms {
 		place, why := int64(0), ""
@@ -183,11 +187,15 @@ func placesKept(adms []Admission, claim time.Duration) Result {
 					why = fmt.Sprintf("moved back from %d to %d at %s", place, p.Position, p.At.Format("15:04:05"))
 				}
 			case PlaceRequeued:
-				if place > 0 && p.Gap < claim {
-					why = fmt.Sprintf("sent back from %d to %d at %s though it asked at least every %.0f s (claim_seconds %.0f)",
-						place, p.Position, p.At.Format("15:04:05"), p.Gap.Seconds(), claim.Seconds())
-				} else if place > 0 {
+				switch {
+				case place == 0:
+				case p.Gap >= claim:
 					lapsed++
+				case p.Unseen >= claim:
+					slow++
+				default:
+					why = fmt.Sprintf("sent back from %d to %d at %s though its polls reached the gateway at most %.1f s apart (claim_seconds %.0f)",
+						place, p.Position, p.At.Format("15:04:05"), max(p.Gap, p.Unseen).Seconds(), claim.Seconds())
 				}
 			case PlaceReset:
 				if place > 0 {
@@ -216,6 +224,9 @@ func placesKept(adms []Admission, claim time.Duration) Result {
 		}
 	}
 	detail := fmt.Sprintf("%d fans held a place; %d lost it; %d let their turn lapse (no poll for claim_seconds) and went back", holders, lost, lapsed)
+	if slow > 0 {
+		detail += fmt.Sprintf("; %d went back though they polled in time, their polls slow to reach the gateway (claim_seconds apart)", slow)
+	}
 	if len(examples) > 0 {
 		detail += ", e.g. " + strings.Join(examples, "; ")
 	}

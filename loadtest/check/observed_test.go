@@ -53,8 +53,8 @@ func TestPlacesKept(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	const claim = 30 * time.Second
 	fan := func(n int, ps ...Place) Admission { return Admission{Fan: n, Places: ps} }
-	kept := fan(1, Place{at(0), PlaceJoined, 40, 0}, Place{at(20), PlaceAdmitted, 40, 2 * time.Second})
-	pre := fan(2, Place{at(0), PlaceJoined, 0, 0}, Place{at(11), PlaceSeen, 7, 3 * time.Second}, Place{at(12), PlaceAdmitted, 7, time.Second})
+	kept := fan(1, Place{at(0), PlaceJoined, 40, 0, 0}, Place{at(20), PlaceAdmitted, 40, 2 * time.Second, 0})
+	pre := fan(2, Place{at(0), PlaceJoined, 0, 0, 0}, Place{at(11), PlaceSeen, 7, 3 * time.Second, 0}, Place{at(12), PlaceAdmitted, 7, time.Second, 0})
 	tests := []struct {
 		name string
 		adms []Admission
@@ -62,12 +62,13 @@ func TestPlacesKept(t *testing.T) {
 		want string
 	}{
 		{"kept, and a pre-queue place drawn at onsale", []Admission{kept, pre}, true, "2 fans held a place; 0 lost"},
-		{"moved back", []Admission{kept, fan(3, Place{at(0), PlaceJoined, 40, 0}, Place{at(9), PlaceSeen, 900, time.Second})}, false, "fan 3 moved back from 40 to 900"},
-		{"a lapse the fan let happen", []Admission{kept, fan(4, Place{at(0), PlaceJoined, 40, 0}, Place{at(60), PlaceRequeued, 900, 45 * time.Second})}, true, "1 let their turn lapse"},
-		{"sent back though it kept asking", []Admission{fan(5, Place{at(0), PlaceJoined, 40, 0}, Place{at(60), PlaceRequeued, 900, 2 * time.Second})}, false, "fan 5 sent back from 40 to 900"},
-		{"the room reset", []Admission{fan(6, Place{at(0), PlaceJoined, 40, 0}, Place{at(5), PlaceReset, 0, time.Second})}, false, "the room was reset"},
-		{"ended before its turn", []Admission{fan(7, Place{at(0), PlaceJoined, 40, 0}, Place{at(5), PlaceEnded, 0, time.Second})}, false, "told its turn was over"},
-		{"nobody held a place", []Admission{fan(8, Place{at(0), PlaceJoined, 0, 0})}, false, "no evidence"},
+		{"moved back", []Admission{kept, fan(3, Place{at(0), PlaceJoined, 40, 0, 0}, Place{at(9), PlaceSeen, 900, time.Second, 0})}, false, "fan 3 moved back from 40 to 900"},
+		{"a lapse the fan let happen", []Admission{kept, fan(4, Place{at(0), PlaceJoined, 40, 0, 0}, Place{at(60), PlaceRequeued, 900, 45 * time.Second, 0})}, true, "1 let their turn lapse"},
+		{"sent back though it kept asking", []Admission{fan(5, Place{at(0), PlaceJoined, 40, 0, 0}, Place{at(60), PlaceRequeued, 900, 2 * time.Second, 3 * time.Second})}, false, "fan 5 sent back from 40 to 900"},
+		{"sent back, its polls slow to arrive", []Admission{kept, fan(9, Place{at(0), PlaceJoined, 40, 0, 0}, Place{at(60), PlaceRequeued, 900, 25 * time.Second, 31 * time.Second})}, true, "1 went back though they polled in time"},
+		{"the room reset", []Admission{fan(6, Place{at(0), PlaceJoined, 40, 0, 0}, Place{at(5), PlaceReset, 0, time.Second, 0})}, false, "the room was reset"},
+		{"ended before its turn", []Admission{fan(7, Place{at(0), PlaceJoined, 40, 0, 0}, Place{at(5), PlaceEnded, 0, time.Second, 0})}, false, "told its turn was over"},
+		{"nobody held a place", []Admission{fan(8, Place{at(0), PlaceJoined, 0, 0, 0})}, false, "no evidence"},
 		{"no histories", nil, false, "no evidence"},
 	}
 	for _, tc := range tests {

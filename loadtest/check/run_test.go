@@ -48,7 +48,7 @@ VALUES (1, 'A-1', 1, 'A', 'A', 1, 1, 'gold', 'BOOKED', 7), (1, 'A-2', 2, 'A', 'A
 	}
 	in := Input{DatabaseURL: dsn, Event: 1, LedgerURL: ledger.URL, ProviderKey: "k", SweepInterval: time.Second, Samples: samples,
 		Admissions: []Admission{{Fan: 1, First: 5, Position: 5, AdmittedAt: t0.Add(10 * time.Second), Account: "acct:1",
-			Places: []Place{{t0, PlaceJoined, 5, 0}, {t0.Add(10 * time.Second), PlaceAdmitted, 5, time.Second}}}},
+			Places: []Place{{t0, PlaceJoined, 5, 0, 0}, {t0.Add(10 * time.Second), PlaceAdmitted, 5, time.Second, 0}}}},
 		Confirmations: []Confirmation{{Fan: 1, Account: "acct:1", Booking: 7, Seats: []string{"A-2", "A-1"}, AmountPaise: 5000}},
 		Claim:         30 * time.Second, AccountsRequired: true}
 	failures := func(in Input) []string {

@@ -36,7 +36,7 @@ type fan struct {
 	// history's last entry.
 	asked, asked0 time.Time
 	gap           time.Duration
-	seen  int64 // the last place the fan was told
+	seen          int64 // the last place the fan was told
 	// lapsedFirst: the first place this fan saw was a requeue (its turn
 	// came and went before it polled: a pre-queue fan's drawn place is
 	// then never seen), so trace.First stays unknown (0).
@@ -360,10 +360,9 @@ func (f *fan) place(kind string, position int64) {
 	if kind == check.PlaceRequeued && !f.asked0.IsZero() {
 		// The gateway judged the lapse when this poll reached it, at most
 		// now (its answer is here), and the poll before reached it no
-		// earlier than it was sent: as the gateway saw it, the fan went
-		// at most this long without asking. A poll slow on the way (a
-		// busy gateway, or a crowd whose every worker is busy) counts.
-		p.Gap = max(p.Gap, p.At.Sub(f.asked0))
+		// earlier than it was sent: the longest the gateway could have
+		// gone without one of the fan's polls.
+		p.Unseen = p.At.Sub(f.asked0)
 	}
 	f.gap = 0
 	if n := len(f.trace.Places); n > 0 && kind == check.PlaceSeen {

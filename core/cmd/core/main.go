@@ -465,6 +465,7 @@ func poolStats(p *pgxpool.Pool) func() metrics.PoolStats {
 	return func() metrics.PoolStats {
 		s := p.Stat()
 		return metrics.PoolStats{Acquired: s.AcquiredConns(), Idle: s.IdleConns(), Total: s.TotalConns(), Max: s.MaxConns(),
-			Acquires: s.AcquireCount(), Waits: s.EmptyAcquireCount(), AcquireTime: s.AcquireDuration()}
+			Acquires: s.AcquireCount(), Waits: s.EmptyAcquireCount(), Canceled: s.CanceledAcquireCount(),
+			AcquireTime: s.AcquireDuration(), WaitTime: s.EmptyAcquireWaitTime()}
 	}
 }

@@ -38,18 +38,24 @@ func TestMainWaitsForDatabase(t *testing.T) {
 	// every connection the proxy opened is closed, and its goroutines have
 	// returned, before the test ends (the package's leak check sees them)
 	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
+		mu     sync.Mutex
+		conns  []net.Conn
+		closed bool // by the cleanup: a connection tracked later is closed at once
+		wg     sync.WaitGroup
 	)
 	track := func(c net.Conn) {
 		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			c.Close()
+			return
+		}
 		conns = append(conns, c)
-		mu.Unlock()
 	}
 	t.Cleanup(func() {
 		ln.Close()
 		mu.Lock()
+		closed = true
 		for _, c := range conns {
 			c.Close()
 		}
