@@ -67,8 +67,16 @@ func (c *Crowd) SignInAhead(ctx context.Context, fans, conc int) {
 		}
 		return at, more
 	}
-	run(ctx, lanes, min(per, c.workers), task{step: step, stop: func(int) {}})
+	run(ctx, lanes, min(per, c.workers, signInFlight), task{step: step, stop: func(int) {}})
 }
+
+// signInFlight bounds a lane's sign-in requests in flight, whatever the
+// crowd's workers: sign-in is the core's and PostgreSQL's work (a commit
+// or more a step), and 4,000 requests at once (600,000 fans on 4,000
+// workers) queued in the core's connection pool past the fans' 20 s
+// timeout (6,185 fans of 600,000 never signed in), where 1,024 signed
+// every fan in.
+const signInFlight = 1024
 
 // SignIn makes every fan sign in before it joins, as fans do when an event
 // requires an account: ask for a code for its phone (through the gateway),
