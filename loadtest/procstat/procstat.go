@@ -24,7 +24,7 @@ type Target struct {
 // Usage is what one target cost over the watch.
 type Usage struct {
 	Name    string
-	CPUPeak float64 // cores, the busiest sampling interval
+	CPUPeak float64 // cores, the busiest sampling interval (of at least half the interval asked for)
 	CPUMean float64 // cores, over the whole watch
 	MemPeak uint64  // bytes, the largest PSS sum sampled (every memEvery)
 	Procs   int     // processes (the target and descendants) at the last sample
@@ -40,6 +40,7 @@ type Sample struct {
 type Watcher struct {
 	fs      procfs.FS
 	targets []Target
+	every   time.Duration
 
 	mu      sync.Mutex
 	usage   []Usage
@@ -82,7 +83,7 @@ func Watch(ctx context.Context, targets []Target, every time.Duration) (*Watcher
 	if err != nil {
 		return nil, fmt.Errorf("procstat: %w", err)
 	}
-	w := &Watcher{fs: fs, targets: targets, usage: make([]Usage, len(targets)), cpu: make([]float64, len(targets)),
+	w := &Watcher{fs: fs, targets: targets, every: every, usage: make([]Usage, len(targets)), cpu: make([]float64, len(targets)),
 		busy: make([]float64, len(targets)), start: time.Now()}
 	for i, t := range targets {
 		w.usage[i].Name = t.Name
@@ -105,8 +106,12 @@ func Watch(ctx context.Context, targets []Target, every time.Duration) (*Watcher
 }
 
 // sample reads every process once: its parent (to find descendants), CPU
-// time, and PSS every memEvery.
+// time, and PSS every memEvery. Samples are taken one at a time (the
+// ticker's and CPUSeconds' alike), each under the lock from its first read
+// to its last.
 func (w *Watcher) sample(first bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	procs, err := w.fs.AllProcs()
 	if err != nil {
 		return
@@ -126,8 +131,6 @@ func (w *Watcher) sample(first bool) {
 		children[st.PPID] = append(children[st.PPID], p.PID)
 	}
 	now := time.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	dt := now.Sub(w.last).Seconds()
 	readMem := first || now.Sub(w.memAt) >= memEvery
 	if readMem {
@@ -164,11 +167,20 @@ func (w *Watcher) sample(first bool) {
 			d := max(0, cpu-w.cpu[i]) // a backend that exits takes its time along
 			w.busy[i] += d
 			s.Cores[i] = d / dt
-			u.CPUPeak = max(u.CPUPeak, d/dt)
+			if dt >= w.every.Seconds()/2 {
+				// Not over a sliver: CPUSeconds samples between the
+				// ticker's, and over a few milliseconds the counters'
+				// 10 ms steps and the scan's own length read as many
+				// cores (12 cores of PostgreSQL on a 2-core machine).
+				u.CPUPeak = max(u.CPUPeak, d/dt)
+			}
 		}
 		w.cpu[i] = cpu
 	}
-	if !first {
+	if !first && dt >= w.every.Seconds()/2 {
+		// A sliver's CPU counts in the totals (CPUSeconds, CPUMean) but is
+		// no sample: the chart and the sale's mean (an average of samples)
+		// would read its few milliseconds as a second of many cores.
 		w.samples = append(w.samples, s)
 	}
 	w.last = now

@@ -110,3 +110,33 @@ func TestParse(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The busiest interval is one of the watch's own, never the sliver between
+// two samples taken back to back (CPUSeconds between the ticker's): over a
+// millisecond, a 10 ms step of the CPU counters reads as ten cores. A busy
+// loop uses at most one core; the bound allows a second for the scan's
+// own skew.
+func TestPeakIgnoresSlivers(t *testing.T) {
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := Watch(ctx, []Target{{"busy", busy.Process.Pid}}, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 300 {
+		w.CPUSeconds()
+	}
+	if p := w.Usage()[0].CPUPeak; p > 2 {
+		t.Errorf("CPUPeak = %.1f cores for one busy loop", p)
+	}
+	for _, s := range w.Samples() {
+		if s.Cores[0] > 2 {
+			t.Errorf("a sample of %.1f cores at %s for one busy loop", s.Cores[0], s.At.Format("15:04:05.000"))
+		}
+	}
+}
