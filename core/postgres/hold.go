@@ -176,26 +176,17 @@ func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, li
 		return db.pool.QueryRow(ctx, holdSeatsSQL, p.EventID, p.Account, h.ID, len(seats), limit, ev.holdSeconds, seats).
 			Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt, &h.AmountPaise)
 	}, "event", p.EventID)
-	taken := false
-	switch constraint(err) {
-	case "":
-	case "holds_all_claimed":
-		taken = true
-	case "account_tickets_within_limit":
+	switch {
+	case err == nil:
+	case constraint(err) == "account_tickets_within_limit":
 		return nil, db.limitExceeded(ctx, p.EventID, p.Account, limit, len(seats))
-	}
-	if err != nil && !taken {
-		terr := translate(err)
-		if core.ErrorCode(terr) != core.ESeatsTaken {
-			return nil, terr
-		}
-		taken = true
-	}
-	if taken {
+	case constraint(err) == "holds_all_claimed" || core.ErrorCode(translate(err)) == core.ESeatsTaken:
 		if !name {
 			return nil, errPickedTaken()
 		}
 		return nil, db.seatsTaken(ctx, p.EventID, seats)
+	default:
+		return nil, translate(err)
 	}
 	db.seatsHeld(p.EventID, seats, sent, ev.holdSeconds)
 	db.seatsChanged(p.EventID, seats, false)
