@@ -23,14 +23,36 @@ type Sale struct {
 	// layout, the hold, a lost race and another); Settle a payer's from
 	// its hold to its payment's outcome (a UPI payer's dawdling and
 	// approval, a card's confirm); PayFail the share of payments that
-	// failed or were refunded.
+	// failed (the fan lets the seats go at once).
 	Shop, Settle time.Duration
 	PayFail      float64
+	// Returns are the seats that came back as the database recorded them
+	// (nil: the crowd's stated mix, PayFail and Hold).
+	Returns *Returns
 	// Achieved is the fans a second the sale actually let in while seats
 	// were left (0: unknown). Below the dial and the cap's bound it is
 	// the system's own limit (the gateway and core serving the wall),
 	// which no dial predicts; the forecast after the sale takes it.
 	Achieved float64
+}
+
+// Returns are the holds whose seats came back, as shares of all holds:
+// released (the fan changed their mind, or let the seats go after a
+// failed payment), after ReleasedAfter on average, or lapsed. A lapsed
+// hold is not only a fan who closed the app: a payer whose payment never
+// settled, or settled after the hold's end, lets it lapse too, and a hold
+// extended at the Pay step lapses that much later: Lapses has a share for
+// each length (the hold's, the hold's and an extension).
+type Returns struct {
+	Released      float64
+	ReleasedAfter time.Duration
+	Lapses        []Lapse
+}
+
+// Lapse is the share of holds that lapsed after a time.
+type Lapse struct {
+	Share float64
+	After time.Duration
 }
 
 // Forecast is the sale's course predicted from the dials and the crowd's
@@ -64,13 +86,15 @@ type Forecast struct {
 	// later, lapsed holds a hold and half a sweep later.
 	//
 	// SoldOut: every seat sold. Seats come back in chains: a seat whose
-	// holder closed the app comes back a hold later, is taken again at
-	// once (by a fan asking for best available, or a watcher at the map's
-	// next rebuild), and that holder may close too. Releases and failed
-	// payments come back within seconds and only pass the seat on, so
-	// what makes the tail long is the closers: from a seat coming back,
-	// the chain goes on another hold later with p = shareClose / (1 − the
-	// share coming back quickly). Of about H = seats / tickets an order
+	// hold lapsed (its holder closed the app, or paid too late) comes back
+	// a hold later, is taken again at once (by a fan asking for best
+	// available, or a watcher at the map's next rebuild), and that holder's
+	// hold may lapse too. Releases and failed payments come back within
+	// seconds and only pass the seat on, so what makes the tail long is
+	// the lapses: from a seat coming back, the chain goes on another hold
+	// later (a round: the lapsed holds' length, extensions included, and
+	// half a map rebuild) with p = the share lapsing / (1 − the share
+	// coming back quickly). Of about H = seats / tickets an order
 	// holds, some H·p^k chains reach k holds-later; the longest chain
 	// reaches R rounds more likely than not while H·p^R ≥ ln 2 (Poisson:
 	// P(some chain) = 1 − e^(−H·p^R) ≥ 1/2). Those m = H·p^R chains began
@@ -127,15 +151,28 @@ func Predict(s Sale) Forecast {
 	if s.Achieved > 0 && s.Achieved < f.Admit {
 		f.Admit, f.Bound = s.Achieved, "system"
 	}
-	f.Lost = shareClose + shareRelease + payers*s.PayFail
+	quick := []back{{shareRelease, 0}, {payers * s.PayFail, settle.Seconds()}}
+	lapses := []Lapse{{shareClose, s.Hold}}
+	if r := s.Returns; r != nil {
+		quick, lapses = []back{{r.Released, r.ReleasedAfter.Seconds()}}, r.Lapses
+	}
+	quickly, lapsed := 0.0, 0.0
+	for _, q := range quick {
+		quickly += q.share
+	}
+	backs := quick
+	for _, l := range lapses {
+		lapsed += l.Share
+		backs = append(backs, back{l.Share, (l.After + s.Sweep/2).Seconds()}) // back on the map
+	}
+	f.Lost = lapsed + quickly
 	if f.Admit <= 0 || s.Seats <= 0 {
 		return f
 	}
 	start := claimWait + shop
-	f.AllTaken = start + taking(float64(s.Seats)/(f.Admit*f.PerOrder), []back{
-		{shareRelease, 0}, {payers * s.PayFail, settle.Seconds()}, {shareClose, (s.Hold + s.Sweep/2).Seconds()}})
+	f.AllTaken = start + taking(float64(s.Seats)/(f.Admit*f.PerOrder), backs)
 	holds := float64(s.Seats) / f.PerOrder
-	chain := shareClose / (1 - (f.Lost - shareClose))
+	chain := lapsed / (1 - quickly)
 	if f.AllTaken == time.Duration(math.MaxInt64) || chain >= 1 {
 		f.SoldOut = f.AllTaken // never (every payment failing: seats come back as fast as they go)
 		return f
@@ -143,16 +180,61 @@ func Predict(s Sale) Forecast {
 	for f.Rounds = 0; holds*math.Pow(chain, float64(f.Rounds+1)) >= math.Ln2; f.Rounds++ {
 	}
 	// The longest chain ends last when the seats went fast; when they went
-	// slowly, a shorter chain begun near AllTaken may end later: the sale
-	// ends with the latest of them, k = 0..Rounds.
+	// slowly, a shorter chain begun near AllTaken may end later; and a
+	// chain through long lapses (extended holds) may end later than a
+	// longer one through short ones. The sale ends with the latest of the
+	// chains likely to exist: every mix of k = 0..Rounds rounds of each
+	// lapse's length, m = holds × (the mixes' count) × Π p_i^j_i ≥ ln 2.
 	end := f.AllTaken
 	for k := 0; k <= f.Rounds; k++ {
-		m := holds * math.Pow(chain, float64(k))
-		last := start + time.Duration(float64(f.AllTaken-start)*m/(m+1))
-		end = max(end, last+time.Duration(k)*(s.Hold+s.Sweep/2))
+		mixes(len(lapses), k, func(j []int) {
+			m, took := holds*multinomial(j), time.Duration(0)
+			for i, n := range j {
+				m *= math.Pow(lapses[i].Share/(1-quickly), float64(n))
+				took += time.Duration(n) * (lapses[i].After + s.Sweep/2)
+			}
+			if k > 0 && m < math.Ln2 {
+				return
+			}
+			last := start + time.Duration(float64(f.AllTaken-start)*m/(m+1))
+			end = max(end, last+took)
+		})
 	}
 	f.SoldOut = end + settle
 	return f
+}
+
+// mixes calls f with every way of making k rounds out of n kinds: j[i]
+// rounds of kind i, summing to k.
+func mixes(n, k int, f func(j []int)) {
+	j := make([]int, n)
+	var fill func(i, left int)
+	fill = func(i, left int) {
+		if i == n-1 {
+			j[i] = left
+			f(j)
+			return
+		}
+		for c := 0; c <= left; c++ {
+			j[i] = c
+			fill(i+1, left-c)
+		}
+	}
+	if n > 0 {
+		fill(0, k)
+	}
+}
+
+// multinomial is the number of orders of a mix: (Σj)! / Π j_i!.
+func multinomial(j []int) float64 {
+	r, k := 1.0, 0
+	for _, n := range j {
+		for c := 1; c <= n; c++ {
+			k++
+			r = r * float64(k) / float64(c)
+		}
+	}
+	return r
 }
 
 // back is a share of holds whose seats come back after seconds.

@@ -2,6 +2,7 @@ package crowd
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -34,7 +35,7 @@ func TestPredict(t *testing.T) {
 	// 0.1053^4 = 1.40 >= ln 2 > 0.15 (^5): 4 rounds, from about 1.40/2.40
 	// of the way from the first hold (2 s) to every seat taken (750.5 s):
 	// 439.0 s, then 4 x (480 + 15) s and the last payers' 59.29 s.
-	if f.Lost != 0.15 || f.Rounds != 4 || !near(f.SoldOut, 2478.3) {
+	if math.Abs(f.Lost-0.15) > 1e-9 || f.Rounds != 4 || !near(f.SoldOut, 2478.3) {
 		t.Fatalf("sold out %v, in %d rounds, %.2f back", f.SoldOut, f.Rounds, f.Lost)
 	}
 
@@ -85,6 +86,56 @@ func TestPredict(t *testing.T) {
 		Shop: 20 * time.Second, Settle: 30 * time.Second})
 	if h.Bound != "sessions" || math.Abs(h.Admit-2000/53.5) > 0.01 || h.AllTaken <= g.AllTaken {
 		t.Fatalf("slow sessions: %v", h)
+	}
+
+	// The seats that came back, as the database recorded them: the demo's
+	// sale above with its 15% back at once and after 6 s replaced by
+	// 10.95% released after 3 s, and 10% lapsed after the 30 s hold. A
+	// chain goes on with 0.10 / 0.8905 as before: 3 rounds of 32.5 s; sold
+	// out within a second of g (every seat was taken before anything came
+	// back).
+	demo := Sale{Seats: 4800, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: 5 * time.Second,
+		Shop: 2 * time.Second, Settle: 6 * time.Second, PayFail: 0.07}
+	demo.Returns = &Returns{Released: 0.1095, ReleasedAfter: 3 * time.Second, Lapses: []Lapse{{0.10, 30 * time.Second}}}
+	r30 := Predict(demo)
+	if math.Abs(r30.Lost-0.2095) > 1e-9 || r30.Rounds != 3 || math.Abs((r30.SoldOut-g.SoldOut).Seconds()) > 1 {
+		t.Fatalf("returns measured: sold out %v, %d rounds, %.4f back; want about %v", r30.SoldOut, r30.Rounds, r30.Lost, g.SoldOut)
+	}
+	// Lapsed holds that lasted 50 s (payers whose hold was extended at the
+	// Pay step, then never settled): each round 20 s longer, 3 rounds: 60 s
+	// later. And more of them (13%): 0.13 / 0.8905 = 0.146, 1,371 x 0.146^3
+	// = 4.27 >= ln 2 > 0.62 (^4), still 3 rounds, the latest begun later.
+	demo.Returns.Lapses = []Lapse{{0.10, 50 * time.Second}}
+	if r50 := Predict(demo); r50.Rounds != 3 || math.Abs((r50.SoldOut-r30.SoldOut).Seconds()-60) > 0.1 {
+		t.Fatalf("lapses after 50 s: sold out %v, %d rounds; want 60 s after %v", r50.SoldOut, r50.Rounds, r30.SoldOut)
+	}
+	demo.Returns.Lapses = []Lapse{{0.13, 50 * time.Second}}
+	if r13 := Predict(demo); r13.Rounds != 3 || math.Abs(r13.Lost-0.2395) > 1e-9 || r13.SoldOut <= r30.SoldOut+60*time.Second {
+		t.Fatalf("13%% lapsed after 50 s: sold out %v, %d rounds, %.4f back", r13.SoldOut, r13.Rounds, r13.Lost)
+	}
+	// A mix: 8% lapsed at the hold's end, 2% extended 20 s first. The
+	// chain goes on as with 10% (3 rounds), and the chains likely to exist
+	// include some through a 50 s round (3 x 1,371 x 0.0898^2 x 0.0225 =
+	// 0.75 >= ln 2): later than all at 30 s, earlier than all at 50 s.
+	demo.Returns.Lapses = []Lapse{{0.08, 30 * time.Second}, {0.02, 50 * time.Second}}
+	if mix := Predict(demo); mix.Rounds != 3 || mix.SoldOut <= r30.SoldOut || mix.SoldOut >= r30.SoldOut+60*time.Second {
+		t.Fatalf("8%% lapsed after 30 s, 2%% after 50 s: sold out %v, %d rounds; want between %v and 60 s later", mix.SoldOut, mix.Rounds, r30.SoldOut)
+	}
+}
+
+func TestMixes(t *testing.T) {
+	var got [][]int
+	mixes(2, 3, func(j []int) { got = append(got, slices.Clone(j)) })
+	if want := [][]int{{0, 3}, {1, 2}, {2, 1}, {3, 0}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("mixes(2, 3): %v; want %v", got, want)
+	}
+	for _, tc := range []struct {
+		j    []int
+		want float64
+	}{{nil, 1}, {[]int{0, 0}, 1}, {[]int{3}, 1}, {[]int{1, 2}, 3}, {[]int{2, 2}, 6}, {[]int{1, 1, 1}, 6}, {[]int{2, 1, 1}, 12}} {
+		if got := multinomial(tc.j); got != tc.want {
+			t.Errorf("multinomial(%v) = %v; want %v", tc.j, got, tc.want)
+		}
 	}
 }
 

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/onsale/onsale/loadtest/crowd"
 )
 
 // pendingBookings counts the event's bookings still waiting for money or a refund.
@@ -34,4 +38,136 @@ func pending(ctx context.Context, c Config) (int, error) {
 	var n int
 	err = conn.QueryRow(ctx, pendingBookings, c.Event).Scan(&n)
 	return n, err
+}
+
+// returnsSQL is how the event's holds ended, grouped: released, lapsed
+// (EXPIRED, or ACTIVE past its end and not yet swept) at the hold's end or
+// extended first, or neither; with their count and mean time from the
+// hold to the seats coming back.
+const returnsSQL = `
+SELECT CASE WHEN status = 'RELEASED' THEN 'released'
+            WHEN status = 'EXPIRED' OR (status = 'ACTIVE' AND expires_at < now()) THEN CASE WHEN extended THEN 'extended' ELSE 'lapsed' END
+            ELSE 'kept' END AS ended,
+       count(*),
+       coalesce(extract(epoch FROM avg(CASE WHEN status = 'RELEASED' THEN ended_at ELSE expires_at END - created_at)), 0)::float8
+  FROM holds WHERE event_id = $1 GROUP BY 1`
+
+// holdReturns is what returnsSQL measures, for the forecast after the
+// sale (nil: no hold was made).
+func holdReturns(ctx context.Context, c Config) (*crowd.Returns, error) {
+	conn, err := pgx.Connect(ctx, c.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, returnsSQL, c.Event)
+	if err != nil {
+		return nil, err
+	}
+	type group struct {
+		n     int64
+		after time.Duration
+	}
+	groups, all := map[string]group{}, int64(0)
+	for rows.Next() {
+		var ended string
+		var g group
+		var after float64
+		if err := rows.Scan(&ended, &g.n, &after); err != nil {
+			return nil, err
+		}
+		g.after = time.Duration(after * float64(time.Second))
+		groups[ended], all = g, all+g.n
+	}
+	if err := rows.Err(); err != nil || all == 0 {
+		return nil, err
+	}
+	share := func(kind string) float64 { return float64(groups[kind].n) / float64(all) }
+	r := &crowd.Returns{Released: share("released"), ReleasedAfter: groups["released"].after}
+	for _, kind := range []string{"lapsed", "extended"} {
+		if groups[kind].n > 0 {
+			r.Lapses = append(r.Lapses, crowd.Lapse{Share: share(kind), After: groups[kind].after})
+		}
+	}
+	return r, nil
+}
+
+// lastSeatsSQL is every hold ever made on a seat of each of the last
+// bookings confirmed ($2 of them; a booking's seats were held together),
+// in order: what made the sale's tail as long as it was (how many holds
+// each seat went through, and how long it waited between them).
+const lastSeatsSQL = `
+WITH last AS (
+    SELECT id, hold_id, confirmed_at, seat_ids[1] AS seat
+      FROM bookings WHERE event_id = $1 AND status = 'CONFIRMED' AND cardinality(seat_ids) > 0
+     ORDER BY confirmed_at DESC LIMIT $2
+)
+SELECT l.seat, l.confirmed_at, h.created_at, h.expires_at, h.ended_at, h.status, h.id = l.hold_id
+  FROM last l JOIN holds h ON h.event_id = $1 AND l.seat = ANY (h.seat_ids)
+ ORDER BY l.confirmed_at DESC, l.seat, h.created_at`
+
+// lastSeats describes the chains of holds of the seats sold last: a line
+// a seat, times since onsale.
+func lastSeats(ctx context.Context, c Config, onsale time.Time, n int) ([]string, error) {
+	conn, err := pgx.Connect(ctx, c.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, lastSeatsSQL, c.Event, n)
+	if err != nil {
+		return nil, err
+	}
+	type hold struct {
+		created, expires time.Time
+		ended            *time.Time
+		status           string
+		booked           bool
+	}
+	type chain struct {
+		seat      string
+		confirmed time.Time
+		holds     []hold
+	}
+	var chains []chain
+	for rows.Next() {
+		var seat string
+		var confirmed time.Time
+		var h hold
+		if err := rows.Scan(&seat, &confirmed, &h.created, &h.expires, &h.ended, &h.status, &h.booked); err != nil {
+			return nil, err
+		}
+		if len(chains) == 0 || chains[len(chains)-1].seat != seat {
+			chains = append(chains, chain{seat: seat, confirmed: confirmed})
+		}
+		chains[len(chains)-1].holds = append(chains[len(chains)-1].holds, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	at := func(t time.Time) string { return fmt.Sprintf("+%.1f s", t.Sub(onsale).Seconds()) }
+	var lines []string
+	for _, ch := range chains {
+		var b strings.Builder
+		fmt.Fprintf(&b, "seat %s, %d holds: ", ch.seat, len(ch.holds))
+		var free time.Time // when the seat came back from the hold before
+		for i, h := range ch.holds {
+			if i > 0 {
+				fmt.Fprintf(&b, ", back %.1f s later ", h.created.Sub(free).Seconds())
+			}
+			fmt.Fprintf(&b, "held %s", at(h.created))
+			switch {
+			case h.booked:
+				fmt.Fprintf(&b, ", confirmed %s", at(ch.confirmed))
+			case h.ended != nil && h.status != "EXPIRED" && h.ended.Before(h.expires):
+				free = *h.ended
+				fmt.Fprintf(&b, ", %s %s", strings.ToLower(h.status), at(free))
+			default: // lapsed at its end (the sweeper records it later)
+				free = h.expires
+				fmt.Fprintf(&b, ", lapsed %s", at(free))
+			}
+		}
+		lines = append(lines, b.String())
+	}
+	return lines, nil
 }

@@ -267,12 +267,19 @@ func run(ctx context.Context, c Config) error {
 			Detail: fmt.Sprintf("%d of %d fans signed in", st.SignedIn.Load(), c.Fans)})
 	}
 	stopWatch()
-	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(),
-		forecast: crowd.Predict(measuredSale(st, achieved(admissions, onsale, screens.AllTaken(), saleTook), crowd.Sale{Seats: ev.Capacity,
+	returns, err := holdReturns(ctx, c)
+	if err != nil {
+		return fmt.Errorf("the seats that came back: %w", err)
+	}
+	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(), returns: returns,
+		forecast: crowd.Predict(measuredSale(st, achieved(admissions, onsale, screens.AllTaken(), saleTook), returns, crowd.Sale{Seats: ev.Capacity,
 			PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: crowd.MapRebuild})),
 		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook,
 		saleFrom: opened, saleTo: onsale.Add(saleTook)}
 	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
+	if out.lastSeats, err = lastSeats(ctx, c, onsale, 3); err != nil {
+		return fmt.Errorf("the seats sold last: %w", err)
+	}
 	summary(c, st, out)
 	printFaults(effects, onsale)
 	failed := invariants(res)

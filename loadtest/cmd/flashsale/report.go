@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/onsale/onsale/loadtest/check"
@@ -22,9 +23,11 @@ type outcome struct {
 	cpu                     []procstat.Sample
 	targets                 []procstat.Target
 	onsale                  time.Time
-	saleFrom, saleTo        time.Time     // the pre-queue's opening and the crowd's end: the sale, without the sign-in ahead
-	signInTook              time.Duration // the fans' sign-in ahead of the sale (0: none)
-	crowd                   string        // what the crowd itself cost (self.line)
+	saleFrom, saleTo        time.Time      // the pre-queue's opening and the crowd's end: the sale, without the sign-in ahead
+	signInTook              time.Duration  // the fans' sign-in ahead of the sale (0: none)
+	crowd                   string         // what the crowd itself cost (self.line)
+	lastSeats               []string       // the chains of holds of the seats sold last (lastSeats)
+	returns                 *crowd.Returns // the seats that came back, from the database (nil: not known)
 }
 
 // usage is the named process's usage in the process table (zero if absent).
@@ -105,10 +108,20 @@ func (o outcome) lines(c Config, st *crowd.Stats) []string {
 		fmt.Sprintf("Dials: %d let in a minute, %d sessions at most, sessions of %v; holds of %v; sweep every %v.",
 			c.PerMinute, c.MaxActive, c.Session, o.hold, c.Sweep),
 		fmt.Sprintf("Outcome: %s; %s.", taken, end),
+		lastSold(o.lastSeats),
 		o.crowd,
-		measured(st),
+		measured(st, o.returns),
 		fmt.Sprintf("Little's law with what the crowd measured (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
 			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast))
+}
+
+// lastSold is the note on the seats sold last: how many holds each went
+// through before its booking, and how long it waited between them.
+func lastSold(chains []string) string {
+	if len(chains) == 0 {
+		return "The seats sold last: none confirmed."
+	}
+	return "The seats sold last (every hold on each, times after onsale): " + strings.Join(chains, "; ") + "."
 }
 
 // achieved is the fans a second let in while seats were left: from onsale
@@ -130,9 +143,10 @@ func achieved(adms []check.Admission, onsale time.Time, allTaken, took time.Dura
 	return float64(n) / until.Seconds()
 }
 
-// measuredSale is s with the rate achieved and what the crowd measured: the time to a hold, to
-// a payment's outcome, and the payments that failed or were refunded.
-func measuredSale(st *crowd.Stats, achieved float64, s crowd.Sale) crowd.Sale {
+// measuredSale is s with the rate achieved, what the crowd measured (the time to a hold, to
+// a payment's outcome, the payments that failed or were refunded) and the seats that came
+// back as the database recorded them (returns, nil: not known).
+func measuredSale(st *crowd.Stats, achieved float64, returns *crowd.Returns, s crowd.Sale) crowd.Sale {
 	s.Achieved = achieved
 	if n := st.Held.Load(); n > 0 {
 		s.Shop = time.Duration(st.ShopNanos.Load() / n)
@@ -143,14 +157,16 @@ func measuredSale(st *crowd.Stats, achieved float64, s crowd.Sale) crowd.Sale {
 	if n := st.Paid.Load(); n > 0 {
 		s.PayFail = float64(st.FailedPay.Load()+st.Refunded.Load()) / float64(n)
 	}
+	s.Returns = returns
 	return s
 }
 
 // measured are the crowd's own measures the forecast rests on: how long an
 // admitted fan took to hold seats, a payer from its hold to the outcome,
 // a fan who held seats from admission to leaving, and how many holds did
-// not become bookings.
-func measured(st *crowd.Stats) string {
+// not become bookings, and the seats that came back as the database
+// recorded them (nil: not known).
+func measured(st *crowd.Stats, returns *crowd.Returns) string {
 	mean := func(sum, n int64) float64 {
 		if n == 0 {
 			return 0
@@ -162,10 +178,18 @@ func measured(st *crowd.Stats) string {
 	if held > 0 {
 		lost = 100 * float64(held-st.Confirmed.Load()) / float64(held)
 	}
+	back := ""
+	if r := returns; r != nil {
+		back = fmt.Sprintf("; in the database, %.1f%% of holds were released, %.1f s after the hold on average", 100*r.Released, r.ReleasedAfter.Seconds())
+		for _, l := range r.Lapses {
+			back += fmt.Sprintf(", %.1f%% lapsed %.1f s after it", 100*l.Share, l.After.Seconds())
+		}
+		back += " (lapsed: closed the app, or a payment that never settled or settled too late; a hold extended at the Pay step lapses that much later)"
+	}
 	return fmt.Sprintf("Measured for the forecast: admission to a hold %.1f s on average (%d holds); a hold to its payment's outcome %.1f s (%d payments); "+
-		"fans who held seats and left kept the room %.1f s (%d); %.0f%% of holds did not become bookings (closed the app, released, payment failed or refunded).",
+		"fans who held seats and left kept the room %.1f s (%d); %.0f%% of holds did not become bookings (closed the app, released, payment failed or refunded)%s.",
 		mean(st.ShopNanos.Load(), held), held, mean(st.SettleNanos.Load(), st.Settled.Load()), st.Settled.Load(),
-		mean(st.SessionHeldNanos.Load(), st.LeftHeld.Load()), st.LeftHeld.Load(), lost)
+		mean(st.SessionHeldNanos.Load(), st.LeftHeld.Load()), st.LeftHeld.Load(), lost, back)
 }
 
 // summary prints what the crowd saw, the outcome, the poll rate, latencies
