@@ -178,7 +178,8 @@ type Store interface {
 
 // Watcher is a Store that tells every gateway of changes to an event's
 // room that it would otherwise learn only at its next read of the
-// event's tick (a follower reads it about once a lease, room.Room): the
+// event's tick (a follower reads it about once a lease, room.Room) or of
+// the events (Store.Events): the room was set up (Store.InitDials), the
 // dials changed (Store.PatchDials), or the tick lease was given up
 // (Store.Release). A notice is a hint, never the only way to learn the
 // change: one lost (the subscription was down) is seen at that read.

@@ -247,7 +247,8 @@ func (s *Store) Release(ctx context.Context, event int64, holder string) error {
 
 // noticeChannel carries the ids of events whose room changed in a way the
 // gateways following its ticks should see at once (Watch). Few messages:
-// an operator's change, a gateway stopping; never one a tick.
+// a room set up, an operator's change, a gateway stopping; never one a
+// tick.
 const noticeChannel = "onsale:room"
 
 // notify tells every gateway watching (Watch) that the event's room
@@ -354,7 +355,8 @@ const eventsKey = "onsale:events"
 
 // InitDials sets the dials of an event the room has not seen, field by
 // field only where unset, so concurrent gateways agree and an operator's
-// change is never overwritten.
+// change is never overwritten, lists the event and tells every gateway
+// (Watch).
 func (s *Store) InitDials(ctx context.Context, event int64, d gateway.Dials) error {
 	k := keysOf(event)
 	_, err := s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -368,6 +370,9 @@ func (s *Store) InitDials(ctx context.Context, event int64, d gateway.Dials) err
 	})
 	if err == nil {
 		err = s.rdb.SAdd(ctx, eventsKey, event).Err()
+	}
+	if err == nil {
+		s.notify(ctx, event) // the other gateways know the room at once, not at their next listing (Events)
 	}
 	return unavailable(err)
 }

@@ -250,15 +250,17 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 		cancel()
 		wg.Go(func() { r.runHealth(ctx, interval, deadline) })
 	}
+	listEvery := time.Second
 	if w, ok := r.store.(gateway.Watcher); ok {
 		wg.Go(func() { w.Watch(ctx, r.notice) })
+		listEvery = ListEvery
 	}
 	sem := make(chan struct{}, tickWorkers)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var lastList time.Time
 	for {
-		if time.Since(lastList) > time.Second {
+		if time.Since(lastList) > listEvery {
 			// A deadline, as every tick has (Refresh): a store that hangs
 			// must not stop the ticker.
 			lctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -303,13 +305,22 @@ func (r *Room) release(ctx context.Context, deadline time.Duration) {
 	}
 }
 
-// notice marks a known event changed in the store (gateway.Watcher): its
-// next step reads its tick and dials, whenever it read them last.
+// ListEvery is how often the ticker lists the events whose rooms the
+// store keeps (Store.Events) when the store tells it of a room set up
+// (gateway.Watcher: the notice makes the event known at once, and the
+// listing only catches a notice lost); without notices, every second. A
+// gateway's listing is one read whatever the events, not per event.
+const ListEvery = 5 * time.Second
+
+// notice marks an event changed in the store (gateway.Watcher), known from
+// now on if it was not (a room set up on another gateway): its next step
+// reads its tick and dials, whenever it read them last.
 func (r *Room) notice(id int64) {
 	r.mu.Lock()
-	if _, ok := r.events[id]; ok {
-		r.notices[id] = true
+	if _, ok := r.events[id]; !ok {
+		r.events[id] = &View{}
 	}
+	r.notices[id] = true
 	r.mu.Unlock()
 }
 

@@ -96,8 +96,8 @@ func BenchmarkTickCost(b *testing.B) {
 				cpu := (cpu1 - cpu0) / secs / events * 1e6 // µs of Redis CPU per event per second
 				row := fmt.Sprintf("%-8s %2d gateways, %d events (%d listed): %7.0f Redis commands/s per event (%5.1f EVALSHA, %5.1f GET), %7.0f µs Redis CPU per event per second",
 					bd.name, n, events, listed, cmds, evalsha, gets, cpu)
-				row += fmt.Sprintf("\n         whole server: %.0f commands/s, %.0f µs CPU/s, %d clients; per event: %s",
-					cmds*events, cpu*events, c1.clients, perCommand(c0, c1, secs*events))
+				row += fmt.Sprintf("\n         whole server: %.0f commands/s, %.0f µs CPU/s, %d clients (by last command: %s); per event: %s",
+					cmds*events, cpu*events, c1.clients, clientsByCommand(b, s), perCommand(c0, c1, secs*events))
 				b.Log(row)
 				table = append(table, row)
 				b.ReportMetric(cmds, "cmds/s/event")
@@ -135,6 +135,30 @@ func perCommand(c0, c1 commandStats, per float64) string {
 	for _, r := range rates {
 		out = append(out, fmt.Sprintf("%s %.2f", r.name, r.n))
 	}
+	return strings.Join(out, ", ")
+}
+
+// clientsByCommand counts the server's connections by the last command
+// each ran (CLIENT LIST's cmd), busiest first: what holds them.
+func clientsByCommand(tb testing.TB, s *redis.Store) string {
+	tb.Helper()
+	list, err := s.Client().ClientList(ctx).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, line := range strings.Split(list, "\n") {
+		for _, f := range strings.Fields(line) {
+			if c, ok := strings.CutPrefix(f, "cmd="); ok {
+				n[c]++
+			}
+		}
+	}
+	var out []string
+	for c, k := range n {
+		out = append(out, fmt.Sprintf("%s %d", c, k))
+	}
+	slices.Sort(out)
 	return strings.Join(out, ", ")
 }
 
