@@ -21,8 +21,9 @@ import (
 // sale with fans in line, and the Redis commands a second (INFO
 // commandstats, a script's own calls included) and the Redis CPU (INFO
 // cpu, user + sys) over a measurement window, per event. With the tick
-// lease the figures do not grow with the gateways: one gateway runs an
-// event's admission bucket, the others read its tick with one GET. Under
+// lease the figures hardly grow with the gateways: one gateway runs an
+// event's admission bucket, the others read its tick once a lease (GET and
+// PTTL in one round trip; room.Room). Under
 // make bench (it needs the run's Redis to itself, and takes a few minutes):
 //
 //	go test -run '^$' -bench TickCost -benchtime 1x ./gateway/cmd/gateway
