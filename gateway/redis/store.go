@@ -251,6 +251,9 @@ func (s *Store) Release(ctx context.Context, event int64, holder string) error {
 // tick.
 const noticeChannel = "onsale:room"
 
+// noticePing is how often a quiet subscription to the notices is pinged.
+const noticePing = 30 * time.Second
+
 // notify tells every gateway watching (Watch) that the event's room
 // changed. A notice that cannot be sent is not an error: a gateway sees
 // the change at its next read of the tick (within a lease) anyway.
@@ -265,7 +268,10 @@ func (s *Store) notify(ctx context.Context, event int64) {
 func (s *Store) Watch(ctx context.Context, changed func(event int64)) {
 	ps := s.rdb.Subscribe(ctx, noticeChannel)
 	defer ps.Close()
-	ch := ps.Channel()
+	// The client pings a quiet subscription to find a dead connection; the
+	// notices are hints, so every 30 s (not its 3 s) will do: a ping per
+	// gateway, not per event.
+	ch := ps.Channel(goredis.WithChannelHealthCheckInterval(noticePing))
 	for {
 		select {
 		case <-ctx.Done():
