@@ -162,6 +162,7 @@ func (m *Monitor) Factor(ctx context.Context) float64 {
 		return f
 	}
 	m.mu.Unlock()
+	sent := m.clock()
 	sh, err := m.shared.Exchange(ctx, Report{Verdict: Verdict{State: None}, Rule: m.rule, Seed: seed})
 	if err != nil {
 		return m.failed(ctx, err)
@@ -172,13 +173,14 @@ func (m *Monitor) Factor(ctx context.Context) float64 {
 		// Redis applied it), and sending it again could count this
 		// gateway's verdict twice. Lost, it costs one gateway's vote on one
 		// window.
+		again := m.clock()
 		if sh2, err := m.shared.Exchange(ctx, *rep); err == nil {
-			sh = sh2
+			sh, sent = sh2, again
 		} else {
 			m.failed(ctx, err)
 		}
 	}
-	return m.apply(ctx, sh)
+	return m.apply(ctx, sh, sent)
 }
 
 // failed keeps the last factor read when the exchange failed (the floor
@@ -231,14 +233,17 @@ func (m *Monitor) advance(sh Shared) *Report {
 }
 
 // apply takes sh as the shared factor and logs its turns.
-func (m *Monitor) apply(ctx context.Context, sh Shared) float64 {
+func (m *Monitor) apply(ctx context.Context, sh Shared, sent time.Time) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sh, m.ok = sh, true
-	// The end of sh's window on this gateway's clock: the store's clock
-	// read a round trip ago at most, so at or a moment after the end.
+	// The end of sh's window on this gateway's clock, counted from when
+	// the exchange was sent (the store read its clock after that): at or
+	// a moment before the end, never after it however slow the answer, so
+	// the next exchange is never a window late (one a moment early is
+	// still in the window, and the one after it on time).
 	end := (sh.Window + 1) * m.rule.Window.Milliseconds()
-	m.next = m.clock().Add(time.Duration(end-sh.Now.UnixMilli()) * time.Millisecond)
+	m.next = sent.Add(time.Duration(end-sh.Now.UnixMilli()) * time.Millisecond)
 	was := m.status.State
 	m.status.Factor, m.status.AsOf = sh.Factor, sh.Now
 	m.status.State, m.status.Reason = state(sh), ""
