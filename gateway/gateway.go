@@ -184,9 +184,18 @@ type Store interface {
 // (Store.Release). A notice is a hint, never the only way to learn the
 // change: one lost (the subscription was down) is seen at that read.
 type Watcher interface {
-	// Watch calls changed with the event's id at every notice, from any
-	// gateway, until ctx ends; it returns then.
-	Watch(ctx context.Context, changed func(event int64))
+	// Watch calls changed at every notice, from any gateway, until ctx
+	// ends; it returns then.
+	Watch(ctx context.Context, changed func(Notice))
+}
+
+// Notice is a Watcher's notice: the event whose room changed, and whether
+// it was set up and listed (Store.InitDials: a gateway that does not know
+// the event learns it from this notice, as from Store.Events; the other
+// notices are only of events it knows).
+type Notice struct {
+	Event  int64
+	Listed bool
 }
 
 // Event is what the room needs of an event from the core: its times, and

@@ -240,7 +240,7 @@ func (s *Store) LastTick(ctx context.Context, event int64) (gateway.Tick, bool, 
 func (s *Store) Release(ctx context.Context, event int64, holder string) error {
 	n, err := releaseScript.Run(ctx, s.rdb, []string{keysOf(event).tick}, holder).Int()
 	if err == nil && n == 1 {
-		s.notify(ctx, event)
+		s.notify(ctx, gateway.Notice{Event: event})
 	}
 	return unavailable(err)
 }
@@ -255,17 +255,23 @@ const noticeChannel = "onsale:room"
 const noticePing = 30 * time.Second
 
 // notify tells every gateway watching (Watch) that the event's room
-// changed. A notice that cannot be sent is not an error: a gateway sees
-// the change at its next read of the tick (within a lease) anyway.
-func (s *Store) notify(ctx context.Context, event int64) {
-	s.rdb.Publish(ctx, noticeChannel, event)
+// changed: the message is the event's id, and " listed" after it when the
+// room was set up and listed. A notice that cannot be sent is not an
+// error: a gateway sees the change at its next read of the tick (within a
+// lease) or of the events anyway.
+func (s *Store) notify(ctx context.Context, n gateway.Notice) {
+	msg := strconv.FormatInt(n.Event, 10)
+	if n.Listed {
+		msg += " listed"
+	}
+	s.rdb.Publish(ctx, noticeChannel, msg)
 }
 
 // Watch implements gateway.Watcher: it subscribes to the notices and calls
 // changed with each event's id until ctx ends. The client resubscribes
 // after a lost connection by itself; notices sent meanwhile are lost
 // (what a gateway then learns at its next read of the tick).
-func (s *Store) Watch(ctx context.Context, changed func(event int64)) {
+func (s *Store) Watch(ctx context.Context, changed func(gateway.Notice)) {
 	ps := s.rdb.Subscribe(ctx, noticeChannel)
 	defer ps.Close()
 	// The client pings a quiet subscription to find a dead connection; the
@@ -280,8 +286,9 @@ func (s *Store) Watch(ctx context.Context, changed func(event int64)) {
 			if !ok {
 				return
 			}
-			if id, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
-				changed(id)
+			id, kind, _ := strings.Cut(m.Payload, " ")
+			if ev, err := strconv.ParseInt(id, 10, 64); err == nil {
+				changed(gateway.Notice{Event: ev, Listed: kind == "listed"})
 			}
 		}
 	}
@@ -378,7 +385,7 @@ func (s *Store) InitDials(ctx context.Context, event int64, d gateway.Dials) err
 		err = s.rdb.SAdd(ctx, eventsKey, event).Err()
 	}
 	if err == nil {
-		s.notify(ctx, event) // the other gateways know the room at once, not at their next listing (Events)
+		s.notify(ctx, gateway.Notice{Event: event, Listed: true}) // the other gateways know the room at once, not at their next listing (Events)
 	}
 	return unavailable(err)
 }
@@ -467,7 +474,7 @@ func (s *Store) PatchDials(ctx context.Context, event int64, d gateway.Dials, ch
 	if err != nil {
 		return 0, unavailable(err)
 	}
-	s.notify(ctx, event) // the other gateways read the new dials at once, not at their next read of the tick
+	s.notify(ctx, gateway.Notice{Event: event}) // the other gateways read the new dials at once, not at their next read of the tick
 	return ver.Val(), nil
 }
 

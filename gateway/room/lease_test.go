@@ -70,7 +70,7 @@ func (w *watched) readsOf(ev int64) int {
 }
 
 // Watch passes the store's notices on (gateway.Watcher), lost or not.
-func (w *watched) Watch(ctx context.Context, changed func(int64)) {
+func (w *watched) Watch(ctx context.Context, changed func(gateway.Notice)) {
 	if wt, ok := w.Store.(gateway.Watcher); ok {
 		wt.Watch(ctx, changed)
 	}

@@ -312,16 +312,21 @@ func (r *Room) release(ctx context.Context, deadline time.Duration) {
 // gateway's listing is one read whatever the events, not per event.
 const ListEvery = 5 * time.Second
 
-// notice marks an event changed in the store (gateway.Watcher), known from
-// now on if it was not (a room set up on another gateway): its next step
-// reads its tick and dials, whenever it read them last.
-func (r *Room) notice(id int64) {
+// notice marks an event changed in the store (gateway.Watcher): its next
+// step reads its tick and dials, whenever it read them last. An event it
+// does not know it learns from a room set up and listed (as from the
+// listing, Store.Events), and leaves alone otherwise (a change of the
+// dials of a room nobody listed is no room to tick).
+func (r *Room) notice(n gateway.Notice) {
 	r.mu.Lock()
-	if _, ok := r.events[id]; !ok {
-		r.events[id] = &View{}
+	defer r.mu.Unlock()
+	if _, ok := r.events[n.Event]; !ok {
+		if !n.Listed {
+			return
+		}
+		r.events[n.Event] = &View{}
 	}
-	r.notices[id] = true
-	r.mu.Unlock()
+	r.notices[n.Event] = true
 }
 
 // noticed takes the event's notice: whether the store said it changed
