@@ -45,6 +45,11 @@ type Tick struct {
 	// tick without a lease): a gateway told another's tick is not the
 	// event's ticker.
 	Ticker string
+	// LeaseLeft is, in a tick read with Store.LastTick, how long the
+	// holder's lease had left when it was read (0: unknown): a gateway
+	// that only follows the holder's ticks need not read again before
+	// then, as the lease cannot lapse sooner (room: the followers' reads).
+	LeaseLeft time.Duration
 }
 
 // Lease is a gateway's claim to tick an event: the holder (a name unique
@@ -169,6 +174,28 @@ type Store interface {
 	// Seatmap is the event's availability bitmap as the core keeps it
 	// (nil when there is none).
 	Seatmap(ctx context.Context, event int64) ([]byte, error)
+}
+
+// Watcher is a Store that tells every gateway of changes to an event's
+// room that it would otherwise learn only at its next read of the
+// event's tick (a follower reads it about once a lease, room.Room) or of
+// the events (Store.Events): the room was set up (Store.InitDials), the
+// dials changed (Store.PatchDials), or the tick lease was given up
+// (Store.Release). A notice is a hint, never the only way to learn the
+// change: one lost (the subscription was down) is seen at that read.
+type Watcher interface {
+	// Watch calls changed at every notice, from any gateway, until ctx
+	// ends; it returns then.
+	Watch(ctx context.Context, changed func(Notice))
+}
+
+// Notice is a Watcher's notice: the event whose room changed, and whether
+// it was set up and listed (Store.InitDials: a gateway that does not know
+// the event learns it from this notice, as from Store.Events; the other
+// notices are only of events it knows).
+type Notice struct {
+	Event  int64
+	Listed bool
 }
 
 // Event is what the room needs of an event from the core: its times, and

@@ -127,11 +127,13 @@ type clockShare struct {
 	lastDec int64
 	reason  string
 	fail    bool
+	calls   int // exchanges, verdicts or not
 }
 
 func (c *clockShare) Exchange(_ context.Context, r Report) (Shared, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.calls++
 	if c.fail {
 		return Shared{}, errors.New("redis down")
 	}
@@ -150,6 +152,52 @@ func (c *clockShare) Exchange(_ context.Context, r Report) (Shared, error) {
 }
 
 func (c *clockShare) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+func (c *clockShare) clock() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// With OncePerWindow a monitor called every tick exchanges once a window
+// and once more with its verdict, and judges, reports and follows the
+// factor as one that exchanges at every tick; the control, at every tick,
+// exchanges ten times a window.
+func TestMonitorOncePerWindow(t *testing.T) {
+	run := func(once bool) (*clockShare, *Monitor) {
+		ctx := context.Background()
+		sh := &clockShare{now: time.UnixMilli(1_000_000_000_050), factor: 1}
+		m := New(Rule{}, sh, nil)
+		if once {
+			m.OncePerWindow()
+		}
+		m.clock = sh.clock // the store's clock and this gateway's agree
+		m.Factor(ctx)
+		for w := range 5 {
+			o := OK
+			if w == 2 {
+				o = Unreachable
+			}
+			m.Observe(KindProbe, o, time.Millisecond)
+			for range 10 {
+				sh.advance(100 * time.Millisecond)
+				m.Factor(ctx)
+			}
+		}
+		return sh, m
+	}
+	ctl, ctlM := run(false)
+	sh, m := run(true)
+	if ctl.calls < 50 {
+		t.Fatalf("control: %d exchanges in 50 ticks; want one a tick at least", ctl.calls)
+	}
+	if sh.calls > 2*6 {
+		t.Fatalf("%d exchanges in 5 windows; want at most two a window", sh.calls)
+	}
+	if len(sh.reports) != len(ctl.reports) || sh.counted != ctl.counted || m.Status().Factor != ctlM.Status().Factor {
+		t.Fatalf("once a window: %d reports, %d counted, factor %v; every tick: %d, %d, %v; want the same",
+			len(sh.reports), sh.counted, m.Status().Factor, len(ctl.reports), ctl.counted, ctlM.Status().Factor)
+	}
+	if f := m.Status().Factor; f != 0.5 {
+		t.Fatalf("factor after a bad window = %v; want 0.5", f)
+	}
+}
 
 // A monitor judges each window of the Redis clock once, sends the verdict
 // as soon as it sees the window close, says nothing about a window without evidence,

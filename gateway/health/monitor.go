@@ -92,6 +92,10 @@ type Monitor struct {
 	status Status
 	counts [3]int64  // windows judged: good, bad, none
 	warned time.Time // of the last warning that the factor cannot be read
+
+	perWindow bool             // exchange once a window (OncePerWindow)
+	clock     func() time.Time // this gateway's clock (a test's moves with its store's)
+	next      time.Time        // on clock: when the window of the last exchange ends
 }
 
 // New returns a monitor judging by rule (DefaultRule when zero) and
@@ -103,8 +107,21 @@ func New(rule Rule, ex Exchanger, log *slog.Logger) *Monitor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Monitor{rule: rule, shared: ex, log: log,
+	return &Monitor{rule: rule, shared: ex, log: log, clock: time.Now,
 		status: Status{Factor: 1, State: "unknown", Step: rule.Increase, WindowSeconds: rule.Window.Seconds()}}
+}
+
+// OncePerWindow makes Factor exchange with the shared factor only once the
+// window of its last exchange (on the store's clock) is over: once a
+// window, and once more with the verdict, instead of at every call (every
+// tick: ten times a window at the defaults, per gateway). The calls in
+// between answer the factor last read, which is the factor: it moves only
+// when a window is settled, at the first exchange in a new window
+// (health.lua), so every read later in the window answers the same. Call
+// it before the first Factor.
+func (m *Monitor) OncePerWindow() *Monitor {
+	m.perWindow = true
+	return m
 }
 
 // Rule is the monitor's rule.
@@ -121,7 +138,8 @@ func (m *Monitor) Observe(k Kind, o Outcome, took time.Duration) {
 	m.mu.Unlock()
 }
 
-// Factor is called once per tick: it reads the shared factor and, when
+// Factor is called once per tick: it reads the shared factor (with
+// OncePerWindow, only once the last read's window is over) and, when
 // the answer shows that a window closed since the last call, judges it
 // and sends the verdict at once, in a second exchange (health.lua counts
 // a verdict only while its window is the one just closed), then returns
@@ -138,7 +156,13 @@ func (m *Monitor) Factor(ctx context.Context) float64 {
 	defer m.exMu.Unlock()
 	m.mu.Lock()
 	seed := m.status.Factor
+	if m.perWindow && m.ok && m.clock().Before(m.next) {
+		f := m.sh.Factor // the window of the last exchange is not over: its factor holds
+		m.mu.Unlock()
+		return f
+	}
 	m.mu.Unlock()
+	sent := m.clock()
 	sh, err := m.shared.Exchange(ctx, Report{Verdict: Verdict{State: None}, Rule: m.rule, Seed: seed})
 	if err != nil {
 		return m.failed(ctx, err)
@@ -149,13 +173,14 @@ func (m *Monitor) Factor(ctx context.Context) float64 {
 		// Redis applied it), and sending it again could count this
 		// gateway's verdict twice. Lost, it costs one gateway's vote on one
 		// window.
+		again := m.clock()
 		if sh2, err := m.shared.Exchange(ctx, *rep); err == nil {
-			sh = sh2
+			sh, sent = sh2, again
 		} else {
 			m.failed(ctx, err)
 		}
 	}
-	return m.apply(ctx, sh)
+	return m.apply(ctx, sh, sent)
 }
 
 // failed keeps the last factor read when the exchange failed (the floor
@@ -208,10 +233,17 @@ func (m *Monitor) advance(sh Shared) *Report {
 }
 
 // apply takes sh as the shared factor and logs its turns.
-func (m *Monitor) apply(ctx context.Context, sh Shared) float64 {
+func (m *Monitor) apply(ctx context.Context, sh Shared, sent time.Time) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sh, m.ok = sh, true
+	// The end of sh's window on this gateway's clock, counted from when
+	// the exchange was sent (the store read its clock after that): at or
+	// a moment before the end, never after it however slow the answer, so
+	// the next exchange is never a window late (one a moment early is
+	// still in the window, and the one after it on time).
+	end := (sh.Window + 1) * m.rule.Window.Milliseconds()
+	m.next = sent.Add(time.Duration(end-sh.Now.UnixMilli()) * time.Millisecond)
 	was := m.status.State
 	m.status.Factor, m.status.AsOf = sh.Factor, sh.Now
 	m.status.State, m.status.Reason = state(sh), ""

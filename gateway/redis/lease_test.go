@@ -48,7 +48,11 @@ func TestTickLease(t *testing.T) {
 		if bucketLast() != last {
 			t.Fatal("gateway-b's tick ran the bucket while gateway-a held the lease")
 		}
-		if read, ok, err := s.LastTick(ctx, ev); err != nil || !ok || read != first {
+		read, ok, err := s.LastTick(ctx, ev)
+		if left := read.LeaseLeft; err == nil && ok && (left <= 0 || left > a.For) {
+			t.Fatalf("LastTick's lease left = %v; want (0, %v]", left, a.For)
+		}
+		if read.LeaseLeft = 0; err != nil || !ok || read != first {
 			t.Fatalf("LastTick = %+v, %v, %v; want a's %+v", read, ok, err, first)
 		}
 

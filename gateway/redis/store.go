@@ -7,6 +7,7 @@ package redis
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -52,7 +53,10 @@ var (
 	releaseScript         = goredis.NewScript(releaseLua)
 )
 
-var _ gateway.Store = (*Store)(nil)
+var (
+	_ gateway.Store   = (*Store)(nil)
+	_ gateway.Watcher = (*Store)(nil)
+)
 
 // Store is the waiting room's Redis store.
 type Store struct {
@@ -203,23 +207,91 @@ func (s *Store) Tick(ctx context.Context, event int64, factor float64, lease gat
 // DefaultLease is the tick lease of a Tick whose lease says none.
 const DefaultLease = time.Second
 
-// LastTick reads the tick the event's lease holder stored (one GET);
+// LastTick reads the tick the event's lease holder stored, and how long
+// its lease has left (Tick.LeaseLeft), in one round trip (GET and PTTL);
 // false when there is none (the lease lapsed with it, or the room is gone).
 func (s *Store) LastTick(ctx context.Context, event int64) (gateway.Tick, bool, error) {
-	v, err := s.rdb.Get(ctx, keysOf(event).tick).Result()
-	if err == goredis.Nil {
+	key := keysOf(event).tick
+	var get *goredis.StringCmd
+	var ttl *goredis.DurationCmd
+	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		get, ttl = p.Get(ctx, key), p.PTTL(ctx, key)
+		return nil
+	})
+	if errors.Is(get.Err(), goredis.Nil) {
 		return gateway.Tick{}, false, nil
 	}
 	if err != nil {
 		return gateway.Tick{}, false, unavailable(err)
 	}
-	tk, err := parseTick(v)
-	return tk, err == nil, err
+	tk, err := parseTick(get.Val())
+	if err != nil {
+		return gateway.Tick{}, false, err
+	}
+	if left := ttl.Val(); left > 0 { // -1 (no expiry) and -2 (gone since the GET): unknown
+		tk.LeaseLeft = left
+	}
+	return tk, true, nil
 }
 
-// Release gives up holder's tick lease of the event (release.lua).
+// Release gives up holder's tick lease of the event (release.lua), and
+// tells the other gateways (Watch), so one takes the event over at once
+// rather than at its next read of the tick.
 func (s *Store) Release(ctx context.Context, event int64, holder string) error {
-	return unavailable(releaseScript.Run(ctx, s.rdb, []string{keysOf(event).tick}, holder).Err())
+	n, err := releaseScript.Run(ctx, s.rdb, []string{keysOf(event).tick}, holder).Int()
+	if err == nil && n == 1 {
+		s.notify(ctx, gateway.Notice{Event: event})
+	}
+	return unavailable(err)
+}
+
+// noticeChannel carries the ids of events whose room changed in a way the
+// gateways following its ticks should see at once (Watch). Few messages:
+// a room set up, an operator's change, a gateway stopping; never one a
+// tick.
+const noticeChannel = "onsale:room"
+
+// noticePing is how often a quiet subscription to the notices is pinged.
+const noticePing = 30 * time.Second
+
+// notify tells every gateway watching (Watch) that the event's room
+// changed: the message is the event's id, and " listed" after it when the
+// room was set up and listed. A notice that cannot be sent is not an
+// error: a gateway sees the change at its next read of the tick (within a
+// lease) or of the events anyway.
+func (s *Store) notify(ctx context.Context, n gateway.Notice) {
+	msg := strconv.FormatInt(n.Event, 10)
+	if n.Listed {
+		msg += " listed"
+	}
+	s.rdb.Publish(ctx, noticeChannel, msg)
+}
+
+// Watch implements gateway.Watcher: it subscribes to the notices and calls
+// changed with each event's id until ctx ends. The client resubscribes
+// after a lost connection by itself; notices sent meanwhile are lost
+// (what a gateway then learns at its next read of the tick).
+func (s *Store) Watch(ctx context.Context, changed func(gateway.Notice)) {
+	ps := s.rdb.Subscribe(ctx, noticeChannel)
+	defer ps.Close()
+	// The client pings a quiet subscription to find a dead connection; the
+	// notices are hints, so every 30 s (not its 3 s) will do: a ping per
+	// gateway, not per event.
+	ch := ps.Channel(goredis.WithChannelHealthCheckInterval(noticePing))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			id, kind, _ := strings.Cut(m.Payload, " ")
+			if ev, err := strconv.ParseInt(id, 10, 64); err == nil {
+				changed(gateway.Notice{Event: ev, Listed: kind == "listed"})
+			}
+		}
+	}
 }
 
 // parseTick decodes a tick as admission_bucket.lua encodes it: nine
@@ -296,7 +368,8 @@ const eventsKey = "onsale:events"
 
 // InitDials sets the dials of an event the room has not seen, field by
 // field only where unset, so concurrent gateways agree and an operator's
-// change is never overwritten.
+// change is never overwritten, lists the event and tells every gateway
+// (Watch).
 func (s *Store) InitDials(ctx context.Context, event int64, d gateway.Dials) error {
 	k := keysOf(event)
 	_, err := s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -310,6 +383,9 @@ func (s *Store) InitDials(ctx context.Context, event int64, d gateway.Dials) err
 	})
 	if err == nil {
 		err = s.rdb.SAdd(ctx, eventsKey, event).Err()
+	}
+	if err == nil {
+		s.notify(ctx, gateway.Notice{Event: event, Listed: true}) // the other gateways know the room at once, not at their next listing (Events)
 	}
 	return unavailable(err)
 }
@@ -376,7 +452,8 @@ func (s *Store) SetDials(ctx context.Context, event int64, d gateway.Dials) (int
 }
 
 // PatchDials writes only the named dials of d (so two operators changing
-// different dials at once do not undo each other) and bumps the version.
+// different dials at once do not undo each other) and bumps the version,
+// and tells every gateway (Watch).
 func (s *Store) PatchDials(ctx context.Context, event int64, d gateway.Dials, changed []string) (int64, error) {
 	k := keysOf(event)
 	var ver *goredis.IntCmd
@@ -397,6 +474,7 @@ func (s *Store) PatchDials(ctx context.Context, event int64, d gateway.Dials, ch
 	if err != nil {
 		return 0, unavailable(err)
 	}
+	s.notify(ctx, gateway.Notice{Event: event}) // the other gateways read the new dials at once, not at their next read of the tick
 	return ver.Val(), nil
 }
 

@@ -3,6 +3,7 @@ package room_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,16 +17,22 @@ import (
 
 // watched is one gateway's view of the store: it counts, per event, the
 // ticks that ran the admission bucket (the tick is the caller's own:
-// Tick.Ticker is its lease's holder), and can lose the store (down: every
-// tick and read fails, as across a partition).
+// Tick.Ticker is its lease's holder), and the reads of another's last
+// tick; it can lose the store (down: every tick and read fails, as across
+// a partition), and be blind to how long a lease has left (as a store
+// that does not say).
 type watched struct {
 	gateway.Store
-	down atomic.Bool
-	mu   sync.Mutex
-	ran  map[int64]int
+	down  atomic.Bool
+	blind atomic.Bool
+	mu    sync.Mutex
+	ran   map[int64]int
+	reads map[int64]int
 }
 
-func watch(s gateway.Store) *watched { return &watched{Store: s, ran: map[int64]int{}} }
+func watch(s gateway.Store) *watched {
+	return &watched{Store: s, ran: map[int64]int{}, reads: map[int64]int{}}
+}
 
 var errCut = errors.New("dial tcp: connection refused")
 
@@ -46,7 +53,27 @@ func (w *watched) LastTick(ctx context.Context, ev int64) (gateway.Tick, bool, e
 	if w.down.Load() {
 		return gateway.Tick{}, false, errCut
 	}
-	return w.Store.LastTick(ctx, ev)
+	w.mu.Lock()
+	w.reads[ev]++
+	w.mu.Unlock()
+	tk, ok, err := w.Store.LastTick(ctx, ev)
+	if w.blind.Load() {
+		tk.LeaseLeft = 0
+	}
+	return tk, ok, err
+}
+
+func (w *watched) readsOf(ev int64) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reads[ev]
+}
+
+// Watch passes the store's notices on (gateway.Watcher), lost or not.
+func (w *watched) Watch(ctx context.Context, changed func(gateway.Notice)) {
+	if wt, ok := w.Store.(gateway.Watcher); ok {
+		wt.Watch(ctx, changed)
+	}
 }
 
 func (w *watched) count(ev int64) int {
@@ -162,5 +189,41 @@ func TestTickLeaseFailover(t *testing.T) {
 			v, _ := lead.room.View(ev)
 			return v.Tick.Ticker == lead.room.Holder()
 		})
+	})
+}
+
+// A gateway following another's ticks reads the holder's last tick about
+// once a lease (when the lease, unless renewed, would lapse), not at
+// every tick: a tenth of the holder's ticks at most (a lease is a second,
+// the tick 10 ms here). The control, a follower whose store does not say
+// how long the lease has left, reads at every tick, as every follower did.
+func TestFollowerReadsOnceALease(t *testing.T) {
+	eachRedis(t, func(t *testing.T, s *redis.Store) {
+		for _, blind := range []bool{false, true} {
+			t.Run(fmt.Sprintf("blind=%v", blind), func(t *testing.T) {
+				ev := liveEvent(t, s)
+				a := startGateway(t, s, true)
+				waitUntil(t, "a ticker", func() bool { return a.w.count(ev) > 0 })
+				b := startGateway(t, s, true)
+				b.w.blind.Store(blind)
+				waitUntil(t, "the other gateway to follow", func() bool {
+					v, _ := b.room.View(ev)
+					return v.Tick.Ticker == a.room.Holder()
+				})
+				ticks, reads := a.w.count(ev), b.w.readsOf(ev)
+				waitUntil(t, "two hundred ticks", func() bool { return a.w.count(ev) >= ticks+200 })
+				ticks, reads = a.w.count(ev)-ticks, b.w.readsOf(ev)-reads
+				if b.w.count(ev) != 0 {
+					t.Fatalf("the follower ran %d ticks; want none", b.w.count(ev))
+				}
+				switch {
+				case !blind && reads*10 > ticks:
+					t.Fatalf("the follower read the tick %d times in %d ticks; want a tenth at most", reads, ticks)
+				case blind && reads*2 < ticks:
+					t.Fatalf("control: the blind follower read the tick %d times in %d ticks; want about every tick", reads, ticks)
+				}
+				t.Logf("%d ticks, %d reads by the follower", ticks, reads)
+			})
+		}
 	})
 }

@@ -4,10 +4,14 @@
 // poll is answered from memory, with no store round trip. Of all the
 // gateways, one ticks an event (the event's tick lease in the store,
 // gateway.Lease): it advances the admission bucket at the share of the
-// rate dial the core's health allows (gateway/health); the others read
-// its last tick, one cheap read per tick, and take the lease over when it
-// lapses (its holder died, or lost the store). So the store's work per
-// event does not grow with the number of gateways.
+// rate dial the core's health allows (gateway/health); the others follow
+// it, reading its last tick once a lease (when the lease would lapse were
+// it not renewed), and take the lease over when it lapses (its holder
+// died, or lost the store). A change they must see at once (the dials, a
+// lease given up) the store pushes to them (gateway.Watcher). So the
+// store's work per event hardly grows with the number of gateways: ten
+// reads of the admission bucket a second, and one cheap read a second per
+// other gateway.
 package room
 
 import (
@@ -43,6 +47,10 @@ type View struct {
 	history   []servingAt
 	expired   time.Time // when this gateway last set the room's keys' expiry (Store.Expire)
 	checked   time.Time // when the ticker last read the dials of an event outside its window
+	// due is when a gateway following another's ticks reads the event's
+	// tick next: when the holder's lease, as last read, would lapse (zero:
+	// at the next tick).
+	due time.Time
 }
 
 // Rate is how fast the line is let in, places a minute, as of the last
@@ -77,6 +85,7 @@ type Room struct {
 	events  map[int64]*View
 	ticking map[int64]bool // events whose tick is running
 	tickOK  map[int64]bool // whether each event's last tick reached the store
+	notices map[int64]bool // events the store says changed (gateway.Watcher), read again at the next tick
 	ok      bool           // the last tick of some event reached the store
 	factor  float64        // the health's last factor; < 0: not read yet
 	lease   time.Duration  // how long a tick lease lasts (LeaseFor; set by Run)
@@ -96,7 +105,8 @@ func New(store gateway.Store, catalog gateway.Catalog, log *slog.Logger) *Room {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Room{store: store, catalog: catalog, log: log, events: make(map[int64]*View),
-		ticking: make(map[int64]bool), tickOK: make(map[int64]bool), factor: -1, holder: newHolder(), lease: LeaseFor(0)}
+		ticking: make(map[int64]bool), tickOK: make(map[int64]bool), notices: make(map[int64]bool), factor: -1, holder: newHolder(),
+		lease: LeaseFor(0)}
 }
 
 // newHolder names this room in the tick leases: unique to the process
@@ -240,12 +250,17 @@ func (r *Room) Run(ctx context.Context, interval time.Duration) {
 		cancel()
 		wg.Go(func() { r.runHealth(ctx, interval, deadline) })
 	}
+	listEvery := time.Second
+	if w, ok := r.store.(gateway.Watcher); ok {
+		wg.Go(func() { w.Watch(ctx, r.notice) })
+		listEvery = ListEvery
+	}
 	sem := make(chan struct{}, tickWorkers)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var lastList time.Time
 	for {
-		if time.Since(lastList) > time.Second {
+		if time.Since(lastList) > listEvery {
 			// A deadline, as every tick has (Refresh): a store that hangs
 			// must not stop the ticker.
 			lctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -290,6 +305,40 @@ func (r *Room) release(ctx context.Context, deadline time.Duration) {
 	}
 }
 
+// ListEvery is how often the ticker lists the events whose rooms the
+// store keeps (Store.Events) when the store tells it of a room set up
+// (gateway.Watcher: the notice makes the event known at once, and the
+// listing only catches a notice lost); without notices, every second. A
+// gateway's listing is one read whatever the events, not per event.
+const ListEvery = 5 * time.Second
+
+// notice marks an event changed in the store (gateway.Watcher): its next
+// step reads its tick and dials, whenever it read them last. An event it
+// does not know it learns from a room set up and listed (as from the
+// listing, Store.Events), and leaves alone otherwise (a change of the
+// dials of a room nobody listed is no room to tick).
+func (r *Room) notice(n gateway.Notice) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.events[n.Event]; !ok {
+		if !n.Listed {
+			return
+		}
+		r.events[n.Event] = &View{}
+	}
+	r.notices[n.Event] = true
+}
+
+// noticed takes the event's notice: whether the store said it changed
+// since the last call.
+func (r *Room) noticed(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.notices[id]
+	delete(r.notices, id)
+	return n
+}
+
 // tickWorkers bounds the events ticking at once: a few Redis round trips
 // each, so a small pool keeps a gateway's connections and CPU for fans.
 const tickWorkers = 16
@@ -326,7 +375,7 @@ func (r *Room) tickAll(ctx context.Context, deadline time.Duration, wg *sync.Wai
 	now := time.Now()
 	for id, v := range r.events {
 		known := !v.Fetched.IsZero() || !v.checked.IsZero()
-		if known && !v.Dials.Live(now) && now.Sub(v.checked) < RestCheck {
+		if known && !v.Dials.Live(now) && now.Sub(v.checked) < RestCheck && !r.notices[id] {
 			continue // outside its window, its dials read a moment ago
 		}
 		if !r.ticking[id] {
@@ -385,9 +434,10 @@ func (r *Room) step(ctx context.Context, id int64) error {
 	if !ok {
 		return nil
 	}
+	changed := r.noticed(id)
 	now := time.Now()
 	if !v.Fetched.IsZero() && v.Dials.Live(now) {
-		return r.refresh(ctx, id, false)
+		return r.refresh(ctx, id, changed)
 	}
 	d, err := r.store.Dials(ctx, id)
 	switch {
@@ -398,7 +448,7 @@ func (r *Room) step(ctx context.Context, id int64) error {
 	case d.Ended(now):
 		return r.retire(ctx, id, &d)
 	case d.Live(now):
-		return r.refresh(ctx, id, false)
+		return r.refresh(ctx, id, changed)
 	}
 	r.mu.Lock()
 	if cur, ok := r.events[id]; ok {
@@ -465,10 +515,11 @@ func (r *Room) Refresh(ctx context.Context, id int64) error {
 
 // tick is the event's tick as this room learns it: a room that ran the
 // last tick (the lease is its own) ticks again, renewing the lease; any
-// other reads the holder's last tick (one GET), and ticks only when there
-// is none: the lease lapsed (the Tick takes it; two rooms racing for it,
-// the store lets one in and tells the other the winner's tick) or the
-// room is gone (the Tick says so). Without a lease, it always ticks.
+// other reads the holder's last tick (one round trip: LastTick), and
+// ticks only when there is none: the lease lapsed (the Tick takes it; two
+// rooms racing for it, the store lets one in and tells the other the
+// winner's tick) or the room is gone (the Tick says so). Without a lease,
+// it always ticks.
 func (r *Room) tick(ctx context.Context, id int64, last gateway.Tick) (gateway.Tick, error) {
 	if r.holder != "" && (last.Ticker != r.holder || last.Now.IsZero()) {
 		tk, ok, err := r.store.LastTick(ctx, id)
@@ -485,12 +536,47 @@ func (r *Room) tick(ctx context.Context, id int64, last gateway.Tick) (gateway.T
 	return r.store.Tick(ctx, id, r.tickFactor(ctx), lease)
 }
 
+// following reports whether a room that follows the event's ticks (v's
+// last tick is another gateway's) read them recently enough: the holder's
+// lease cannot have lapsed since (View.due). What such a room does not
+// read, it does not need: it runs no admission; the rate and the offers
+// are the holder's, made on the store's clock, and its view of them (the
+// serving counter, the line) lags the holder's by at most a lease (a
+// second at the default tick) rather than a tick, so a fan polling it
+// learns of an offer at most that much later, in a claim window of at
+// least ten seconds (gateway.Dials.Validate) that its polls are spread to
+// see three times over (gateway/http: nearPoll). A change of the dials, or
+// a lease given up, the store pushes (notice): read at once.
+func (r *Room) following(v View, now time.Time) bool {
+	return r.holder != "" && v.Tick.Ticker != r.holder && !v.Fetched.IsZero() && now.Before(v.due)
+}
+
+// followUntil is when a room told another's tick tk, read from start on,
+// reads the event's tick next: when the holder's lease, unless renewed,
+// lapses (a reader of a lapsed lease takes it over, as fast as when it
+// read every tick), never more than a lease on; zero (the next tick) when
+// the store did not say.
+func (r *Room) followUntil(start time.Time, tk gateway.Tick) time.Time {
+	r.mu.RLock()
+	lease := r.lease
+	r.mu.RUnlock()
+	if tk.LeaseLeft <= 0 {
+		return time.Time{}
+	}
+	return start.Add(min(tk.LeaseLeft, lease))
+}
+
 // refresh is Refresh, reading the dials again only when the tick shows
-// their version moved, unless reread.
+// their version moved, unless reread; without reread, a room following
+// another's ticks reads nothing before they are due (following).
 func (r *Room) refresh(ctx context.Context, id int64, reread bool) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
+	start := time.Now()
 	seen, _ := r.View(id)
+	if !reread && r.following(seen, start) {
+		return nil
+	}
 	tk, err := r.tick(ctx, id, seen.Tick)
 	if err != nil {
 		return err
@@ -518,8 +604,10 @@ func (r *Room) refresh(ctx context.Context, id int64, reread bool) error {
 		cur.Dials = d
 	}
 	ticker := tk.Ticker == r.holder // this room ran the tick (or ticks without a lease)
+	cur.due = time.Time{}
 	if !ticker {
 		cur.expired = time.Time{} // should it take the lease over, it sets the expiry at once
+		cur.due = r.followUntil(start, tk)
 	}
 	if at := cur.Dials.ExpiresAt(); ticker && (reread || now.Sub(cur.expired) >= ExpireEvery) && (at.IsZero() || at.After(now)) {
 		// Every key of the room expires at the window's end, moved with
@@ -568,6 +656,7 @@ func (r *Room) Forget(id int64) {
 	r.mu.Lock()
 	delete(r.events, id)
 	delete(r.tickOK, id)
+	delete(r.notices, id)
 	r.mu.Unlock()
 }
 

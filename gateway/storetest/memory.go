@@ -347,10 +347,13 @@ func (m *Memory) LastTick(_ context.Context, ev int64) (gateway.Tick, bool, erro
 		return gateway.Tick{}, false, err
 	}
 	e := m.events[ev]
-	if e == nil || !time.Now().Before(e.leaseUntil) {
+	now := time.Now()
+	if e == nil || !now.Before(e.leaseUntil) {
 		return gateway.Tick{}, false, nil
 	}
-	return e.last, true, nil
+	tk := e.last
+	tk.LeaseLeft = e.leaseUntil.Sub(now)
+	return tk, true, nil
 }
 
 // Events implements gateway.Store.

@@ -239,7 +239,7 @@ func (m *Main) Run(ctx context.Context) error {
 	rm := room.New(m.store, core, log).WithRecord(coreclient.NewDials(core, c.AdminToken))
 	var monitor *health.Monitor // nil: admission at the dial
 	if c.Health.Mode == "on" {
-		monitor = health.New(c.Health.Rule(), m.store.Health(redis.HealthKey(core.Addr())), log.With("part", "health"))
+		monitor = health.New(c.Health.Rule(), m.store.Health(redis.HealthKey(core.Addr())), log.With("part", "health")).OncePerWindow()
 		rm.WithHealth(monitor)
 	}
 	accounts := account.NewVerifier(nil)
