@@ -138,7 +138,7 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 		// (leave) before the cookie takes this one.
 		s.setQueueCookie(ctx, ev, tok, 24*time.Hour)
 	}
-	reply := describe(v, &token.Queue{Event: ev, Position: r.Position}, time.Now())
+	reply := describe(&v, &token.Queue{Event: ev, Position: r.Position}, time.Now())
 	reply.QueueToken = tok
 	ctx.Response.Header.Set("Cache-Control", "private, no-store")
 	writeJSON(ctx, fasthttp.StatusOK, reply)
@@ -146,7 +146,7 @@ func (s *Server) joinFan(ctx *fasthttp.RequestCtx, p params) error {
 }
 
 // describe answers "where am I?" from the token and the cached view alone.
-func describe(v room.View, q *token.Queue, now time.Time) queueReply {
+func describe(v *room.View, q *token.Queue, now time.Time) queueReply {
 	d, tk := v.Dials, v.Tick
 	r := queueReply{State: gateway.StateWaiting, Position: q.Position}
 	switch {
@@ -254,7 +254,7 @@ const (
 // offers this fan waits for are: first those the free room takes, at the
 // dial; the rest at the slower of the dial and the sessions' turnover.
 // -1 when nobody is being let in (paused, a rate of zero, a cap of zero).
-func eta(v room.View, ahead int64) (int64, string) {
+func eta(v *room.View, ahead int64) (int64, string) {
 	d, tk := v.Dials, v.Tick
 	rate, boundByRate := v.Rate(), boundRate // per minute
 	if v.Lowered() {
@@ -334,20 +334,22 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	v, ok := s.room.View(ev)
+	v, ok := s.room.Current(ev) // read only: shared with every poll of the event
 	if !ok || v.Fetched.IsZero() {
 		// A room this gateway does not tick: its sale window is over (the
 		// ticker retired it: closed, from the catalog, nothing written), or
 		// the gateway has just started (Ensure reads the room in).
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if v, err = s.room.Ensure(c, ev); gateway.ErrorCode(err) == gateway.EClosed {
+		ensured, err := s.room.Ensure(c, ev)
+		if gateway.ErrorCode(err) == gateway.EClosed {
 			s.clearQueueCookie(ctx, ev)
 			return err
 		}
-		if err != nil || v.Fetched.IsZero() {
+		if err != nil || ensured.Fetched.IsZero() {
 			return gateway.Errorf(gateway.EUnavailable, "the waiting room is starting; try again")
 		}
+		v = &ensured
 	}
 	now := time.Now()
 	touched := "no"
@@ -482,7 +484,7 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 // tickedSince reports whether v's tick read the store after q was signed.
 // A token's issue time is in whole seconds (JWT's NumericDate), so the
 // tick (on the Redis clock, Tick.Now) must be a second past it.
-func tickedSince(v room.View, q *token.Queue) bool {
+func tickedSince(v *room.View, q *token.Queue) bool {
 	if q.IssuedAt == nil {
 		return true // not one of ours to reason about: the store decides
 	}

@@ -62,7 +62,7 @@ func TestETA(t *testing.T) {
 			if tc.fullFor > 0 {
 				v.FullSince = now.Add(-tc.fullFor)
 			}
-			got, bound := eta(v, tc.ahead)
+			got, bound := eta(&v, tc.ahead)
 			if got != tc.want || bound != tc.bound {
 				t.Fatalf("eta(%d ahead) = %d s, %q; want %d s, %q", tc.ahead, got, bound, tc.want, tc.bound)
 			}
@@ -83,12 +83,12 @@ func TestDescribe(t *testing.T) {
 	d := gateway.DefaultDials(now.Add(-time.Minute), now.Add(time.Hour))
 	d.TotalActiveUsers, d.SessionSeconds = 100, 600
 	v := room.View{Dials: d, Tick: gateway.Tick{Serving: 120, Active: 100, Factor: 1, Rate: float64(d.NewUsersPerMinute)}}
-	r := describe(v, &token.Queue{Position: 130}, now)
+	r := describe(&v, &token.Queue{Position: 130}, now)
 	if r.State != gateway.StateWaiting || r.Ahead != 9 || r.Position != 130 || r.EtaSeconds != 60 || r.BoundBy != boundActiveUsers {
 		t.Fatalf("describe(full room, place 130, serving 120) = %+v; want 9 ahead, 60 s, active_users", r)
 	}
 	v.Dials.Paused = true
-	if r := describe(v, &token.Queue{Position: 130}, now); r.State != gateway.StatePaused || r.EtaSeconds != -1 || r.BoundBy != boundPaused {
+	if r := describe(&v, &token.Queue{Position: 130}, now); r.State != gateway.StatePaused || r.EtaSeconds != -1 || r.BoundBy != boundPaused {
 		t.Fatalf("describe(paused) = %+v; want paused, -1, paused", r)
 	}
 }
@@ -110,7 +110,7 @@ func TestPollInterval(t *testing.T) {
 	var farSum, n int64
 	for range 2000 {
 		for _, ahead := range []int64{0, 10, 999, 5_000, 50_000, 599_000} {
-			r := describe(v, &token.Queue{Position: v.Tick.Serving + 1 + ahead}, now)
+			r := describe(&v, &token.Queue{Position: v.Tick.Serving + 1 + ahead}, now)
 			if r.Ahead != ahead {
 				t.Fatalf("ahead %d: reply %+v", ahead, r)
 			}
@@ -134,7 +134,7 @@ func TestPollInterval(t *testing.T) {
 	}
 	// Paused: the line may start at any moment.
 	v.Dials.Paused = true
-	if r := describe(v, &token.Queue{Position: 600_000}, now); r.PollAfterMs > 5000*5/4 {
+	if r := describe(&v, &token.Queue{Position: 600_000}, now); r.PollAfterMs > 5000*5/4 {
 		t.Fatalf("paused, far back: poll after %d ms; want at most ~5 s", r.PollAfterMs)
 	}
 }

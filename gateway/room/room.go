@@ -30,7 +30,9 @@ import (
 )
 
 // View is what a gateway knows of an event between ticks: the dials and the
-// last tick. Polls read it; only the ticker (and Ensure, Refresh) write it.
+// last tick. Polls read it; only the ticker (and Ensure, Refresh) write it,
+// and they never change a View they have stored: each change stores a new
+// one in its place (Current hands the stored one out to be read).
 type View struct {
 	Dials   gateway.Dials
 	Tick    gateway.Tick
@@ -215,6 +217,17 @@ func (r *Room) View(event int64) (View, bool) {
 		return View{}, false
 	}
 	return *v, true
+}
+
+// Current is an event's view as last stored, without a copy (false when
+// unknown): every poll reads it, and a View is some 400 bytes. It is
+// shared and must only be read; the room stores a new View rather than
+// change this one.
+func (r *Room) Current(event int64) (*View, bool) {
+	r.mu.RLock()
+	v, ok := r.events[event]
+	r.mu.RUnlock()
+	return v, ok
 }
 
 // Healthy reports whether the last tick reached the store for at least
