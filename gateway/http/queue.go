@@ -299,14 +299,14 @@ func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
 // limited per address, apart from joins (limit.go: anon) and refused with invalid_queue_token.
 //
 // The token it returns is the request's own bytes (no copy on a poll),
-// good until the handler returns.
-func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, []byte, error) {
+// good until the handler returns. Now is the request's time (requestTime).
+func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64, now time.Time) (*token.Queue, []byte, error) {
 	raw := bearerBytes(ctx)
-	q, err := s.cfg.Queue.VerifyBytes(raw, ev)
+	q, err := s.cfg.Queue.VerifyBytes(raw, ev, now)
 	if err != nil {
 		if cookie := s.queueCookieBytes(ctx, ev); len(cookie) > 0 && !bytes.Equal(cookie, raw) {
 			raw = cookie
-			q, err = s.cfg.Queue.VerifyBytes(raw, ev)
+			q, err = s.cfg.Queue.VerifyBytes(raw, ev, now)
 		}
 	}
 	if err != nil {
@@ -315,7 +315,7 @@ func (s *Server) fanToken(ctx *fasthttp.RequestCtx, ev int64) (*token.Queue, []b
 		}
 		return nil, nil, gateway.Errorf(gateway.EQueueToken, "join the queue first: the queue token is missing, invalid or expired")
 	}
-	if err := s.limitToken(q, time.Now()); err != nil {
+	if err := s.limitToken(q, now); err != nil {
 		return nil, nil, err
 	}
 	return q, raw, nil
@@ -330,7 +330,8 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 	if err != nil {
 		return err
 	}
-	q, raw, err := s.fanToken(ctx, ev)
+	now := requestTime(ctx) // the clock fasthttp read for this request: a poll reads no other but its latency's
+	q, raw, err := s.fanToken(ctx, ev, now)
 	if err != nil {
 		return err
 	}
@@ -351,7 +352,6 @@ func (s *Server) status(ctx *fasthttp.RequestCtx, p params) error {
 		}
 		v = &ensured
 	}
-	now := time.Now()
 	touched := "no"
 	noStore(ctx)
 	if q.Epoch != v.Dials.Epoch {
@@ -593,7 +593,7 @@ func (s *Server) leave(ctx *fasthttp.RequestCtx, p params) error {
 	if err := refuseCrossSite(ctx); err != nil {
 		return err
 	}
-	q, raw, err := s.fanToken(ctx, ev)
+	q, raw, err := s.fanToken(ctx, ev, requestTime(ctx))
 	if err != nil {
 		return err
 	}

@@ -93,11 +93,12 @@ func (s *QueueSigner) Verify(tok string, event int64) (*Queue, error) {
 	return check(q, err, event)
 }
 
-// VerifyBytes is Verify of a token in a buffer the caller keeps (a
-// request's header, as fasthttp holds it): tok is read during the call,
-// never kept, so a poll makes no copy of it.
-func (s *QueueSigner) VerifyBytes(tok []byte, event int64) (*Queue, error) {
-	q, err := s.verifyFast(unsafe.String(unsafe.SliceData(tok), len(tok)), time.Now())
+// VerifyBytes is Verify at now (the request's time, read once for the
+// whole poll) of a token in a buffer the caller keeps (a request's
+// header, as fasthttp holds it): tok is read during the call, never kept,
+// so a poll makes no copy of it.
+func (s *QueueSigner) VerifyBytes(tok []byte, event int64, now time.Time) (*Queue, error) {
+	q, err := s.verifyFast(unsafe.String(unsafe.SliceData(tok), len(tok)), now)
 	if errors.Is(err, errNotFast) {
 		q, err = s.verifyJWT(string(tok))
 	}
