@@ -198,11 +198,18 @@ func (l *limiter) allow2(a, b string, now time.Time) (bool, time.Duration) {
 func (l *limiter) allowSum(sum uint64, now time.Time) (bool, time.Duration) {
 	a, b := l.buckets(sum)
 	t := now.UnixNano()
-	okA, waitA := l.take(a, t)
+	// Both buckets are read before either is changed: in a table this
+	// size a key's buckets are two cache misses, and read so they are
+	// waited for together, not the second after the first's
+	// compare-and-swap. (A bucket's time only moves forward, so an early
+	// read is never stricter than a fresh one: take reads again when its
+	// swap finds the bucket changed.)
+	fullA, fullB := a.Load(), b.Load()
+	okA, waitA := l.take(a, fullA, t)
 	if a == b {
 		return okA, time.Duration(waitA)
 	}
-	okB, waitB := l.take(b, t)
+	okB, waitB := l.take(b, fullB, t)
 	switch {
 	case okA && okB:
 		return true, 0
@@ -223,10 +230,10 @@ func (l *limiter) buckets(sum uint64) (*atomic.Int64, *atomic.Int64) {
 }
 
 // take spends a token of bucket b at now if it has one; otherwise it
-// changes nothing and says how long until it has one.
-func (l *limiter) take(b *atomic.Int64, now int64) (bool, int64) {
+// changes nothing and says how long until it has one. full is b as read
+// a moment ago.
+func (l *limiter) take(b *atomic.Int64, full, now int64) (bool, int64) {
 	for {
-		full := b.Load()
 		next := max(full, now) + l.interval
 		if wait := next - now - l.span; wait > 0 {
 			return false, wait
@@ -234,6 +241,7 @@ func (l *limiter) take(b *atomic.Int64, now int64) (bool, int64) {
 		if b.CompareAndSwap(full, next) {
 			return true, 0
 		}
+		full = b.Load()
 	}
 }
 
