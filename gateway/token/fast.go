@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -236,8 +235,14 @@ func integer(s string, i int) (int64, int, bool) {
 	if d := j - start; d == 0 || d > 15 || d > 1 && s[start] == '0' {
 		return 0, i, false
 	}
-	n, err := strconv.ParseInt(s[i:j], 10, 64)
-	return n, j, err == nil
+	var n int64 // at most 15 digits: no overflow
+	for _, c := range []byte(s[start:j]) {
+		n = n*10 + int64(c-'0')
+	}
+	if start > i {
+		n = -n
+	}
+	return n, j, true
 }
 
 // cut splits s at its first dot.
