@@ -175,7 +175,7 @@ func (db *DB) holdBestAvailable(ctx context.Context, p core.HoldParams, ev event
 			return nil, db.bandSoldOut(ctx, p.EventID, ba.Band, ba.Count)
 		}
 		db.strike(p.EventID, ba.Band, seats) // held now, or taken by someone else
-		h, err := db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats, false) })
+		h, err := db.retryOverLimit(ctx, p, len(seats), limit, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats, false) })
 		if core.ErrorCode(err) != core.ESeatsTaken {
 			return h, err
 		}

@@ -556,8 +556,9 @@ const (
   WHERE event_id = $1 AND booking_id = $2 AND status = 'BOOKED'`
 	// $1 hold.
 	releaseBookedHoldSQL = `UPDATE holds SET status = ` + sqlHoldFreed + `, version = version + 1, ended_at = now() WHERE id = $1 AND status = ` + sqlHoldBooked
-	// $1 event, $2 account, $3 tickets.
-	returnQuotaSQL = `UPDATE account_tickets SET tickets = tickets - $3 WHERE event_id = $1 AND account = $2`
+	// $1 event, $2 account, $3 tickets, $4 hold (off the account's list:
+	// nothing is left to settle).
+	returnQuotaSQL = `UPDATE account_tickets SET tickets = tickets - $3, holds = array_remove(holds, $4::uuid) WHERE event_id = $1 AND account = $2`
 	// $1 event, $2 tickets, $3 true for a GA booking.
 	returnGASQL = `UPDATE ga_inventory SET remaining = remaining + $2 WHERE event_id = $1 AND $3`
 	// $1 booking.
@@ -586,7 +587,7 @@ func (db *DB) FailCapture(ctx context.Context, booking int64) error {
 		}{
 			{freeBookedSeatsSQL, []any{b.EventID, b.ID}},
 			{releaseBookedHoldSQL, []any{b.HoldID}},
-			{returnQuotaSQL, []any{b.EventID, b.Account, b.Quantity}},
+			{returnQuotaSQL, []any{b.EventID, b.Account, b.Quantity, b.HoldID}},
 			{returnGASQL, []any{b.EventID, b.Quantity, len(b.Seats) == 0}},
 			{withdrawTicketsSQL, []any{b.ID}},
 		}

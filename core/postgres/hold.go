@@ -62,15 +62,16 @@ RETURNING version, expires_at, created_at, (` + heldAmountSQL + `)`
 const heldAmountSQL = `SELECT coalesce(sum(b.price_paise), 0)::bigint FROM held
   JOIN price_bands b ON b.event_id = $1 AND b.code = held.band`
 
-// accountCTE adds the hold's tickets to the account's counter; the
-// counter's CHECK refuses passing the limit. $1 event, $2 account, $4
-// tickets, $5 limit.
+// accountCTE adds the hold's tickets to the account's counter and the hold
+// to the account's list of holds (so a settle can find it by primary key
+// once it has lapsed: settleQuotaSQL); the counter's CHECK refuses passing the
+// limit. $1 event, $2 account, $3 hold id, $4 tickets, $5 limit.
 const accountCTE = `
 WITH account AS (
-    INSERT INTO account_tickets AS a (event_id, account, tickets, max_tickets)
-    VALUES ($1, $2, $4, $5)
+    INSERT INTO account_tickets AS a (event_id, account, tickets, max_tickets, holds)
+    VALUES ($1, $2, $4, $5, ARRAY[$3::uuid])
     ON CONFLICT (event_id, account) DO UPDATE
-       SET tickets = a.tickets + EXCLUDED.tickets, max_tickets = EXCLUDED.max_tickets
+       SET tickets = a.tickets + EXCLUDED.tickets, max_tickets = EXCLUDED.max_tickets, holds = a.holds || EXCLUDED.holds
 )`
 
 // holdGASQL is holdSeatsSQL for general admission: the counter's WHERE
@@ -127,7 +128,7 @@ func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, er
 	case r.BestAvailable != nil:
 		return db.holdBestAvailable(ctx, p, ev, limit)
 	case r.Quantity > 0:
-		return db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdGA(ctx, p, ev, limit) })
+		return db.retryOverLimit(ctx, p, r.Quantity, limit, func() (*core.Hold, error) { return db.holdGA(ctx, p, ev, limit) })
 	}
 	seats := slices.Clone(r.Seats)
 	slices.Sort(seats)
@@ -135,7 +136,7 @@ func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, er
 	if err := db.refuse(p.EventID, seats); err != nil { // refuse.go: a hold that cannot win costs no statement
 		return nil, err
 	}
-	return db.retryOverLimit(ctx, p, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats, true) })
+	return db.retryOverLimit(ctx, p, len(seats), limit, func() (*core.Hold, error) { return db.holdSeats(ctx, p, ev, limit, seats, true) })
 }
 
 func bestCount(r core.HoldRequest) int {
@@ -145,19 +146,34 @@ func bestCount(r core.HoldRequest) int {
 	return r.BestAvailable.Count
 }
 
-// retryOverLimit runs hold once more after a limit refusal when the account
-// had expired holds not yet swept: their tickets count until they are
-// returned, and returning them early is what the fan expects.
-func (db *DB) retryOverLimit(ctx context.Context, p core.HoldParams, hold func() (*core.Hold, error)) (*core.Hold, error) {
+// retryOverLimit runs hold, and once more after a limit refusal when
+// settling the account made room. The limit is lazy (sweepSQL): the
+// tickets of an account's expired holds stay in its counter until its
+// next refusal, and that refusal is the moment they must not count. So a
+// refused hold settles the account (settleQuotaSQL: every expired hold's
+// tickets back, exactly once) and is asked again when the counter after
+// the settle leaves room for it, whoever returned the tickets (this
+// settle, or another hold's of the same account a moment before: settle
+// reads the counter afresh when it returned nothing itself). A refusal's
+// message names the counter after the settle. asked is the hold's
+// tickets, limit the account's.
+func (db *DB) retryOverLimit(ctx context.Context, p core.HoldParams, asked, limit int, hold func() (*core.Hold, error)) (*core.Hold, error) {
 	h, err := hold()
 	if core.ErrorCode(err) != core.ELimitExceeded {
 		return h, err
 	}
-	n, serr := db.sweep(ctx, sweepAccountSQL, p.EventID, p.Account)
-	if serr != nil || n.Holds == 0 {
+	_, have, err := db.settleQuota(ctx, p.EventID, p.Account)
+	if err != nil {
 		return nil, err
 	}
-	return hold()
+	if have+asked > limit {
+		return nil, limitError(limit, have, asked)
+	}
+	h, err = hold()
+	if core.ErrorCode(err) == core.ELimitExceeded {
+		return nil, db.limitExceeded(ctx, p.EventID, p.Account, limit, asked)
+	}
+	return h, err
 }
 
 // holdSeats holds the named seats. A refusal because some are taken names
@@ -179,7 +195,7 @@ func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, li
 	switch {
 	case err == nil:
 	case constraint(err) == "account_tickets_within_limit":
-		return nil, db.limitExceeded(ctx, p.EventID, p.Account, limit, len(seats))
+		return nil, errOverLimit(limit) // retryOverLimit settles the account and answers
 	case constraint(err) == "holds_all_claimed" || core.ErrorCode(translate(err)) == core.ESeatsTaken:
 		if !name {
 			return nil, errPickedTaken()
@@ -208,7 +224,7 @@ func (db *DB) holdGA(ctx context.Context, p core.HoldParams, ev eventInfo, limit
 		}
 		return nil, core.Errorf(core.ESoldOut, "only %d tickets left", remaining).With("remaining", remaining)
 	case "account_tickets_within_limit":
-		return nil, db.limitExceeded(ctx, p.EventID, p.Account, limit, n)
+		return nil, errOverLimit(limit) // retryOverLimit settles the account and answers
 	}
 	if err != nil {
 		return nil, translate(err)
@@ -249,8 +265,10 @@ func (db *DB) seatsTaken(ctx context.Context, event int64, seats []string) error
 	return e
 }
 
-// accountTicketsSQL reads how many tickets an account holds or bought for
-// an event, to tell a fan refused at the limit.
+// accountTicketsSQL reads an account's counter for an event, to tell a fan
+// refused at the limit. It is read after a settle (retryOverLimit), so it
+// counts the tickets the account holds or bought, and none of an expired
+// hold but one that lapsed since.
 const accountTicketsSQL = `SELECT tickets FROM account_tickets WHERE event_id = $1 AND account = $2`
 
 func (db *DB) limitExceeded(ctx context.Context, event int64, account string, limit, asked int) error {
@@ -259,8 +277,18 @@ func (db *DB) limitExceeded(ctx context.Context, event int64, account string, li
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return translate(err)
 	}
+	return limitError(limit, have, asked)
+}
+
+func limitError(limit, have, asked int) error {
 	return core.Errorf(core.ELimitExceeded, "at most %d tickets per account: you have %d and asked for %d", limit, have, asked).
 		With("limit", limit).With("have", have)
+}
+
+// errOverLimit is a hold statement's refusal by the counter's CHECK,
+// before retryOverLimit settles the account and words the answer.
+func errOverLimit(limit int) error {
+	return core.Errorf(core.ELimitExceeded, "at most %d tickets per account", limit).With("limit", limit)
 }
 
 // newHoldID returns a version 7 UUID (RFC 9562): 48 bits of Unix
@@ -354,7 +382,8 @@ func (db *DB) Hold(ctx context.Context, id string) (*core.Hold, error) {
 }
 
 // endHoldSQL ends one hold and returns what it held: its seats (only those
-// still under this hold id), the account's tickets and GA tickets. $1 hold,
+// still under this hold id), the account's tickets (and takes the hold off
+// the account's list: nothing is left to settle) and GA tickets. $1 hold,
 // $2 required version (0: any), $3 new status. The hold row is matched on
 // id, version and ACTIVE status, so a stale caller for an ended hold H1
 // changes nothing, and the seat rows are matched on hold id, so nothing
@@ -371,7 +400,7 @@ WITH h AS (
      WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id AND s.status = 'HELD'
     RETURNING s.seat_id
 ), account AS (
-    UPDATE account_tickets a SET tickets = a.tickets - h.quantity
+    UPDATE account_tickets a SET tickets = a.tickets - h.quantity, holds = array_remove(a.holds, h.id)
       FROM h WHERE a.event_id = h.event_id AND a.account = h.account
 ), ga AS (
     UPDATE ga_inventory g SET remaining = g.remaining + h.quantity

@@ -203,3 +203,112 @@ func TestGA(t *testing.T) {
 		t.Fatalf("remaining = %d, %v; want 2000 after release", remaining, err)
 	}
 }
+
+// expireAccount moves every active hold of an account (and its seats) to
+// just past its expiry.
+func expireAccount(tb testing.TB, db *postgres.DB, event int64, account string) {
+	tb.Helper()
+	_, err := db.Pool().Exec(ctx, `
+WITH h AS (UPDATE holds SET expires_at = now() - interval '1 ms' WHERE event_id = $1 AND account = $2 AND status = 'ACTIVE'
+           RETURNING id, expires_at)
+UPDATE seats s SET hold_until = h.expires_at FROM h WHERE s.hold_id = h.id`, event, account)
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// counter reads an account's counter and list of holds.
+func counter(tb testing.TB, db *postgres.DB, event int64, account string) (int, []string) {
+	tb.Helper()
+	var n int
+	var ids []string
+	err := db.Pool().QueryRow(ctx, `SELECT tickets, holds::text[] FROM account_tickets WHERE event_id = $1 AND account = $2`, event, account).Scan(&n, &ids)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n, ids
+}
+
+// The lazy limit: a swept hold's tickets stay counted (owed) until the
+// account's next refused hold settles them, and an unswept expired hold's
+// are returned by that settle too; either way the hold goes through.
+func TestLazyLimit(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h1, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-A-1", "AUD-A-2", "AUD-A-3", "AUD-A-4"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expireAccount(t, db, ev, "alice")
+	if r, err := db.Sweep(ctx); err != nil || r.Holds != 1 {
+		t.Fatalf("sweep = %+v, %v; want 1 hold", r, err)
+	}
+	if n, ids := counter(t, db, ev, "alice"); n != 4 || !slices.Equal(ids, []string{h1.ID}) {
+		t.Fatalf("after the sweep: counter %d, list %v; want 4 (owed), [%s]", n, ids, h1.ID)
+	}
+	checkInvariants(t, db)
+
+	// Refused at 4 + 4 > 6, settled (the swept hold's 4 back), asked again.
+	h2, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-B-1", "AUD-B-2", "AUD-B-3", "AUD-B-4"}})
+	if err != nil {
+		t.Fatalf("hold over owed tickets: %v", err)
+	}
+	if n, ids := counter(t, db, ev, "alice"); n != 4 || !slices.Equal(ids, []string{h2.ID}) {
+		t.Fatalf("after the settle: counter %d, list %v; want 4, [%s]", n, ids, h2.ID)
+	}
+	var owed bool
+	if err := db.Pool().QueryRow(ctx, `SELECT owed FROM holds WHERE id = $1`, h1.ID).Scan(&owed); err != nil || owed {
+		t.Fatalf("swept hold owed = %v, %v; want returned", owed, err)
+	}
+
+	// A refusal names the counter after the settle.
+	_, err = hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-C-1", "AUD-C-2", "AUD-C-3"}})
+	wantCode(t, err, core.ELimitExceeded)
+	if have := err.(*core.Error).Detail["have"]; have != 4 {
+		t.Errorf("refusal says have %v; want 4", have)
+	}
+
+	// Expired but not swept: the settle ends it and returns its tickets.
+	expireAccount(t, db, ev, "alice")
+	if _, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-C-1", "AUD-C-2", "AUD-C-3"}}); err != nil {
+		t.Fatalf("hold over an unswept expired hold: %v", err)
+	}
+	if got, err := db.Hold(ctx, h2.ID); err != nil || got.Status != core.HoldExpired {
+		t.Fatalf("unswept expired hold = %+v, %v; want EXPIRED", got, err)
+	}
+	if n, _ := counter(t, db, ev, "alice"); n != 3 {
+		t.Fatalf("counter %d; want 3", n)
+	}
+
+	// A settle with nothing to do writes nothing and changes nothing.
+	if returned, have, err := db.SettleQuota(ctx, ev, "alice"); err != nil || returned != 0 || have != 3 {
+		t.Fatalf("settle = %d, %d, %v; want 0, 3", returned, have, err)
+	}
+	checkInvariants(t, db)
+}
+
+// GA: the sweep returns the event's tickets at once, the account's quota
+// at the account's next refusal.
+func TestLazyLimitGA(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "amphitheatre", 6)
+	if _, err := hold(db, ev, "alice", core.HoldRequest{Quantity: 5}); err != nil {
+		t.Fatal(err)
+	}
+	expireAccount(t, db, ev, "alice")
+	if r, err := db.Sweep(ctx); err != nil || r.Holds != 1 {
+		t.Fatalf("sweep = %+v, %v; want 1 hold", r, err)
+	}
+	var remaining int
+	if err := db.Pool().QueryRow(ctx, `SELECT remaining FROM ga_inventory WHERE event_id = $1`, ev).Scan(&remaining); err != nil || remaining != 2000 {
+		t.Fatalf("remaining = %d, %v; want 2000 after the sweep", remaining, err)
+	}
+	checkInvariants(t, db)
+	if h, err := hold(db, ev, "alice", core.HoldRequest{Quantity: 6}); err != nil || h.Quantity != 6 {
+		t.Fatalf("GA hold over owed tickets = %+v, %v", h, err)
+	}
+	if n, _ := counter(t, db, ev, "alice"); n != 6 {
+		t.Fatalf("counter %d; want 6", n)
+	}
+	checkInvariants(t, db)
+}

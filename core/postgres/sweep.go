@@ -2,18 +2,20 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/onsale/onsale/core"
 )
 
 // sweepSQL records expired holds, up to $1 at a time: it marks them
-// EXPIRED, gives the accounts their tickets back and returns GA tickets to
-// the counter, all in one statement. Every condition is re-checked on the
-// rows it changes (status, expiry), so a hold extended or booked a moment
-// earlier is skipped, never ended; SKIP LOCKED lets a hold being extended
-// right now wait for the next sweep. The hold row's status is what makes
-// the quota come back exactly once.
+// EXPIRED and owed, and returns GA tickets to the counter, in one
+// statement. Every condition is re-checked on the rows it changes (status,
+// expiry), so a hold extended or booked a moment earlier is skipped, never
+// ended; SKIP LOCKED lets a hold being extended right now wait for the
+// next sweep.
 //
 // It writes no seat row. Lazy expiry (seatFree) already made every seat of
 // an expired hold free to every reader and writer the instant its
@@ -24,32 +26,103 @@ import (
 // sweep only reads which of its holds' seats are still under their id (a
 // seat a new hold took by lazy expiry names the new hold and is left out)
 // to tell the seat-map keeper, whose change feed gets them as available.
+//
+// It writes no account row either: the limit is lazy. A swept hold's
+// tickets stay in its account's counter, marked owed on the hold row in
+// the same UPDATE (migration 00010), until the account's next hold is
+// refused over its limit; the hold path then settles the account
+// (settleQuotaSQL) and asks again (retryOverLimit in hold.go). So an expired
+// hold never counts against the limit when it matters, and the sweep
+// does not rewrite one account row per swept hold, which was two thirds
+// of its cost (4,000 holds: some 5,000 WAL records, 20-35 ms). The
+// counter now means: tickets of the account's ACTIVE and BOOKED holds
+// plus those of its owed ones (the invariant checks read it so). Nothing
+// else reads the counter but the limit's CHECK, which it only makes
+// stricter, and the refusal's message, which is read after a settle.
 const sweepSQL = `
 WITH h AS (
-    UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now()
+    UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now(), owed = true
      WHERE id IN (SELECT id FROM holds
                    WHERE status = 'ACTIVE' AND expires_at < now()
                    ORDER BY expires_at LIMIT $1
                    FOR UPDATE SKIP LOCKED)
        AND status = 'ACTIVE' AND expires_at < now()
-    RETURNING id, event_id, account, seat_ids, quantity, expires_at
-)` + sweepTail
+    RETURNING id, event_id, seat_ids, quantity, expires_at
+)` + endedTail + sweepResult + `
+  FROM h`
 
-// sweepAccountSQL is sweepSQL for one account's expired holds on one event
-// ($1 event, $2 account): the hold path runs it when an account's unswept
-// expired holds would count against its limit.
-const sweepAccountSQL = `
-WITH h AS (
+// settleQuotaSQL gives one account ($1 event, $2 account) back the tickets of
+// its holds that no longer count, exactly once, and reports them, the
+// counter after it (NULL when it wrote nothing) and how many of the
+// account's holds it found to settle but did not (another statement
+// changed or locked it first: the sweep marked it owed, another settle
+// returned it, a booking or release took it). It finds them by primary key through the account's list of
+// holds (account_tickets.holds, migration 00010), not by an index on
+// holds (event_id, account) that every hold and every swept hold would
+// have to write:
+//
+//   - h: a listed hold that expired and is still ACTIVE (not swept yet) is
+//     ended here, conditionally on the hold row as the sweep does, and its
+//     tickets returned in this statement;
+//   - owed: a listed hold the sweep ended has owed cleared, conditionally
+//     on the hold row, and its tickets returned in this statement.
+//
+// The hold row is what makes a return happen once: a hold goes from
+// ACTIVE (or owed) to EXPIRED and not owed once, whichever of a settle,
+// the sweep, a release or a booking changes its row first; the others
+// re-check the row, find it changed and return nothing for it. Settles of
+// one account also queue on its account row, taken first (FOR UPDATE),
+// and a settle never waits for a hold row (SKIP LOCKED: a release, the
+// sweep or a payment holding one finishes first, and the hold is counted
+// as missed): so it cannot deadlock with a release, which takes the hold
+// row and then the account row, nor with another settle. The counter is
+// decremented by exactly what the UPDATEs returned, relative to its
+// current value (a hold appended to the list meanwhile is kept: only ids
+// this statement saw are removed).
+// Removed from the list are the holds returned here and those that need
+// nothing more (booked: their tickets count for good; released or
+// returned before: already given back). An ACTIVE or owed hold the
+// statement did not change stays listed for the next settle. It writes
+// nothing when it finds nothing to do.
+const settleQuotaSQL = `
+WITH listed AS (
+    SELECT holds FROM account_tickets WHERE event_id = $1 AND account = $2 FOR UPDATE
+), h AS (
     UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now()
-     WHERE status = 'ACTIVE' AND expires_at < now() AND event_id = $1 AND account = $2
-    RETURNING id, event_id, account, seat_ids, quantity, expires_at
-)` + sweepTail
+     WHERE id IN (SELECT id FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND status = 'ACTIVE' AND expires_at < now()
+                  FOR UPDATE SKIP LOCKED)
+       AND status = 'ACTIVE' AND expires_at < now()
+    RETURNING id, event_id, seat_ids, quantity, expires_at
+), owed AS (
+    UPDATE holds SET owed = false
+     WHERE id IN (SELECT id FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND owed FOR UPDATE SKIP LOCKED)
+       AND owed
+    RETURNING id, quantity
+), done AS (
+    SELECT id FROM h UNION ALL SELECT id FROM owed
+    UNION ALL
+    -- Read in the statement's snapshot, which may predate holds listed
+    -- since (listed is read locked, so current): only a hold seen here
+    -- can be found to need nothing more.
+    SELECT id FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND status <> 'ACTIVE' AND NOT owed
+), returned AS (
+    SELECT ((SELECT coalesce(sum(quantity), 0) FROM h) + (SELECT coalesce(sum(quantity), 0) FROM owed))::int AS n
+), account AS (
+    UPDATE account_tickets a
+       SET tickets = a.tickets - (SELECT n FROM returned),
+           holds = array(SELECT x FROM unnest(a.holds) x WHERE x <> ALL (array(SELECT id FROM done)))
+     WHERE a.event_id = $1 AND a.account = $2 AND EXISTS (SELECT 1 FROM done)
+    RETURNING a.tickets
+)` + endedTail + sweepResult + `,
+       (SELECT n FROM returned), (SELECT tickets FROM account),
+       (SELECT count(*) FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND ((status = 'ACTIVE' AND expires_at < now()) OR owed))
+         - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)
+  FROM h`
 
-const sweepTail = `, account AS (
-    UPDATE account_tickets a SET tickets = a.tickets - x.n
-      FROM (SELECT event_id, account, sum(quantity)::int AS n FROM h GROUP BY 1, 2) x
-     WHERE a.event_id = x.event_id AND a.account = x.account
-), ga AS (
+// endedTail follows a CTE h of holds just ended: GA tickets go back to
+// their counter, and the seats still under those holds are read for the
+// seat-map keeper.
+const endedTail = `, ga AS (
     UPDATE ga_inventory g SET remaining = g.remaining + x.n
       FROM (SELECT event_id, sum(quantity)::int AS n FROM h WHERE cardinality(seat_ids) = 0 GROUP BY 1) x
      WHERE g.event_id = x.event_id
@@ -62,23 +135,27 @@ const sweepTail = `, account AS (
            SELECT s.seat_id FROM seats s
             WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id AND s.status = 'HELD'
            OFFSET 0) s
-)
+)`
+
+// sweepResult is what sweep scans, from h: holds ended, the lag of the
+// oldest, and the seats still under them.
+const sweepResult = `
 SELECT count(*), coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8, (SELECT count(*) FROM lapsed),
-       coalesce((SELECT array_agg(event_id) FROM lapsed), '{}'), coalesce((SELECT array_agg(seat_id) FROM lapsed), '{}')
-  FROM h`
+       coalesce((SELECT array_agg(event_id) FROM lapsed), '{}'), coalesce((SELECT array_agg(seat_id) FROM lapsed), '{}')`
 
 // sweepBatch bounds one sweep statement so a backlog is worked off in
 // short transactions.
 const sweepBatch = 5000
 
-// Sweep records every expired hold as EXPIRED and returns its tickets, in
-// batches, and reports how many holds it ended, how many of their seats
+// Sweep records every expired hold as EXPIRED (owed: its account's
+// tickets come back at the account's next refusal, settleQuotaSQL) and returns
+// GA tickets, in batches, and reports how many holds it ended, how many of their seats
 // were still under them (free since the hold lapsed; the seat-map keeper
 // hears of them as available) and how late it was for the oldest.
 func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 	var total core.SweepResult
 	for {
-		r, err := db.sweep(ctx, sweepSQL, sweepBatch)
+		r, err := db.sweep(ctx, sweepBatch)
 		if err != nil {
 			return total, err
 		}
@@ -91,14 +168,68 @@ func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 	}
 }
 
-func (db *DB) sweep(ctx context.Context, sql string, args ...any) (core.SweepResult, error) {
+func (db *DB) sweep(ctx context.Context, batch int) (core.SweepResult, error) {
 	var r core.SweepResult
 	var lag float64
 	var events []int64
 	var seats []string
-	if err := db.pool.QueryRow(ctx, sql, args...).Scan(&r.Holds, &lag, &r.Seats, &events, &seats); err != nil {
+	if err := db.pool.QueryRow(ctx, sweepSQL, batch).Scan(&r.Holds, &lag, &r.Seats, &events, &seats); err != nil {
 		return r, translate(err)
 	}
+	db.lapsed(events, seats)
+	r.Lag = time.Duration(lag * float64(time.Second))
+	return r, nil
+}
+
+// settleQuota runs settleQuotaSQL for one account and returns the tickets
+// it gave back and the account's counter after it. A hold the statement
+// found but did not settle may be owed now (the sweep ended it after the
+// statement's snapshot, or held its row): the settle runs again, a few
+// times at most. When the last run wrote nothing the counter is read
+// again, in a statement of its own: the run may have waited for another
+// settle (a concurrent hold of the same account) to commit, and read the
+// counter as it was before that one returned anything. A deadlock (a GA
+// hold of the same account, which takes the GA row before the account
+// row) is asked again at once, as a hold is.
+func (db *DB) settleQuota(ctx context.Context, event int64, account string) (returned, have int, err error) {
+	var after *int
+	for try := 1; ; try++ {
+		var events []int64
+		var seats []string
+		var n, missed int
+		err = db.retry(ctx, holdRetry, "settle", func() error {
+			var holds, nseats int
+			var lag float64
+			return db.pool.QueryRow(ctx, settleQuotaSQL, event, account).
+				Scan(&holds, &lag, &nseats, &events, &seats, &n, &after, &missed)
+		}, "event", event)
+		if err != nil {
+			return returned, 0, translate(err)
+		}
+		db.lapsed(events, seats)
+		returned += n
+		if missed == 0 || try == settleTries {
+			break
+		}
+	}
+	if after != nil {
+		return returned, *after, nil
+	}
+	err = db.pool.QueryRow(ctx, accountTicketsSQL, event, account).Scan(&have)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return returned, 0, translate(err)
+	}
+	return returned, have, nil
+}
+
+// settleTries bounds the runs of one settle: each is needed only when a
+// sweep, booking or other settle changed one of the account's few holds
+// in the same instant.
+const settleTries = 3
+
+// lapsed tells the seat map of seats whose hold was just ended (parallel
+// slices: each seat's event).
+func (db *DB) lapsed(events []int64, seats []string) {
 	byEvent := map[int64][]string{}
 	for i, e := range events {
 		byEvent[e] = append(byEvent[e], seats[i])
@@ -106,6 +237,4 @@ func (db *DB) sweep(ctx context.Context, sql string, args ...any) (core.SweepRes
 	for e, ss := range byEvent {
 		db.seatsChanged(e, ss, true)
 	}
-	r.Lag = time.Duration(lag * float64(time.Second))
-	return r, nil
 }

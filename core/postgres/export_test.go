@@ -1,0 +1,36 @@
+package postgres
+
+import (
+	"context"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+// SettleQuota runs the settle a hold refused over its limit runs
+// (settleQuotaSQL), for the race tests: it returns the tickets given back and
+// the account's counter after it.
+func (db *DB) SettleQuota(ctx context.Context, event int64, account string) (returned, have int, err error) {
+	return db.settleQuota(ctx, event, account)
+}
+
+// MigrateDownTo undoes every migration after version (their Down
+// sections), for the migration tests; Migrate applies them again.
+func (db *DB) MigrateDownTo(ctx context.Context, version int64) error {
+	fsys, err := fs.Sub(migrations, "migration")
+	if err != nil {
+		return err
+	}
+	sqlDB := stdlib.OpenDBFromPool(db.pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, fsys)
+	if err != nil {
+		return err
+	}
+	_, err = p.DownTo(ctx, version)
+	return err
+}
+
+// Migrate applies the pending migrations, as Open does.
+func (db *DB) Migrate(ctx context.Context) error { return db.migrate(ctx) }
