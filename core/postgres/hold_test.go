@@ -287,6 +287,48 @@ func TestLazyLimit(t *testing.T) {
 	checkInvariants(t, db)
 }
 
+// A settle that finds the account's expired hold locked (a sweep's batch
+// ending it right now) waits for the lock and returns its tickets, rather
+// than skipping it on every run and refusing the fan over a limit the
+// expired hold no longer takes. (Without the wait, settleQuota's runs
+// follow one another within a millisecond and this hold is refused.)
+func TestSettleWaitsForLockedHold(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h1, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-A-1", "AUD-A-2", "AUD-A-3", "AUD-A-4"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expireAccount(t, db, ev, "alice")
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM holds WHERE id = $1 FOR UPDATE`, h1.ID); err != nil {
+		t.Fatal(err)
+	}
+	sweep := make(chan error, 1)
+	go func() { // what the sweep's batch does with it, 300 ms later
+		time.Sleep(300 * time.Millisecond)
+		_, err := tx.Exec(ctx, `UPDATE holds SET status = 'EXPIRED', owed = true, version = version + 1, ended_at = now() WHERE id = $1`, h1.ID)
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
+		sweep <- err
+	}()
+	if _, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-B-1", "AUD-B-2", "AUD-B-3", "AUD-B-4"}}); err != nil {
+		t.Fatalf("hold while the expired hold is being swept: %v", err)
+	}
+	if err := <-sweep; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := counter(t, db, ev, "alice"); n != 4 {
+		t.Fatalf("counter %d; want 4 (the swept hold's 4 returned once)", n)
+	}
+	checkInvariants(t, db)
+}
+
 // GA: the sweep returns the event's tickets at once, the account's quota
 // at the account's next refusal.
 func TestLazyLimitGA(t *testing.T) {

@@ -184,13 +184,14 @@ func (db *DB) sweep(ctx context.Context, batch int) (core.SweepResult, error) {
 // settleQuota runs settleQuotaSQL for one account and returns the tickets
 // it gave back and the account's counter after it. A hold the statement
 // found but did not settle may be owed now (the sweep ended it after the
-// statement's snapshot, or held its row): the settle runs again, a few
-// times at most. When the last run wrote nothing the counter is read
+// statement's snapshot, or held its row): the settle waits for those rows
+// (settleWaitSQL) and runs again, a few times at most. When the last run wrote nothing the counter is read
 // again, in a statement of its own: the run may have waited for another
 // settle (a concurrent hold of the same account) to commit, and read the
 // counter as it was before that one returned anything. A deadlock (a GA
 // hold of the same account, which takes the GA row before the account
-// row) is asked again at once, as a hold is.
+// row) is asked again once PostgreSQL has found it (deadlock_timeout, a
+// second by default), as a hold is.
 func (db *DB) settleQuota(ctx context.Context, event int64, account string) (returned, have int, err error) {
 	var after *int
 	for try := 1; ; try++ {
@@ -211,6 +212,12 @@ func (db *DB) settleQuota(ctx context.Context, event int64, account string) (ret
 		if missed == 0 || try == settleTries {
 			break
 		}
+		// A hold the settle skipped is locked by a sweep's batch or a
+		// booking until it commits: wait for it, holding no account row,
+		// so the next run finds it settled rather than skipping it again.
+		if _, err := db.pool.Exec(ctx, settleWaitSQL, event, account); err != nil {
+			return returned, 0, translate(err)
+		}
 	}
 	if after != nil {
 		return returned, *after, nil
@@ -221,6 +228,18 @@ func (db *DB) settleQuota(ctx context.Context, event int64, account string) (ret
 	}
 	return returned, have, nil
 }
+
+// settleWaitSQL waits for the account's listed holds that may owe
+// tickets, taking and at once letting go of their row locks (one
+// autocommit statement), in id order, so two waits of one account cannot
+// deadlock; it holds no account row, so nothing waits for it in turn.
+// $1 event, $2 account.
+const settleWaitSQL = `
+SELECT count(*) FROM (
+    SELECT 1 FROM holds
+     WHERE id = ANY ((SELECT holds FROM account_tickets WHERE event_id = $1 AND account = $2)::uuid[])
+       AND (owed OR (status = 'ACTIVE' AND expires_at < now()))
+     ORDER BY id FOR UPDATE) locked`
 
 // settleTries bounds the runs of one settle: each is needed only when a
 // sweep, booking or other settle changed one of the account's few holds

@@ -49,10 +49,12 @@ type Returns struct {
 	Lapses        []Lapse
 }
 
-// Lapse is the share of holds that lapsed after a time.
+// Lapse is the share of holds that lapsed after a time; Name says which
+// (for the report).
 type Lapse struct {
 	Share float64
 	After time.Duration
+	Name  string
 }
 
 // Forecast is the sale's course predicted from the dials and the crowd's
@@ -152,7 +154,7 @@ func Predict(s Sale) Forecast {
 		f.Admit, f.Bound = s.Achieved, "system"
 	}
 	quick := []back{{shareRelease, 0}, {payers * s.PayFail, settle.Seconds()}}
-	lapses := []Lapse{{shareClose, s.Hold}}
+	lapses := []Lapse{{shareClose, s.Hold, "at the hold's end"}}
 	if r := s.Returns; r != nil {
 		quick, lapses = []back{{r.Released, r.ReleasedAfter.Seconds()}}, r.Lapses
 	}

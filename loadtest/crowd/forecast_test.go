@@ -96,7 +96,7 @@ func TestPredict(t *testing.T) {
 	// back).
 	demo := Sale{Seats: 4800, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: 5 * time.Second,
 		Shop: 2 * time.Second, Settle: 6 * time.Second, PayFail: 0.07}
-	demo.Returns = &Returns{Released: 0.1095, ReleasedAfter: 3 * time.Second, Lapses: []Lapse{{0.10, 30 * time.Second}}}
+	demo.Returns = &Returns{Released: 0.1095, ReleasedAfter: 3 * time.Second, Lapses: []Lapse{{Share: 0.10, After: 30 * time.Second}}}
 	r30 := Predict(demo)
 	if math.Abs(r30.Lost-0.2095) > 1e-9 || r30.Rounds != 3 || math.Abs((r30.SoldOut-g.SoldOut).Seconds()) > 1 {
 		t.Fatalf("returns measured: sold out %v, %d rounds, %.4f back; want about %v", r30.SoldOut, r30.Rounds, r30.Lost, g.SoldOut)
@@ -105,11 +105,11 @@ func TestPredict(t *testing.T) {
 	// Pay step, then never settled): each round 20 s longer, 3 rounds: 60 s
 	// later. And more of them (13%): 0.13 / 0.8905 = 0.146, 1,371 x 0.146^3
 	// = 4.27 >= ln 2 > 0.62 (^4), still 3 rounds, the latest begun later.
-	demo.Returns.Lapses = []Lapse{{0.10, 50 * time.Second}}
+	demo.Returns.Lapses = []Lapse{{Share: 0.10, After: 50 * time.Second}}
 	if r50 := Predict(demo); r50.Rounds != 3 || math.Abs((r50.SoldOut-r30.SoldOut).Seconds()-60) > 0.1 {
 		t.Fatalf("lapses after 50 s: sold out %v, %d rounds; want 60 s after %v", r50.SoldOut, r50.Rounds, r30.SoldOut)
 	}
-	demo.Returns.Lapses = []Lapse{{0.13, 50 * time.Second}}
+	demo.Returns.Lapses = []Lapse{{Share: 0.13, After: 50 * time.Second}}
 	if r13 := Predict(demo); r13.Rounds != 3 || math.Abs(r13.Lost-0.2395) > 1e-9 || r13.SoldOut <= r30.SoldOut+60*time.Second {
 		t.Fatalf("13%% lapsed after 50 s: sold out %v, %d rounds, %.4f back", r13.SoldOut, r13.Rounds, r13.Lost)
 	}
@@ -117,7 +117,7 @@ func TestPredict(t *testing.T) {
 	// chain goes on as with 10% (3 rounds), and the chains likely to exist
 	// include some through a 50 s round (3 x 1,371 x 0.0898^2 x 0.0225 =
 	// 0.75 >= ln 2): later than all at 30 s, earlier than all at 50 s.
-	demo.Returns.Lapses = []Lapse{{0.08, 30 * time.Second}, {0.02, 50 * time.Second}}
+	demo.Returns.Lapses = []Lapse{{Share: 0.08, After: 30 * time.Second}, {Share: 0.02, After: 50 * time.Second}}
 	if mix := Predict(demo); mix.Rounds != 3 || mix.SoldOut <= r30.SoldOut || mix.SoldOut >= r30.SoldOut+60*time.Second {
 		t.Fatalf("8%% lapsed after 30 s, 2%% after 50 s: sold out %v, %d rounds; want between %v and 60 s later", mix.SoldOut, mix.Rounds, r30.SoldOut)
 	}

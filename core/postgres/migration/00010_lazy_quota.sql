@@ -25,7 +25,9 @@ ALTER TABLE holds ADD CONSTRAINT holds_owed_expired CHECK (NOT owed OR status = 
 -- (event_id, account) would cost every hold and every swept hold an index
 -- entry; the account row is rewritten by every hold anyway (a HOT update).
 -- Its length is bounded by the limit: each listed hold counts at least
--- one ticket until it is removed.
+-- one ticket until it is removed (while only upgraded cores run: a core
+-- that predates this releases a hold without removing its id, which the
+-- account's next settle removes).
 ALTER TABLE account_tickets ADD COLUMN holds uuid[] NOT NULL DEFAULT '{}';
 UPDATE account_tickets a SET holds = x.ids
   FROM (SELECT event_id, account, array_agg(id ORDER BY id) AS ids FROM holds WHERE status = 'ACTIVE' GROUP BY 1, 2) x

@@ -40,17 +40,22 @@ func pending(ctx context.Context, c Config) (int, error) {
 	return n, err
 }
 
-// returnsSQL is how the event's holds ended, grouped: released, lapsed
-// (EXPIRED, or ACTIVE past its end and not yet swept) at the hold's end or
-// extended first, or neither; with their count and mean time from the
-// hold to the seats coming back.
+// returnsSQL is how the event's holds ended, grouped: released (at
+// ended_at), lapsed (EXPIRED, ACTIVE past its end and not yet swept, or
+// released only after its end, when lazy expiry had freed its seats
+// already) at the hold's end or extended first, or kept; with their
+// count and mean time from the hold to the seats coming back. A hold that
+// became a booking is kept, whatever came after (a capture that failed
+// later frees its seats, but not as a sale's seat coming back).
 const returnsSQL = `
-SELECT CASE WHEN status = 'RELEASED' THEN 'released'
-            WHEN status = 'EXPIRED' OR (status = 'ACTIVE' AND expires_at < now()) THEN CASE WHEN extended THEN 'extended' ELSE 'lapsed' END
+SELECT CASE WHEN EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = h.id AND b.status <> 'FAILED') THEN 'kept'
+            WHEN status = 'RELEASED' AND ended_at < expires_at THEN 'released'
+            WHEN status IN ('EXPIRED', 'RELEASED') OR (status = 'ACTIVE' AND expires_at < now())
+                 THEN CASE WHEN extended THEN 'extended' ELSE 'lapsed' END
             ELSE 'kept' END AS ended,
        count(*),
-       coalesce(extract(epoch FROM avg(CASE WHEN status = 'RELEASED' THEN ended_at ELSE expires_at END - created_at)), 0)::float8
-  FROM holds WHERE event_id = $1 GROUP BY 1`
+       coalesce(extract(epoch FROM avg(CASE WHEN status = 'RELEASED' AND ended_at < expires_at THEN ended_at ELSE expires_at END - created_at)), 0)::float8
+  FROM holds h WHERE event_id = $1 GROUP BY 1`
 
 // holdReturns is what returnsSQL measures, for the forecast after the
 // sale (nil: no hold was made).
@@ -84,9 +89,9 @@ func holdReturns(ctx context.Context, c Config) (*crowd.Returns, error) {
 	}
 	share := func(kind string) float64 { return float64(groups[kind].n) / float64(all) }
 	r := &crowd.Returns{Released: share("released"), ReleasedAfter: groups["released"].after}
-	for _, kind := range []string{"lapsed", "extended"} {
-		if groups[kind].n > 0 {
-			r.Lapses = append(r.Lapses, crowd.Lapse{Share: share(kind), After: groups[kind].after})
+	for _, kind := range []struct{ group, name string }{{"lapsed", "at the hold's end"}, {"extended", "extended at the Pay step first"}} {
+		if g := groups[kind.group]; g.n > 0 {
+			r.Lapses = append(r.Lapses, crowd.Lapse{Share: share(kind.group), After: g.after, Name: kind.name})
 		}
 	}
 	return r, nil
@@ -159,7 +164,7 @@ func lastSeats(ctx context.Context, c Config, onsale time.Time, n int) ([]string
 			switch {
 			case h.booked:
 				fmt.Fprintf(&b, ", confirmed %s", at(ch.confirmed))
-			case h.ended != nil && h.status != "EXPIRED" && h.ended.Before(h.expires):
+			case h.ended != nil && h.status == "RELEASED" && h.ended.Before(h.expires):
 				free = *h.ended
 				fmt.Fprintf(&b, ", %s %s", strings.ToLower(h.status), at(free))
 			default: // lapsed at its end (the sweeper records it later)

@@ -268,8 +268,8 @@ func run(ctx context.Context, c Config) error {
 	}
 	stopWatch()
 	returns, err := holdReturns(ctx, c)
-	if err != nil {
-		return fmt.Errorf("the seats that came back: %w", err)
+	if err != nil { // a diagnostic: the forecast keeps the crowd's measures, the verdict stands
+		fmt.Fprintf(os.Stderr, "flashsale: the seats that came back: %v\n", err)
 	}
 	out := outcome{took: saleTook, hold: ev.Hold(), allTaken: screens.AllTaken(), soldOut: screens.SoldOut(), returns: returns,
 		forecast: crowd.Predict(measuredSale(st, achieved(admissions, onsale, screens.AllTaken(), saleTook), returns, crowd.Sale{Seats: ev.Capacity,
@@ -278,7 +278,7 @@ func run(ctx context.Context, c Config) error {
 		saleFrom: opened, saleTo: onsale.Add(saleTook)}
 	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
 	if out.lastSeats, err = lastSeats(ctx, c, onsale, 3); err != nil {
-		return fmt.Errorf("the seats sold last: %w", err)
+		fmt.Fprintf(os.Stderr, "flashsale: the seats sold last: %v\n", err)
 	}
 	summary(c, st, out)
 	printFaults(effects, onsale)

@@ -182,7 +182,7 @@ func measured(st *crowd.Stats, returns *crowd.Returns) string {
 	if r := returns; r != nil {
 		back = fmt.Sprintf("; in the database, %.1f%% of holds were released, %.1f s after the hold on average", 100*r.Released, r.ReleasedAfter.Seconds())
 		for _, l := range r.Lapses {
-			back += fmt.Sprintf(", %.1f%% lapsed %.1f s after it", 100*l.Share, l.After.Seconds())
+			back += fmt.Sprintf(", %.1f%% lapsed %s, %.1f s after it", 100*l.Share, l.Name, l.After.Seconds())
 		}
 		back += " (lapsed: closed the app, or a payment that never settled or settled too late; a hold extended at the Pay step lapses that much later)"
 	}
