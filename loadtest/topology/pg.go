@@ -752,7 +752,12 @@ func (p *PG) Stop() error {
 				}
 			}
 		}
-		errs = append(errs, err, p.waitMembersDown(10*time.Second))
+		// A graceful stop that hangs is Patroni's (once in a fresh-clone
+		// run: a replica's Patroni still up 60 s after SIGTERM, when it
+		// usually takes 4-9 s); what Stop promises is that nothing of the
+		// cluster outlives it, so only survivors of the kill are an error.
+		fmt.Fprintf(os.Stderr, "topology: graceful stop: %v; killed\n", err)
+		errs = append(errs, p.waitMembersDown(10*time.Second))
 	}
 	for _, m := range p.Members {
 		if m.patroni != nil {
