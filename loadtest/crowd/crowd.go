@@ -60,11 +60,12 @@ func New(gateway string, event int64, bands []string, conns int, st *Stats) *Cro
 	return c
 }
 
-// poolConns is the connections of a pool for workers workers: one each,
-// and room for the card payers' second clicks (one a worker at most, for
-// as long as the request) and the bots, so that a worker never waits for
-// a connection (the wait would count as the service's latency).
-func poolConns(workers int) int { return workers + workers/4 + 8 }
+// poolConns is the connections of a pool for workers workers of each
+// class: one each, and room for the card payers' second clicks (one an
+// admitted fans' worker at most, for as long as the request) and the
+// bots, so that a worker never waits for a connection (the wait would
+// count as the service's latency).
+func poolConns(workers int) int { return classes*workers + workers/4 + 8 }
 
 // pipeConns is the pipelined connections for workers workers: a few
 // dozen polls in flight on each at most.
@@ -98,16 +99,17 @@ func (c *Crowd) url(format string, args ...any) string {
 func (c *Crowd) Fans(ctx context.Context, fans int, arrival Arrival, start time.Time) []check.Admission {
 	c.fans = make([]fan, fans)
 	defer func() { c.fans = nil }()
-	lanes := c.lanes()
+	lanes := c.lanes(classes)
 	for i := range c.fans {
 		f := &c.fans[i]
 		f.trace.Fan = i
 		if i < len(c.ahead) {
 			f.account, f.trace.Account = c.ahead[i].token, c.ahead[i].account
 		}
-		lanes[i%len(lanes)].add(i, start.Add(arrival.Draw()))
+		lanes[i%len(lanes)].add(i, inLine, start.Add(arrival.Draw()))
 	}
-	run(ctx, lanes, c.workers, task{step: func(n int, late time.Duration) (time.Time, bool) { return c.step(ctx, n, late) }, stop: c.stop})
+	run(ctx, lanes, []int{c.workers, c.workers}, task{step: func(n int, late time.Duration) (time.Time, bool) { return c.step(ctx, n, late) },
+		class: c.classOf, stop: c.stop})
 	var out []check.Admission
 	for i := range c.fans {
 		if c.fans[i].arrived {
@@ -117,18 +119,38 @@ func (c *Crowd) Fans(ctx context.Context, fans int, arrival Arrival, start time.
 	return out
 }
 
-// lanes are a scheduler for each pool's fans (fan i in the (i mod
-// pools)th), so that a worker only sends on its own pool's connections.
-func (c *Crowd) lanes() []*scheduler {
+// The fans' classes in a lane's scheduler: in line (signing in, joining,
+// polling) and admitted (shopping, paying), each on workers of its own,
+// so that a wall of fans joining, each worker waiting for a slow answer,
+// makes no payer late for its hold.
+const (
+	inLine = iota
+	admitted
+	classes
+)
+
+// classOf is the class fan n waits in: admitted once it has a session.
+func (c *Crowd) classOf(n int) int {
+	if c.fans[n].shop != nil {
+		return admitted
+	}
+	return inLine
+}
+
+// lanes are a scheduler of classes classes for each pool's fans (fan i in
+// the (i mod pools)th), so that a worker only sends on its own pool's
+// connections.
+func (c *Crowd) lanes(classes int) []*scheduler {
 	out := make([]*scheduler, len(c.pools))
 	for i := range out {
-		out[i] = newScheduler()
+		out[i] = newScheduler(classes)
 	}
 	return out
 }
 
-// run runs each lane's tasks on its own workers until all are finished.
-func run(ctx context.Context, lanes []*scheduler, workers int, t task) {
+// run runs each lane's tasks on its own workers (workers[class] for each
+// class) until all are finished.
+func run(ctx context.Context, lanes []*scheduler, workers []int, t task) {
 	var wg sync.WaitGroup
 	for _, l := range lanes {
 		wg.Add(1)

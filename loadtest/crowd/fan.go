@@ -92,8 +92,8 @@ const finished time.Duration = math.MinInt64
 // step runs fan n from its state to its next wait (a state that waits 0
 // runs at once): the scheduler's step.
 func (c *Crowd) step(ctx context.Context, n int, late time.Duration) (time.Time, bool) {
-	c.st.late(late)
 	f := &c.fans[n]
+	c.st.late(late, f.shop != nil)
 	for {
 		switch wait := c.act(ctx, f); {
 		case wait == finished:

@@ -112,7 +112,10 @@ type Forecast struct {
 	// (An earlier forecast counted every seat coming back as a full round
 	// and one round past the median: 1.7x pessimistic at 60,000 fans.)
 	AllTaken, SoldOut time.Duration
-	Rounds            int
+	// SoldOutRange is the 10th and 90th percentiles of the sale's end:
+	// four sales in five end between them.
+	SoldOutRange [2]time.Duration
+	Rounds       int
 }
 
 // MapRebuild is how often the core's seat-map keeper rebuilds an event's
@@ -177,33 +180,97 @@ func Predict(s Sale) Forecast {
 	chain := lapsed / (1 - quickly)
 	if f.AllTaken == time.Duration(math.MaxInt64) || chain >= 1 {
 		f.SoldOut = f.AllTaken // never (every payment failing: seats come back as fast as they go)
+		f.SoldOutRange = [2]time.Duration{f.SoldOut, f.SoldOut}
 		return f
 	}
 	for f.Rounds = 0; holds*math.Pow(chain, float64(f.Rounds+1)) >= math.Ln2; f.Rounds++ {
 	}
-	// The longest chain ends last when the seats went fast; when they went
-	// slowly, a shorter chain begun near AllTaken may end later; and a
-	// chain through long lapses (extended holds) may end later than a
-	// longer one through short ones. The sale ends with the latest of the
-	// chains likely to exist: every mix of k = 0..Rounds rounds of each
-	// lapse's length, m = holds × (the mixes' count) × Π p_i^j_i ≥ ln 2.
-	end := f.AllTaken
-	for k := 0; k <= f.Rounds; k++ {
-		mixes(len(lapses), k, func(j []int) {
-			m, took := holds*multinomial(j), time.Duration(0)
+	// The sale ends when the last chain does, and which chain that is
+	// depends on luck: the end is a random variable. Chains begin at
+	// holds made between the first hold and AllTaken (about evenly
+	// spread), and a chain that begins at s ends at s + D, D the sum of
+	// its rounds: every mix j of lapse kinds, with probability
+	// multinomial(j) × Π q_i^j_i × (1 − Σ q_i). The chains being
+	// independent, P(the sale has ended by t) = exp(−holds × P(a chain
+	// ends after t)), and the forecast is its median, with the 10th and
+	// 90th percentiles as its range: how far apart those are says how
+	// close any forecast of this sale can be.
+	ends := chainEnds(lapses, quickly, s.Sweep, holds)
+	at := func(q float64) time.Duration { return endQuantile(q, holds, start, f.AllTaken, ends) + settle }
+	f.SoldOut, f.SoldOutRange = at(0.5), [2]time.Duration{at(0.1), at(0.9)}
+	return f
+}
+
+// chainEnd is one way a chain of lapses can go: its probability and how
+// long its rounds took.
+type chainEnd struct {
+	p    float64
+	took time.Duration
+}
+
+// chainEnds are the ways a chain can go, every mix of lapse kinds from no
+// round up to where the chains left out (holds × their probability) are
+// fewer than one in ten thousand sales.
+func chainEnds(lapses []Lapse, quickly float64, sweep time.Duration, holds float64) []chainEnd {
+	q := make([]float64, len(lapses))
+	on := 0.0
+	for i, l := range lapses {
+		q[i] = l.Share / (1 - quickly)
+		on += q[i]
+	}
+	var out []chainEnd
+	left := 1.0 // the probability of the mixes of more rounds than enumerated
+	for k := 0; k <= maxRounds && holds*left >= 1e-4; k++ {
+		mixes(max(len(lapses), 1), k, func(j []int) {
+			e := chainEnd{p: multinomial(j) * (1 - on)}
 			for i, n := range j {
-				m *= math.Pow(lapses[i].Share/(1-quickly), float64(n))
-				took += time.Duration(n) * (lapses[i].After + s.Sweep/2)
+				if i < len(lapses) {
+					e.p *= math.Pow(q[i], float64(n))
+					e.took += time.Duration(n) * (lapses[i].After + sweep/2)
+				} else if n > 0 {
+					e.p = 0
+				}
 			}
-			if k > 0 && m < math.Ln2 {
-				return
-			}
-			last := start + time.Duration(float64(f.AllTaken-start)*m/(m+1))
-			end = max(end, last+took)
+			out = append(out, e)
+			left -= e.p
 		})
 	}
-	f.SoldOut = end + settle
-	return f
+	return out
+}
+
+// maxRounds bounds the rounds chainEnds enumerates (a share lapsing near
+// 1 would otherwise enumerate for ever).
+const maxRounds = 60
+
+// endQuantile is the time by which every chain has ended with probability
+// q: the t with exp(−holds × P(a chain ends after t)) = q, a chain
+// beginning evenly between first and last and going one of ends' ways.
+func endQuantile(q, holds float64, first, last time.Duration, ends []chainEnd) time.Duration {
+	after := func(t time.Duration) float64 { // holds × P(a chain ends after t)
+		sum := 0.0
+		for _, e := range ends {
+			switch begin := t - e.took; { // a chain ends after t if it began after begin
+			case begin < first:
+				sum += e.p
+			case begin < last:
+				sum += e.p * float64(last-begin) / float64(last-first)
+			}
+		}
+		return holds * sum
+	}
+	want := -math.Log(q)
+	lo, hi := first, last
+	for _, e := range ends {
+		hi = max(hi, last+e.took)
+	}
+	for hi-lo > time.Millisecond { // after falls as t grows
+		if mid := lo + (hi-lo)/2; after(mid) > want {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
 }
 
 // mixes calls f with every way of making k rounds out of n kinds: j[i]
@@ -265,6 +332,8 @@ func taking(ideal float64, backs []back) time.Duration {
 
 func (f Forecast) String() string {
 	return fmt.Sprintf("λ = %.0f/s let in, W = %.1f s the session of a fan let in while seats are left, L = λW = %.0f sessions against total_active_users %d: %s-bound, "+
-		"%.0f fans/s x %.1f tickets -> every seat taken after %.0f s; %.0f%% of holds come back; sold out after about %.0f s (the longest chain of seats coming back a hold later: %d rounds)",
-		f.Lambda, f.W.Seconds(), f.L, f.Cap, f.Bound, f.Admit, f.PerOrder, f.AllTaken.Seconds(), 100*f.Lost, f.SoldOut.Seconds(), f.Rounds)
+		"%.0f fans/s x %.1f tickets -> every seat taken after %.0f s; %.0f%% of holds come back; sold out after about %.0f s, four sales in five between %.0f and %.0f s "+
+		"(the longest chain of seats coming back a hold later likely to exist: %d rounds)",
+		f.Lambda, f.W.Seconds(), f.L, f.Cap, f.Bound, f.Admit, f.PerOrder, f.AllTaken.Seconds(), 100*f.Lost, f.SoldOut.Seconds(),
+		f.SoldOutRange[0].Seconds(), f.SoldOutRange[1].Seconds(), f.Rounds)
 }

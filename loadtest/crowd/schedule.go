@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// scheduler runs many small tasks (the fans, by number) on a bounded set of
+// scheduler runs many small tasks (the fans, by number) on bounded sets of
 // workers: a task is a step function that does its work (a request or a
 // few back to back) and says when it wants to run again. A task waiting
 // (for its arrival, its next poll, a pause before tapping again) is an
@@ -15,21 +15,38 @@ import (
 // crowd's memory grows with the fans by a few bytes of heap each, and its
 // goroutines are the workers, however many fans there are.
 //
-// One goroutine (run's) hands the due tasks to the workers over an
+// Tasks wait in classes, each a heap with workers of its own, and a task
+// says after each step which class it waits in next (the crowd: fans in
+// line, and fans admitted to shop). A class whose workers are all busy
+// makes only its own tasks late: a wall of fans joining the line, each
+// worker waiting for a slow answer, does not make a payer miss its hold,
+// as one browser's slow page does not slow another's.
+//
+// One goroutine a class hands its due tasks to its workers over an
 // unbuffered channel: a task due while every worker is busy waits in the
 // heap, and how late it started is the crowd's own lag (Stats.Lag), kept
 // apart from the latency of the requests it then sends.
 type scheduler struct {
-	mu    sync.Mutex
-	due   wakeHeap
-	live  int           // tasks added and not finished
-	wake  chan struct{} // a task was added that may be due before the one run is waiting for
-	epoch time.Time     // wake times are nanoseconds since this
+	mu     sync.Mutex
+	queues []queue // by class
+	live   int     // tasks added and not finished, in every class
+	epoch  time.Time
 }
 
-// newScheduler is a scheduler with no tasks yet.
-func newScheduler() *scheduler {
-	return &scheduler{wake: make(chan struct{}, 1), epoch: time.Now()}
+// queue is one class's waiting tasks.
+type queue struct {
+	due  wakeHeap
+	wake chan struct{} // a task was added that may be due before the one the class's loop waits for, or the last finished
+}
+
+// newScheduler is a scheduler of classes classes (at least one) with no
+// tasks yet.
+func newScheduler(classes int) *scheduler {
+	s := &scheduler{queues: make([]queue, max(classes, 1)), epoch: time.Now()}
+	for i := range s.queues {
+		s.queues[i].wake = make(chan struct{}, 1)
+	}
+	return s
 }
 
 // wake is one task's next run.
@@ -52,60 +69,93 @@ func (h *wakeHeap) Pop() any {
 	return w
 }
 
-// add adds a task that first runs at t.
-func (s *scheduler) add(task int, t time.Time) {
+// add adds a task that first runs at t, in class class.
+func (s *scheduler) add(task, class int, t time.Time) {
 	s.mu.Lock()
 	s.live++
 	s.mu.Unlock()
-	s.at(task, t)
+	s.at(task, class, t)
 }
 
-// at schedules a live task's next run at t.
-func (s *scheduler) at(task int, t time.Time) {
+// at schedules a live task's next run at t, in class class.
+func (s *scheduler) at(task, class int, t time.Time) {
 	w := wake{at: int64(t.Sub(s.epoch)), task: int32(task)}
+	q := &s.queues[class]
 	s.mu.Lock()
-	heap.Push(&s.due, w)
-	first := s.due[0] == w
+	heap.Push(&q.due, w)
+	first := q.due[0] == w
 	s.mu.Unlock()
 	if first {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		poke(q.wake)
 	}
 }
 
-// done says a task finished.
+// done says a task finished: every class's loop looks whether any is left.
 func (s *scheduler) done() {
 	s.mu.Lock()
 	s.live--
 	s.mu.Unlock()
+	for i := range s.queues {
+		poke(s.queues[i].wake)
+	}
+}
+
+// poke wakes a class's loop, unless a wake-up is already pending.
+func poke(c chan struct{}) {
 	select {
-	case s.wake <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
 
 // task is what the scheduler runs: step runs a task once, late after its
-// time, and says when it runs next (more false: it is finished); stop
-// finishes a task that is due or waiting when the context has ended (it may
-// still send a request of its own, such as a fan's goodbye).
+// time, and says when it runs next (more false: it is finished); class
+// says which class it waits in then (nil: the first); stop finishes a
+// task that is due or waiting when the context has ended (it may still
+// send a request of its own, such as a fan's goodbye).
 type task struct {
-	step func(n int, late time.Duration) (next time.Time, more bool)
-	stop func(n int)
+	step  func(n int, late time.Duration) (next time.Time, more bool)
+	class func(n int) int
+	stop  func(n int)
 }
 
-// run runs the tasks on workers goroutines until every task has finished:
-// by itself, or stopped once ctx ends (a step running then finishes first,
-// its requests failing fast).
-func (s *scheduler) run(ctx context.Context, workers int, t task) {
+func (t task) classOf(n int) int {
+	if t.class == nil {
+		return 0
+	}
+	return t.class(n)
+}
+
+// run runs the tasks, each class's on workers[class] goroutines (at least
+// one), until every task has finished: by itself, or stopped once ctx
+// ends (a step running then finishes first, its requests failing fast).
+func (s *scheduler) run(ctx context.Context, workers []int, t task) {
+	var wg sync.WaitGroup
+	for c := range s.queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 1
+			if c < len(workers) {
+				n = max(workers[c], 1)
+			}
+			s.runClass(ctx, c, n, t)
+		}()
+	}
+	wg.Wait()
+}
+
+// runClass runs class c's tasks on workers goroutines until no task is
+// left in any class.
+func (s *scheduler) runClass(ctx context.Context, c, workers int, t task) {
 	type job struct {
 		n    int
 		late time.Duration
 	}
+	q := &s.queues[c]
 	jobs := make(chan job)
 	var wg sync.WaitGroup
-	for range max(workers, 1) {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -123,7 +173,7 @@ func (s *scheduler) run(ctx context.Context, workers int, t task) {
 					t.stop(j.n)
 					s.done()
 				default:
-					s.at(j.n, next)
+					s.at(j.n, t.classOf(j.n), next)
 				}
 			}
 		}()
@@ -142,21 +192,21 @@ func (s *scheduler) run(ctx context.Context, workers int, t task) {
 			return
 		}
 		now := int64(time.Since(s.epoch))
-		if len(s.due) > 0 && (s.due[0].at <= now || ctx.Err() != nil) {
-			w := heap.Pop(&s.due).(wake)
+		if len(q.due) > 0 && (q.due[0].at <= now || ctx.Err() != nil) {
+			w := heap.Pop(&q.due).(wake)
 			s.mu.Unlock()
 			jobs <- job{int(w.task), time.Duration(max(0, now-w.at))}
 			continue
 		}
 		wait := time.Hour
-		if len(s.due) > 0 {
-			wait = time.Duration(s.due[0].at - now)
+		if len(q.due) > 0 {
+			wait = time.Duration(q.due[0].at - now)
 		}
 		s.mu.Unlock()
 		timer.Reset(wait)
 		select {
 		case <-timer.C:
-		case <-s.wake:
+		case <-q.wake:
 		case <-ended:
 			ended = nil
 		}

@@ -43,7 +43,7 @@ func (c *Crowd) SignInAhead(ctx context.Context, fans, conc int) {
 	c.ahead = make([]signedIn, fans)
 	c.fans = make([]fan, fans)
 	defer func() { c.fans = nil }()
-	lanes := c.lanes()
+	lanes := c.lanes(1)
 	// Each lane signs its own fans in, in order, a share of conc at a time:
 	// as one finishes the lane's next starts.
 	per := max((conc+len(lanes)-1)/len(lanes), 1)
@@ -52,7 +52,7 @@ func (c *Crowd) SignInAhead(ctx context.Context, fans, conc int) {
 		if i := l + int(next[l].Add(1)-1)*len(lanes); i < fans && ctx.Err() == nil {
 			c.fans[i] = fan{state: askingCode, arrived: true, sign: &signing{ahead: true}}
 			c.fans[i].trace.Fan = i
-			lanes[l].add(i, time.Now())
+			lanes[l].add(i, inLine, time.Now())
 		}
 	}
 	for l := range lanes {
@@ -67,7 +67,7 @@ func (c *Crowd) SignInAhead(ctx context.Context, fans, conc int) {
 		}
 		return at, more
 	}
-	run(ctx, lanes, min(per, c.workers, signInFlight), task{step: step, stop: func(int) {}})
+	run(ctx, lanes, []int{min(per, c.workers, signInFlight)}, task{step: step, stop: func(int) {}})
 }
 
 // signInFlight bounds a lane's sign-in requests in flight, whatever the

@@ -276,7 +276,7 @@ func run(ctx context.Context, c Config) error {
 			PerMinute: c.PerMinute, MaxActive: c.MaxActive, Session: c.Session, Hold: ev.Hold(), Sweep: crowd.MapRebuild})),
 		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook,
 		saleFrom: opened, saleTo: onsale.Add(saleTook)}
-	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag())
+	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag(), st.ShopLag())
 	if out.lastSeats, err = lastSeats(ctx, c, onsale, 3); err != nil {
 		fmt.Fprintf(os.Stderr, "flashsale: the seats sold last: %v\n", err)
 	}

@@ -70,14 +70,16 @@ func peakRSS() uint64 {
 
 // line says what the crowd cost: its peak RSS, CPU (u: the process
 // table's sampling of this process), its
-// goroutines and heap at their peaks and how late its fans acted.
-func (s *self) line(fans, workers int, u procstat.Usage, lag crowd.Latency) string {
+// goroutines and heap at their peaks and how late its fans acted (lag:
+// all of them; shop: the admitted fans, on workers of their own).
+func (s *self) line(fans, workers int, u procstat.Usage, lag, shop crowd.Latency) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return fmt.Sprintf("The crowd itself (this process, %d fans on %d workers): peak RSS %.0f MB, Go heap at most %.0f MB, at most %d goroutines; "+
-		"CPU %.2f cores on average, %.2f at the busiest second; its fans acted late (every worker busy) by %.0f ms at the median, %.0f ms at p99, %.0f ms at most.",
+		"CPU %.2f cores on average, %.2f at the busiest second; its fans acted late (every worker busy) by %.0f ms at the median, %.0f ms at p99, %.0f ms at most; "+
+		"the admitted fans (shopping and paying, on %d workers of their own) by %.0f ms at p99, %.0f ms at most.",
 		fans, workers, float64(peakRSS())/(1<<20), float64(s.heap)/(1<<20), s.goroutines, u.CPUMean, u.CPUPeak,
-		millis(lag.P50), millis(lag.P99), millis(lag.Max))
+		millis(lag.P50), millis(lag.P99), millis(lag.Max), workers, millis(shop.P99), millis(shop.Max))
 }
 
 // millis is a duration in milliseconds.
