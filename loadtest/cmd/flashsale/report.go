@@ -98,7 +98,9 @@ func (o outcome) lines(c Config, st *crowd.Stats) []string {
 	}
 	end := fmt.Sprintf("not sold out when the %v deadline came (%.0f s after onsale)", c.Deadline, o.took.Seconds())
 	if o.soldOut > 0 {
-		end = fmt.Sprintf("sold out %.0f s after onsale (forecast about %.0f s)", o.soldOut.Seconds(), o.forecast.SoldOut.Seconds())
+		f := o.forecast
+		end = fmt.Sprintf("sold out %.0f s after onsale (forecast about %.0f s, %+.0f%%; four sales in five between %.0f and %.0f s)", o.soldOut.Seconds(),
+			f.SoldOut.Seconds(), 100*(o.soldOut.Seconds()/f.SoldOut.Seconds()-1), f.SoldOutRange[0].Seconds(), f.SoldOutRange[1].Seconds())
 	}
 	taken := "never every seat taken at once"
 	if o.allTaken > 0 {
