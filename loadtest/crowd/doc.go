@@ -19,9 +19,10 @@
 //   - fan.go: one fan, from joining the line to leaving it, its place
 //     history and the confirmations it was told: a state machine, one
 //     step per request or few, between waits;
-//   - schedule.go: the scheduler that runs the fans' steps on a bounded
-//     set of workers when their time comes (a min-heap of wake times: no
-//     goroutine or timer a fan);
+//   - schedule.go: the scheduler that runs the fans' steps on bounded
+//     sets of workers when their time comes (a min-heap of wake times: no
+//     goroutine or timer a fan), the fans in line and the admitted fans
+//     each on workers of their own;
 //   - seats.go: the layout, and picking seats from an availability bitmap;
 //   - bots.go: the bots;
 //   - operators.go: the operators' dials and screens (the checker's samples);
@@ -29,7 +30,8 @@
 //     fans' polls pipelined over a few connections);
 //   - stats.go: what the crowd saw, counted as it happens (answers per
 //     route, class and second; latencies in bounded HdrHistograms);
-//   - forecast.go: the sale's course predicted by Little's law.
+//   - forecast.go: the sale's course predicted by Little's law, and its
+//     end as the distribution of the latest chain of lapsed holds.
 //
 // The crowd is black-box: it speaks only the gateway's HTTP API.
 package crowd
