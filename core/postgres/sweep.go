@@ -22,8 +22,8 @@ import (
 // keeps every hold it ever swept, and the sweep reads it only from
 // sweep_mark.mark on: no hold expiring before the mark is ACTIVE. The
 // statement moves the mark up to the earliest expiry in its range that it
-// leaves ACTIVE (a hold skipped as locked, or beyond the batch) or, when
-// it leaves none, to $2: no transaction that may still write a hold
+// leaves ACTIVE (a hold skipped as locked, or beyond the batch: a full
+// batch's last expiry) or, when it leaves none, to $2: no transaction that may still write a hold
 // started before $2 (sweepBoundSQL, read before this statement's
 // snapshot), and a hold the core writes expires after its statement's
 // now(), so a hold this statement cannot see yet expires after $2. A hold
@@ -57,17 +57,17 @@ const sweepSQL = `
 WITH m AS (
     SELECT mark, gen FROM sweep_mark
 ), c AS MATERIALIZED (
-    -- The candidates, read once: the batch is locked and rewritten by
-    -- ctid (no primary-key lookups), and the new mark is read from them.
+    -- The batch, read once: it is locked and rewritten by ctid (no
+    -- primary-key lookups), and the new mark is read from it.
     SELECT ctid AS t, id, expires_at FROM holds
      WHERE expires_at >= (SELECT mark FROM m) AND expires_at < now() AND status = 'ACTIVE'
+     ORDER BY expires_at LIMIT $1
 ), l AS (
     -- A hold changed since the snapshot has another ctid now: the re-check
     -- of ctid leaves it out, for the next sweep (it stays in c, so the
     -- mark does not pass it).
     SELECT ctid AS t FROM holds
-     WHERE ctid = ANY (ARRAY(SELECT t FROM c ORDER BY expires_at LIMIT $1))
-       AND status = 'ACTIVE' AND expires_at < now()
+     WHERE ctid = ANY (ARRAY(SELECT t FROM c)) AND status = 'ACTIVE' AND expires_at < now()
        FOR UPDATE SKIP LOCKED
 ), h AS (
     UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now(), owed = true
@@ -75,7 +75,13 @@ WITH m AS (
     RETURNING id, event_id, seat_ids, quantity, expires_at
 ), moved AS (
     UPDATE sweep_mark SET mark = x.mark
-      FROM (SELECT least($2::timestamptz, min(expires_at)) AS mark FROM c WHERE id NOT IN (SELECT id FROM h)) x
+      FROM (SELECT least($2::timestamptz,
+                         -- what it left of the batch (nothing, most often: then c is not read again)
+                         (SELECT min(expires_at) FROM c
+                           WHERE (SELECT count(*) FROM h) < (SELECT count(*) FROM c) AND id NOT IN (SELECT id FROM h)),
+                         -- a full batch: the holds after it expire at its last expiry or later
+                         (SELECT max(expires_at) FROM c HAVING count(*) = $1)) AS mark
+             OFFSET 0) x
      WHERE sweep_mark.one IN (SELECT one FROM sweep_mark FOR UPDATE SKIP LOCKED)
        AND sweep_mark.gen = (SELECT gen FROM m) AND x.mark > sweep_mark.mark
 )` + endedTail + sweepResult + sweepFrom
@@ -88,9 +94,13 @@ WITH m AS (
 // to sessions of the same role: every core connects as the same role, and
 // a session of another role must not write holds. A second off it covers
 // a transaction that has begun but not yet shown its start.
+// (The statistics functions, not the view pg_stat_activity, which joins
+// catalogs and costs a few times more.)
 const sweepBoundSQL = `
-SELECT least(now(), min(xact_start)) - interval '1 second' FROM pg_stat_activity
- WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL`
+SELECT least(now(), min(pg_stat_get_backend_xact_start(b))) - interval '1 second'
+  FROM pg_stat_get_backend_idset() b
+ WHERE pg_stat_get_backend_dbid(b) = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND pg_stat_get_backend_pid(b) <> pg_backend_pid()`
 
 // settleQuotaSQL gives one account ($1 event, $2 account) back the tickets of
 // its holds that no longer count, exactly once, and reports them, the
