@@ -63,9 +63,10 @@ WITH m AS (
      WHERE expires_at >= (SELECT mark FROM m) AND expires_at < now() AND status = 'ACTIVE'
      ORDER BY expires_at LIMIT $1
 ), l AS (
-    -- A hold changed since the snapshot has another ctid now: the re-check
-    -- of ctid leaves it out, for the next sweep (it stays in c, so the
-    -- mark does not pass it).
+    -- A hold changed since the snapshot is re-checked as its newest
+    -- version (status, expiry); one that still passes is locked, but h
+    -- cannot see that version and leaves it for the next sweep (it stays
+    -- in c, so the mark does not pass it).
     SELECT ctid AS t FROM holds
      WHERE ctid = ANY (ARRAY(SELECT t FROM c)) AND status = 'ACTIVE' AND expires_at < now()
        FOR UPDATE SKIP LOCKED
