@@ -3,10 +3,24 @@ package postgres
 import (
 	"context"
 	"io/fs"
+	"time"
+
+	"github.com/onsale/onsale/core"
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 )
+
+// SweepIgnoringOpenTransactions is Sweep as it would be without
+// sweepBoundSQL: it lets the mark move up to now, past the start of
+// transactions still open (the control of TestSweepMark).
+func (db *DB) SweepIgnoringOpenTransactions(ctx context.Context) (core.SweepResult, error) {
+	var now time.Time
+	if err := db.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return core.SweepResult{}, err
+	}
+	return db.sweep(ctx, sweepBatch, now)
+}
 
 // SettleQuota runs the settle a hold refused over its limit runs
 // (settleQuotaSQL), for the race tests: it returns the tickets given back and

@@ -296,11 +296,11 @@ func errOverLimit(limit int) error {
 // milliseconds, then 74 random bits. The random bits keep hold ids
 // impossible to guess and never reused. The time prefix makes the holds
 // primary key grow at its right edge, as the holds themselves do: a new
-// hold's key, and the new key entry each end of a hold adds (a change of
-// status cannot be a HOT update: holds_active_expiry's predicate reads
-// it), land on a few adjacent index pages instead of one random page
-// each. With random (version 4) ids those index writes were most of a
-// sweep's cost: the holds that expire together were made together.
+// hold's key, and the new key entry an end of a hold adds when it cannot
+// be a HOT update (its page full), land on a few adjacent index pages
+// instead of one random page each. With random (version 4) ids those index
+// writes were most of a sweep's cost (before migration 00011 no end of a
+// hold was HOT): the holds that expire together were made together.
 func newHoldID() string {
 	var b [16]byte
 	if _, err := rand.Read(b[6:]); err != nil {

@@ -159,12 +159,15 @@ SELECT count(*) FILTER (WHERE ` + seatFree + `),
   FROM seats WHERE event_id = $1`
 
 // gaCountsSQL counts a GA event's tickets: the counter's remaining, and
-// the quantities of active and booked holds.
+// the quantities of active and booked holds, in one read of the holds (no
+// index leads to an event's holds; none to the active ones either since
+// migration 00011).
 const gaCountsSQL = `
-SELECT g.remaining,
-       coalesce((SELECT sum(quantity) FROM holds WHERE event_id = $1 AND status = 'ACTIVE'), 0),
-       coalesce((SELECT sum(quantity) FROM holds WHERE event_id = $1 AND status = 'BOOKED'), 0)
-  FROM ga_inventory g WHERE g.event_id = $1`
+SELECT g.remaining, coalesce(x.active, 0), coalesce(x.booked, 0)
+  FROM ga_inventory g,
+       (SELECT sum(quantity) FILTER (WHERE status = 'ACTIVE') AS active, sum(quantity) FILTER (WHERE status = 'BOOKED') AS booked
+          FROM holds WHERE event_id = $1) x
+ WHERE g.event_id = $1`
 
 // Counts counts an event's seats (or GA tickets) available, held and sold.
 func (db *DB) Counts(ctx context.Context, event int64) (*core.Counts, error) {

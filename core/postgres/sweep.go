@@ -17,15 +17,29 @@ import (
 // ended; SKIP LOCKED lets a hold being extended right now wait for the
 // next sweep.
 //
+// The rewrite of each hold is a HOT update: no index covers the columns it
+// changes (migration 00011). So the index the sweep searches, holds_expiry,
+// keeps every hold it ever swept, and the sweep reads it only from
+// sweep_mark.mark on: no hold expiring before the mark is ACTIVE. The
+// statement moves the mark up to the earliest expiry in its range that it
+// leaves ACTIVE (a hold skipped as locked, or beyond the batch: a full
+// batch's last expiry) or, when it leaves none, to $2: no transaction that may still write a hold
+// started before $2 (sweepBoundSQL, read before this statement's
+// snapshot), and a hold the core writes expires after its statement's
+// now(), so a hold this statement cannot see yet expires after $2. A hold
+// written with an expiry already past lowers the mark itself and bumps
+// gen (the trigger of migration 00011); the statement leaves the mark
+// alone when gen is not what it read. It never moves the mark down, and
+// never waits for the mark's row (SKIP LOCKED: a trigger or another sweep
+// holding it, the mark stays where it is for this sweep), so it cannot
+// deadlock with a statement that lowers the mark while it writes holds.
+//
 // It writes no seat row. Lazy expiry (seatFree) already made every seat of
 // an expired hold free to every reader and writer the instant its
 // hold_until passed: a seat left HELD under an ended hold with hold_until
 // in the past is free, exactly as an AVAILABLE one, and the next hold
 // simply overwrites it; no statement of the core tells the two apart.
-// Rewriting those rows to AVAILABLE was most of the sweep's cost. The
-// sweep only reads which of its holds' seats are still under their id (a
-// seat a new hold took by lazy expiry names the new hold and is left out)
-// to tell the seat-map keeper, whose change feed gets them as available.
+// Rewriting those rows to AVAILABLE was most of the sweep's cost.
 //
 // It writes no account row either: the limit is lazy. A swept hold's
 // tickets stay in its account's counter, marked owed on the hold row in
@@ -40,16 +54,54 @@ import (
 // else reads the counter but the limit's CHECK, which it only makes
 // stricter, and the refusal's message, which is read after a settle.
 const sweepSQL = `
-WITH h AS (
+WITH m AS (
+    SELECT mark, gen FROM sweep_mark
+), c AS MATERIALIZED (
+    -- The batch, read once: it is locked and rewritten by ctid (no
+    -- primary-key lookups), and the new mark is read from it.
+    SELECT ctid AS t, id, expires_at FROM holds
+     WHERE expires_at >= (SELECT mark FROM m) AND expires_at < now() AND status = 'ACTIVE'
+     ORDER BY expires_at LIMIT $1
+), l AS (
+    -- A hold changed since the snapshot is re-checked as its newest
+    -- version (status, expiry); one that still passes is locked, but h
+    -- cannot see that version and leaves it for the next sweep (it stays
+    -- in c, so the mark does not pass it).
+    SELECT ctid AS t FROM holds
+     WHERE ctid = ANY (ARRAY(SELECT t FROM c)) AND status = 'ACTIVE' AND expires_at < now()
+       FOR UPDATE SKIP LOCKED
+), h AS (
     UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now(), owed = true
-     WHERE id IN (SELECT id FROM holds
-                   WHERE status = 'ACTIVE' AND expires_at < now()
-                   ORDER BY expires_at LIMIT $1
-                   FOR UPDATE SKIP LOCKED)
-       AND status = 'ACTIVE' AND expires_at < now()
+     WHERE ctid = ANY (ARRAY(SELECT t FROM l)) AND status = 'ACTIVE' AND expires_at < now()
     RETURNING id, event_id, seat_ids, quantity, expires_at
-)` + endedTail + sweepResult + `
-  FROM h`
+), moved AS (
+    UPDATE sweep_mark SET mark = x.mark
+      FROM (SELECT least($2::timestamptz,
+                         -- what it left of the batch (nothing, most often: then c is not read again)
+                         (SELECT min(expires_at) FROM c
+                           WHERE (SELECT count(*) FROM h) < (SELECT count(*) FROM c) AND id NOT IN (SELECT id FROM h)),
+                         -- a full batch: the holds after it expire at its last expiry or later
+                         (SELECT max(expires_at) FROM c HAVING count(*) = $1)) AS mark
+             OFFSET 0) x
+     WHERE sweep_mark.one IN (SELECT one FROM sweep_mark FOR UPDATE SKIP LOCKED)
+       AND sweep_mark.gen = (SELECT gen FROM m) AND x.mark > sweep_mark.mark
+)` + endedTail + sweepResult + sweepFrom
+
+// sweepBoundSQL is how far a sweep may move the mark when it leaves no
+// hold ACTIVE behind: the start of the oldest transaction open now in this
+// database, but for this session's (the sweep's own), or now. A
+// transaction started later has a later now(), and so do the expiries it
+// writes. It reads the other sessions' start times, which PostgreSQL shows
+// to sessions of the same role: every core connects as the same role, and
+// a session of another role must not write holds. A second off it covers
+// a transaction that has begun but not yet shown its start.
+// (The statistics functions, not the view pg_stat_activity, which joins
+// catalogs and costs a few times more.)
+const sweepBoundSQL = `
+SELECT least(now(), min(pg_stat_get_backend_xact_start(b))) - interval '1 second'
+  FROM pg_stat_get_backend_idset() b
+ WHERE pg_stat_get_backend_dbid(b) = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND pg_stat_get_backend_pid(b) <> pg_backend_pid()`
 
 // settleQuotaSQL gives one account ($1 event, $2 account) back the tickets of
 // its holds that no longer count, exactly once, and reports them, the
@@ -116,32 +168,36 @@ WITH listed AS (
 )` + endedTail + sweepResult + `,
        (SELECT n FROM returned), (SELECT tickets FROM account),
        (SELECT count(*) FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND ((status = 'ACTIVE' AND expires_at < now()) OR owed))
-         - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)
-  FROM h`
+         - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)` + sweepFrom
 
 // endedTail follows a CTE h of holds just ended: GA tickets go back to
-// their counter, and the seats still under those holds are read for the
-// seat-map keeper.
+// their counter, and the seats of those holds are listed for the seat-map
+// keeper (lapsed), from the hold rows: no seat row is read. A seat another
+// hold took since this hold lapsed is listed too; the keeper marks it
+// available until its next rebuild (a second at most, seatmap.Interval) and
+// the core's memory of taken seats forgets it (refuse.go), so a hold of it
+// goes to the database, which refuses it. Reading the seats to leave those
+// out took 10-12 ms of a sweep of 4,000 holds, more than ending them (8 ms
+// as HOT updates).
 const endedTail = `, ga AS (
     UPDATE ga_inventory g SET remaining = g.remaining + x.n
       FROM (SELECT event_id, sum(quantity)::int AS n FROM h WHERE cardinality(seat_ids) = 0 GROUP BY 1) x
      WHERE g.event_id = x.event_id
+), ended AS (
+    SELECT count(*) AS holds, min(expires_at) AS oldest FROM h
 ), lapsed AS (
-    -- OFFSET 0 keeps the subquery a per-hold lookup of its own seats by
-    -- primary key: pulled up into a join, the planner may scan every seat
-    -- of every event instead.
-    SELECT h.event_id, s.seat_id
-      FROM h CROSS JOIN LATERAL (
-           SELECT s.seat_id FROM seats s
-            WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id AND s.status = 'HELD'
-           OFFSET 0) s
+    SELECT count(*) AS seats, array_agg(event_id) AS events, array_agg(seat_id) AS ids
+      FROM (SELECT event_id, unnest(seat_ids) AS seat_id FROM h) s
 )`
 
-// sweepResult is what sweep scans, from h: holds ended, the lag of the
-// oldest, and the seats still under them.
+// sweepResult is what sweep scans, from endedTail: holds ended, the lag
+// of the oldest, and their seats (each seat's event, and its id). A
+// statement adds its own columns, then sweepFrom.
 const sweepResult = `
-SELECT count(*), coalesce(extract(epoch FROM now() - min(expires_at)), 0)::float8, (SELECT count(*) FROM lapsed),
-       coalesce((SELECT array_agg(event_id) FROM lapsed), '{}'), coalesce((SELECT array_agg(seat_id) FROM lapsed), '{}')`
+SELECT e.holds, coalesce(extract(epoch FROM now() - e.oldest), 0)::float8, l.seats, coalesce(l.events, '{}'), coalesce(l.ids, '{}')`
+
+const sweepFrom = `
+  FROM ended e, lapsed l`
 
 // sweepBatch bounds one sweep statement so a backlog is worked off in
 // short transactions.
@@ -149,13 +205,18 @@ const sweepBatch = 5000
 
 // Sweep records every expired hold as EXPIRED (owed: its account's
 // tickets come back at the account's next refusal, settleQuotaSQL) and returns
-// GA tickets, in batches, and reports how many holds it ended, how many of their seats
-// were still under them (free since the hold lapsed; the seat-map keeper
-// hears of them as available) and how late it was for the oldest.
+// GA tickets, in batches, and reports how many holds it ended, how many seats
+// they had (free since the hold lapsed; the seat-map keeper hears of them
+// as available) and how late it was for the oldest.
 func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 	var total core.SweepResult
+	// Read once, before every batch's snapshot (sweepSQL's $2).
+	var bound time.Time
+	if err := db.pool.QueryRow(ctx, sweepBoundSQL).Scan(&bound); err != nil {
+		return total, translate(err)
+	}
 	for {
-		r, err := db.sweep(ctx, sweepBatch)
+		r, err := db.sweep(ctx, sweepBatch, bound)
 		if err != nil {
 			return total, err
 		}
@@ -168,12 +229,12 @@ func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 	}
 }
 
-func (db *DB) sweep(ctx context.Context, batch int) (core.SweepResult, error) {
+func (db *DB) sweep(ctx context.Context, batch int, bound time.Time) (core.SweepResult, error) {
 	var r core.SweepResult
 	var lag float64
 	var events []int64
 	var seats []string
-	if err := db.pool.QueryRow(ctx, sweepSQL, batch).Scan(&r.Holds, &lag, &r.Seats, &events, &seats); err != nil {
+	if err := db.pool.QueryRow(ctx, sweepSQL, batch, bound).Scan(&r.Holds, &lag, &r.Seats, &events, &seats); err != nil {
 		return r, translate(err)
 	}
 	db.lapsed(events, seats)
