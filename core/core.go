@@ -182,7 +182,7 @@ type HoldRef struct {
 // store implements it).
 type SweepResult struct {
 	Holds int           // holds returned to sale
-	Seats int           // seats still under the swept holds: free since they lapsed, now recorded
+	Seats int           // seats of the swept holds (free since they lapsed; some may be held again since)
 	Lag   time.Duration // how long the oldest swept hold had been expired
 }
 

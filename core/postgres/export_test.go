@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/onsale/onsale/core"
@@ -20,6 +22,31 @@ func (db *DB) SweepIgnoringOpenTransactions(ctx context.Context) (core.SweepResu
 		return core.SweepResult{}, err
 	}
 	return db.sweep(ctx, sweepBatch, now)
+}
+
+// SweepOneBatch runs one sweep statement of at most batch holds, as Sweep
+// runs each of its batches; withoutFullBatchBound drops the rule that a
+// full batch moves the mark no further than its last expiry (the control
+// of TestSweepMark's backlog case: the mark jumps past the holds after
+// the batch).
+func (db *DB) SweepOneBatch(ctx context.Context, batch int, withoutFullBatchBound bool) (core.SweepResult, error) {
+	var bound time.Time
+	if err := db.pool.QueryRow(ctx, sweepBoundSQL).Scan(&bound); err != nil {
+		return core.SweepResult{}, err
+	}
+	if !withoutFullBatchBound {
+		return db.sweep(ctx, batch, bound)
+	}
+	sql := strings.Replace(sweepSQL, fullBatchBoundSQL, "NULL", 1)
+	if sql == sweepSQL {
+		return core.SweepResult{}, errors.New("sweepSQL has no full batch bound to drop")
+	}
+	var r core.SweepResult
+	var lag float64
+	var events []int64
+	var seats []string
+	err := db.pool.QueryRow(ctx, sql, batch, bound).Scan(&r.Holds, &lag, &r.Seats, &events, &seats)
+	return r, err
 }
 
 // SettleQuota runs the settle a hold refused over its limit runs

@@ -55,7 +55,8 @@ import (
 // stricter, and the refusal's message, which is read after a settle.
 const sweepSQL = `
 WITH m AS (
-    SELECT mark, gen FROM sweep_mark
+    -- No mark row (only by hand): read every hold, as the first sweep does.
+    SELECT coalesce((SELECT mark FROM sweep_mark), '-infinity') AS mark, (SELECT gen FROM sweep_mark) AS gen
 ), c AS MATERIALIZED (
     -- The batch, read once: it is locked and rewritten by ctid (no
     -- primary-key lookups), and the new mark is read from it.
@@ -81,11 +82,16 @@ WITH m AS (
                          (SELECT min(expires_at) FROM c
                            WHERE (SELECT count(*) FROM h) < (SELECT count(*) FROM c) AND id NOT IN (SELECT id FROM h)),
                          -- a full batch: the holds after it expire at its last expiry or later
-                         (SELECT max(expires_at) FROM c HAVING count(*) = $1)) AS mark
+                         ` + fullBatchBoundSQL + `) AS mark
              OFFSET 0) x
      WHERE sweep_mark.one IN (SELECT one FROM sweep_mark FOR UPDATE SKIP LOCKED)
        AND sweep_mark.gen = (SELECT gen FROM m) AND x.mark > sweep_mark.mark
 )` + endedTail + sweepResult + sweepFrom
+
+// fullBatchBoundSQL is sweepSQL's bound on the mark after a full batch:
+// the holds after the batch expire at its last expiry or later, and the
+// mark must not pass them.
+const fullBatchBoundSQL = `(SELECT max(expires_at) FROM c HAVING count(*) = $1)`
 
 // sweepBoundSQL is how far a sweep may move the mark when it leaves no
 // hold ACTIVE behind: the start of the oldest transaction open now in this

@@ -95,6 +95,28 @@ VALUES (gen_random_uuid(), $1, 'bob', 1, 1, now() + interval '200 ms') RETURNING
 			}
 			return h.ID
 		},
+	}, {
+		name:    "holds left after a full batch",
+		control: "a full batch that moves the mark as if it had swept everything",
+		run: func(t *testing.T, db *postgres.DB, ev int64, control bool) string {
+			// Five holds that expired a minute apart, an hour ago; a batch
+			// of two ends the first two. The other three expired after the
+			// batch's last expiry, and long before the bound (a second ago):
+			// the mark must stop at the batch.
+			var last string
+			for i, a := range []string{"dan", "erin", "fay", "gus", "hal"} {
+				h, err := hold(db, ev, a, core.HoldRequest{Quantity: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				exec(t, db, `UPDATE holds SET expires_at = now() - make_interval(mins => 60 - $2) WHERE id = $1`, h.ID, i)
+				last = h.ID
+			}
+			if r, err := db.SweepOneBatch(ctx, 2, control); err != nil || r.Holds != 2 {
+				t.Fatalf("one batch of 2: ended %d holds, %v; want 2", r.Holds, err)
+			}
+			return last
+		},
 	}} {
 		for _, control := range []bool{false, true} {
 			name := tc.name

@@ -130,4 +130,20 @@ VALUES (9, '00000000-0000-0000-0000-000000000002', 1, 'acct:2', '{A-3}', 1, 2500
 	if !strings.Contains(f, "no booking left unsettled") || !strings.Contains(f, `booking 9 PAYMENT_PENDING (async, payment "pay_x"`) {
 		t.Errorf("an unsettled booking: failures\n%s\nwant the unsettled rule naming booking 9", f)
 	}
+
+	// A hold no sweep ever ended (left ACTIVE an hour past its expiry: a
+	// sweep that lost track of it) outlived its expiry as much as one
+	// ended late, and fails the same rule; one just expired does not.
+	outlived := func(ago string) bool {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `INSERT INTO holds (id, event_id, account, quantity, claimed, status, expires_at)
+VALUES ('00000000-0000-0000-0000-000000000003', 1, 'acct:2', 1, 1, 'ACTIVE', now() - $1::interval)
+ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at`, ago); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(strings.Join(failures(in), "\n"), "no hold outlived its expiry")
+	}
+	if !outlived("1 hour") || outlived("1 second") {
+		t.Errorf("a hold left ACTIVE: the rule fails an hour past its expiry %v, a second past it %v; want true, false", outlived("1 hour"), outlived("1 second"))
+	}
 }
