@@ -41,12 +41,7 @@ func (db *DB) SweepOneBatch(ctx context.Context, batch int, withoutFullBatchBoun
 	if sql == sweepSQL {
 		return core.SweepResult{}, errors.New("sweepSQL has no full batch bound to drop")
 	}
-	var r core.SweepResult
-	var lag float64
-	var events []int64
-	var seats []string
-	err := db.pool.QueryRow(ctx, sql, batch, bound).Scan(&r.Holds, &lag, &r.Seats, &events, &seats)
-	return r, err
+	return db.sweepWith(ctx, sql, batch, bound)
 }
 
 // SettleQuota runs the settle a hold refused over its limit runs

@@ -236,11 +236,16 @@ func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 }
 
 func (db *DB) sweep(ctx context.Context, batch int, bound time.Time) (core.SweepResult, error) {
+	return db.sweepWith(ctx, sweepSQL, batch, bound)
+}
+
+// sweepWith runs one batch of sql (sweepSQL, or a test's variant of it).
+func (db *DB) sweepWith(ctx context.Context, sql string, batch int, bound time.Time) (core.SweepResult, error) {
 	var r core.SweepResult
 	var lag float64
 	var events []int64
 	var seats []string
-	if err := db.pool.QueryRow(ctx, sweepSQL, batch, bound).Scan(&r.Holds, &lag, &r.Seats, &events, &seats); err != nil {
+	if err := db.pool.QueryRow(ctx, sql, batch, bound).Scan(&r.Holds, &lag, &r.Seats, &events, &seats); err != nil {
 		return r, translate(err)
 	}
 	db.lapsed(events, seats)
