@@ -908,7 +908,12 @@ SELECT coalesce((SELECT tickets FROM account_tickets WHERE event_id = $1 AND acc
 // while two sweepers run in a loop. It returns the trials whose counter
 // came out wrong (given back twice, or a return lost) and, over all
 // trials, the tickets held beyond the limit and short of it.
-func raceLazyLimit(t *testing.T, db *postgres.DB, trials int, settle func(db *postgres.DB, ev int64, account string) error) (doubled, lost, over, short int) {
+//
+// naive says settle is the control's: its statement takes hold rows in no
+// set order, so a hold beside it may lose a deadlock and be refused as
+// taken (the hold's one retry lost too); the product's settle must never
+// cause that.
+func raceLazyLimit(t *testing.T, db *postgres.DB, trials int, naive bool, settle func(db *postgres.DB, ev int64, account string) error) (doubled, lost, over, short int) {
 	const limit = 6
 	ev := newEvent(t, db, "stadium", limit)
 	seats := seed.MustLayout("stadium").Seats()
@@ -955,7 +960,7 @@ func raceLazyLimit(t *testing.T, db *postgres.DB, trials int, settle func(db *po
 					time.Sleep(50 * time.Millisecond)
 					_, err = hold(db, ev, account, r)
 				}
-				if err != nil && core.ErrorCode(err) != core.ELimitExceeded {
+				if err != nil && core.ErrorCode(err) != core.ELimitExceeded && !(naive && core.ErrorCode(err) == core.ESeatsTaken) {
 					t.Errorf("hold: %v", err)
 				}
 			}
@@ -979,7 +984,7 @@ func raceLazyLimit(t *testing.T, db *postgres.DB, trials int, settle func(db *po
 func TestRaceLazyLimit(t *testing.T) {
 	t.Run("control: a settle that subtracts what it read gives tickets back twice", func(t *testing.T) {
 		db := postgrestest.NewDB(t, postgres.Options{LatePolicy: core.PolicyHonour})
-		doubled, lost, over, _ := raceLazyLimit(t, db, 30, naiveQuotaSettle)
+		doubled, lost, over, _ := raceLazyLimit(t, db, 30, true, naiveQuotaSettle)
 		t.Logf("naive settle, 30 trials: %d counters given back twice, %d with a return lost, %d tickets held past the limit", doubled, lost, over)
 		if doubled+lost == 0 {
 			t.Fatal("the naive settle never miscounted: the harness cannot see the bug")
@@ -988,7 +993,7 @@ func TestRaceLazyLimit(t *testing.T) {
 	t.Run("product: settleQuotaSQL, decided on the hold rows", func(t *testing.T) {
 		const trials = 60
 		db := postgrestest.NewDB(t, postgres.Options{LatePolicy: core.PolicyHonour})
-		doubled, lost, over, short := raceLazyLimit(t, db, trials, func(db *postgres.DB, ev int64, account string) error {
+		doubled, lost, over, short := raceLazyLimit(t, db, trials, false, func(db *postgres.DB, ev int64, account string) error {
 			_, _, err := db.SettleQuota(ctx, ev, account)
 			return err
 		})
