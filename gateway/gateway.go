@@ -32,7 +32,9 @@ const (
 // Factor, the share of the dial the core's health allows (gateway/health;
 // 1: the dial).
 type Tick struct {
-	Serving         int64
+	Serving int64
+	// Queue is the line's length: every place handed out (the draw's and
+	// the later arrivals'); before onsale, the pre-queue's size.
 	Queue           int64
 	Active          int64
 	Offers          int64

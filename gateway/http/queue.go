@@ -160,7 +160,7 @@ func describe(v *room.View, q *token.Queue, now time.Time) queueReply {
 		r.State = gateway.StatePrequeue
 		on := d.OnsaleAt
 		r.OnsaleAt = &on
-		r.PollAfterMs = prequeuePoll(on.Sub(now).Milliseconds(), nearPoll(d))
+		r.PollAfterMs = prequeuePoll(on.Sub(now).Milliseconds(), returnSpread(d, tk.Queue))
 		return r
 	}
 	r.Ahead = max(0, q.Position-tk.Serving-1)
@@ -220,16 +220,34 @@ func farPoll(d gateway.Dials, ahead int64) int64 {
 
 // prequeuePoll is when a fan in the pre-queue (until ms before onsale)
 // comes back: halfway to onsale while it is far off (at most every 30 s),
-// and from onsale on, spread over the next near ms. Nobody gains by
-// polling first (the draw at onsale decides the places) and the first
-// places offered lapse a whole claim window after onsale, so the
-// pre-queue's crowd need not all come back in the second onsale strikes.
-func prequeuePoll(until, near int64) int64 {
-	if until > 2*near {
+// and from onsale on, spread over the next spread ms (returnSpread).
+// Nobody gains by polling first (the draw at onsale decides the places),
+// so the pre-queue's crowd need not all come back in the second onsale
+// strikes. A fan who comes back before the draw is made (its gateway's
+// clock ahead of Redis's) is spread over the same time again.
+func prequeuePoll(until, spread int64) int64 {
+	if until > 2*spread {
 		return jitter(clamp(until/2, 1000, 30000))
 	}
-	return max(until, 0) + 250 + rand.Int64N(near)
+	return max(until, 0) + 250 + rand.Int64N(spread)
 }
+
+// returnSpread is how long after onsale the pre-queue's fans come back
+// over: each learns its drawn place with a call to Redis (position.lua),
+// so prequeued fans (the tick's queue length: the pre-queue's size before
+// onsale, the line's after) come back at prequeueReturns a second, within
+// 1 s for a cinema's pre-queue and over at most nearPoll for a stadium's:
+// the first places offered lapse a whole claim window after onsale, and
+// nearPoll is a third of it. A spread of nearPoll for every pre-queue
+// left a lone fan's page at 0:00 for up to 30 s.
+func returnSpread(d gateway.Dials, prequeued int64) int64 {
+	return clamp(prequeued*1000/prequeueReturns, 1000, nearPoll(d))
+}
+
+// prequeueReturns is the pre-queue's return rate after onsale, in fans a
+// second across the gateways: 600,000 fans over 30 s, the full sale's
+// onsale peak as measured (make demo FANS=600000).
+const prequeueReturns = 20_000
 
 // Bounds of a fan's wait (queueReply.BoundBy).
 const (

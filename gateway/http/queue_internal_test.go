@@ -140,28 +140,46 @@ func TestPollInterval(t *testing.T) {
 }
 
 // The pre-queue comes back halfway to onsale while it is far off, and from
-// onsale on spread over a third of the claim window: never all in the
-// second onsale strikes, never later than the first offers' claim window.
+// onsale on spread over a time that grows with its size: never all in the
+// second onsale strikes, a stadium's within a third of the claim window (the
+// first offers' claim window is not over before), a cinema's within about
+// a second (the control: one spread of a third of the claim window for
+// every pre-queue left a lone fan waiting up to 30 s past onsale).
 func TestPrequeuePoll(t *testing.T) {
-	near := int64(10_000)
+	d := gateway.DefaultDials(time.Now(), time.Now().Add(time.Hour))
+	d.ClaimSeconds = 120
+	near := nearPoll(d)
+	stadium, cinema := returnSpread(d, 600_000), returnSpread(d, 40)
+	if stadium != near || cinema != 1000 {
+		t.Fatalf("returnSpread(600,000 fans) = %d ms, returnSpread(40 fans) = %d ms; want %d and 1,000", stadium, cinema, near)
+	}
+	if mid := returnSpread(d, 100_000); mid != 5000 {
+		t.Fatalf("returnSpread(100,000 fans) = %d ms; want 5,000 (20,000 fans a second)", mid)
+	}
 	for range 1000 {
-		if p := prequeuePoll(120_000, near); p < 30_000*3/4 || p > 30_000*5/4 {
+		if p := prequeuePoll(120_000, stadium); p < 30_000*3/4 || p > 30_000*5/4 {
 			t.Fatalf("2 min before onsale: poll after %d ms; want about 30 s", p)
 		}
-		if p := prequeuePoll(5_000, near); p < 5_000 || p > 5_000+near+250 {
-			t.Fatalf("5 s before onsale: poll after %d ms; want 5 s to 15 s (after onsale, spread)", p)
+		if p := prequeuePoll(5_000, stadium); p < 5_000 || p > 5_000+stadium+250 {
+			t.Fatalf("5 s before onsale: poll after %d ms; want 5 s to %d ms (after onsale, spread)", p, 5_000+stadium+250)
 		}
-		if p := prequeuePoll(-2_000, near); p < 250 || p > near+250 {
-			t.Fatalf("after onsale, no draw yet: poll after %d ms; want within %d ms", p, near+250)
+		if p := prequeuePoll(-2_000, stadium); p < 250 || p > stadium+250 {
+			t.Fatalf("after onsale, no draw yet: poll after %d ms; want within %d ms", p, stadium+250)
+		}
+		if p := prequeuePoll(1_500, cinema); p < 1_500 || p > 1_500+cinema+250 {
+			t.Fatalf("a cinema's pre-queue 1.5 s before onsale: poll after %d ms; want within %d ms of onsale", p, cinema+250)
+		}
+		if p := prequeuePoll(-2_000, cinema); p > cinema+250 {
+			t.Fatalf("a cinema's pre-queue after onsale, no draw yet: poll after %d ms; want within %d ms", p, cinema+250)
 		}
 	}
 	var early int
 	for range 1000 {
-		if prequeuePoll(1_000, near) < 2_000 {
+		if prequeuePoll(1_000, stadium) < 2_000 {
 			early++
 		}
 	}
 	if early > 200 {
-		t.Fatalf("%d of 1,000 pre-queue fans come back within a second of onsale; want them spread over %d ms", early, near)
+		t.Fatalf("%d of 1,000 of a stadium's pre-queue come back within a second of onsale; want them spread over %d ms", early, stadium)
 	}
 }

@@ -21,8 +21,11 @@
 --   session_seconds.
 -- * Pause: nothing is offered, and the clock of open offers stops, so
 --   nobody at the front loses a turn for waiting out the operators.
--- * Before onsale (the pre-queue is open, prequeue.lua) nothing is offered;
---   the first tick after it freezes the draw.
+-- * Before onsale (the pre-queue is open, prequeue.lua) nothing is offered,
+--   and the tick's queue length is the pre-queue's size: the gateways
+--   spread the pre-queue's return after onsale over a time that grows with
+--   it (gateway/http: prequeuePoll). The first tick after onsale freezes
+--   the draw.
 -- * One ticker (the lease): the bucket is run by the gateway holding the
 --   event's tick lease (ARGV[2]), or by one taking it once it lapsed; any
 --   other gateway is answered the holder's last tick instead, so the
@@ -93,7 +96,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return encode(serving, 0, active, 0, claims, -1)
 end
 if prequeue_open(KEYS[3], now, onsale_at) then
-  return store(encode(serving, 0, active, redis.call('ZCARD', KEYS[6]), claims, version))
+  return store(encode(serving, redis.call('ZCARD', KEYS[2]), active, redis.call('ZCARD', KEYS[6]), claims, version))
 end
 local queue = freeze(KEYS[2], KEYS[3]) + tonumber(redis.call('GET', KEYS[4]) or 0)
 local tokens = tonumber(redis.call('HGET', KEYS[5], 'tokens') or 0)

@@ -134,6 +134,11 @@ func TestFreezeExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Before onsale the tick's queue is the pre-queue's size: the
+		// gateways spread its return after onsale by it (gateway/http).
+		if tk, err := s.Tick(ctx, ev, 1, gateway.Lease{}); err != nil || tk.Queue != pre || tk.Serving != 0 {
+			t.Fatalf("tick before onsale = %+v, %v; want queue %d (the pre-queue), nothing served", tk, err, pre)
+		}
 		positions := make(map[string]int64)
 		var mu sync.Mutex
 		var wg sync.WaitGroup

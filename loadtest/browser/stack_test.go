@@ -31,6 +31,7 @@ var ctx = context.Background()
 type browserStack struct {
 	db      *pgxpool.Pool
 	dbURL   string
+	redis   string // the gateway's Redis (URL)
 	gateway string // base URL
 	console string // the gateway's operators' listener (base URL): the console /admin/ and its API
 	paysim  string
@@ -63,7 +64,7 @@ func newStack(t *testing.T) *browserStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return &browserStack{db: db, dbURL: dbURL, gateway: apps.GatewayURL, console: apps.GatewayAdminURL, paysim: apps.PaysimURL, admin: apps.AdminToken}
+	return &browserStack{db: db, dbURL: dbURL, redis: redis, gateway: apps.GatewayURL, console: apps.GatewayAdminURL, paysim: apps.PaysimURL, admin: apps.AdminToken}
 }
 
 // event seeds the demo catalog (bin/seed, the stadium cut to a few rows)

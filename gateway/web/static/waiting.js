@@ -87,9 +87,19 @@ function eta(r) {
   }
 }
 
+// tickCountdown counts down to the sale; once it opens, until the fan's
+// next poll brings the drawn place (the gateway spreads the pre-queue's
+// return over up to half a minute), the page says the draw is under way
+// instead of standing at 0:00.
 function tickCountdown() {
   if (!onsaleAt || current !== "prequeue") return;
-  setText("countdown", onsale.clock(onsaleAt - Date.now()));
+  const left = onsaleAt - Date.now(), open = left <= 0;
+  setText("state", open ? "The sale is open" : words.prequeue);
+  show("opens-label", !open);
+  setText("countdown", open ? "Drawing places…" : onsale.clock(left));
+  show("drawing", open);
+  show("prequeue-rule", !open);
+  document.body.dataset.drawing = open ? "1" : "";
 }
 setInterval(tickCountdown, 1000);
 
