@@ -47,6 +47,15 @@ type Returns struct {
 	Released      float64
 	ReleasedAfter time.Duration
 	Lapses        []Lapse
+	// Rehold is how re-holds ended (holds of seats held before, which
+	// came back: a chain's later links), as shares of the re-holds; nil:
+	// like every hold. They lapse more often than holds at large: the
+	// fans still shopping when seats come back late in a sale are enriched
+	// in those whose holds lapse (the slow payers, who stay and try
+	// again), and at 60,000 fans the last seats' chains went through two
+	// extended lapses each, which 1.2% of holds at large made a
+	// one-in-a-hundred chain.
+	Rehold *Returns
 }
 
 // Lapse is the share of holds that lapsed after a time; Name says which
@@ -189,13 +198,18 @@ func Predict(s Sale) Forecast {
 	// depends on luck: the end is a random variable. Chains begin at
 	// holds made between the first hold and AllTaken (about evenly
 	// spread), and a chain that begins at s ends at s + D, D the sum of
-	// its rounds: every mix j of lapse kinds, with probability
-	// multinomial(j) × Π q_i^j_i × (1 − Σ q_i). The chains being
+	// its rounds: the first hold's lapse kind a, then every mix j of the
+	// re-holds' lapse kinds, with probability q⁰_a × multinomial(j) ×
+	// Π q_i^j_i × (1 − Σ q_i) (a re-hold lapses more often: Rehold). The chains being
 	// independent, P(the sale has ended by t) = exp(−holds × P(a chain
 	// ends after t)), and the forecast is its median, with the 10th and
 	// 90th percentiles as its range: how far apart those are says how
 	// close any forecast of this sale can be.
-	ends := chainEnds(lapses, quickly, s.Sweep, holds)
+	later, laterQuickly := lapses, quickly
+	if r := s.Returns; r != nil && r.Rehold != nil {
+		later, laterQuickly = r.Rehold.Lapses, r.Rehold.Released
+	}
+	ends := chainEnds(links{lapses, quickly}, links{later, laterQuickly}, s.Sweep, holds)
 	at := func(q float64) time.Duration { return endQuantile(q, holds, start, f.AllTaken, ends) + settle }
 	f.SoldOut, f.SoldOutRange = at(0.5), [2]time.Duration{at(0.1), at(0.9)}
 	return f
@@ -208,32 +222,50 @@ type chainEnd struct {
 	took time.Duration
 }
 
+// links are the ways a chain's hold can end: lapsing after one of the
+// lapse kinds, coming back quickly (a share of holds that does not end
+// the chain: the seats are taken again at once), else kept.
+type links struct {
+	lapses  []Lapse
+	quickly float64
+}
+
+// rounds are the probabilities of each lapse kind among the holds that
+// do not come back quickly, and of none.
+func (l links) rounds() (q []float64, kept float64) {
+	kept = 1
+	for _, k := range l.lapses {
+		q = append(q, k.Share/(1-l.quickly))
+		kept -= k.Share / (1 - l.quickly)
+	}
+	return q, kept
+}
+
 // chainEnds are the ways a chain can go, every mix of lapse kinds from no
 // round up to where the chains left out (holds × their probability) are
-// fewer than one in ten thousand sales.
-func chainEnds(lapses []Lapse, quickly float64, sweep time.Duration, holds float64) []chainEnd {
-	q := make([]float64, len(lapses))
-	on := 0.0
-	for i, l := range lapses {
-		q[i] = l.Share / (1 - quickly)
-		on += q[i]
-	}
-	var out []chainEnd
-	left := 1.0 // the probability of the mixes of more rounds than enumerated
-	for k := 0; k <= maxRounds && holds*left >= 1e-4; k++ {
-		mixes(max(len(lapses), 1), k, func(j []int) {
-			e := chainEnd{p: multinomial(j) * (1 - on)}
-			for i, n := range j {
-				if i < len(lapses) {
-					e.p *= math.Pow(q[i], float64(n))
-					e.took += time.Duration(n) * (lapses[i].After + sweep/2)
-				} else if n > 0 {
-					e.p = 0
+// negligible: the chain's first hold ends as first says, every later one
+// (a re-hold) as later says.
+func chainEnds(first, later links, sweep time.Duration, holds float64) []chainEnd {
+	q0, kept0 := first.rounds()
+	q, kept := later.rounds()
+	out := []chainEnd{{p: kept0}}
+	left := 1 - kept0 // the probability of the chains not yet enumerated
+	for k := 1; k <= maxRounds && holds*left >= 1e-4; k++ {
+		for a := range q0 { // the first hold's lapse, then k-1 re-holds' lapses
+			mixes(max(len(later.lapses), 1), k-1, func(j []int) {
+				e := chainEnd{p: q0[a] * multinomial(j) * kept, took: first.lapses[a].After + sweep/2}
+				for i, n := range j {
+					if i < len(later.lapses) {
+						e.p *= math.Pow(q[i], float64(n))
+						e.took += time.Duration(n) * (later.lapses[i].After + sweep/2)
+					} else if n > 0 {
+						e.p = 0
+					}
 				}
-			}
-			out = append(out, e)
-			left -= e.p
-		})
+				out = append(out, e)
+				left -= e.p
+			})
+		}
 	}
 	return out
 }

@@ -169,38 +169,56 @@ func TestTaking(t *testing.T) {
 // TestSaleEnd: the sale's end as endQuantile computes it is what simulated
 // sales give: 1,371 chains begun evenly between 3 s and 18 s, each going
 // on a round of 32.5 s with p 0.0898 or of 52.5 s with p 0.0225, else
-// ending; the 10th, 50th and 90th percentiles of the latest end over
-// 2,000 sales are within 3 s of the computed ones (a
-// round is 32.5 s: a formula that missed a kind of chain, or counted it
-// twice, is off by tens of seconds).
+// ending; the 10th, 50th and 90th percentiles of the latest end over 2,000
+// sales are within 3 s of the computed ones (a round is 32.5 s: a formula
+// that missed a kind of chain, or counted it twice, is off by tens of
+// seconds). Then with re-holds lapsing more often than first holds (a
+// chain's later rounds: 0.12 and 0.06 of the re-holds), where the
+// control, every round at the first hold's odds, is more than 10 s early.
 func TestSaleEnd(t *testing.T) {
-	lapses := []Lapse{{Share: 0.08, After: 30 * time.Second}, {Share: 0.02, After: 50 * time.Second}}
 	const quickly, holds, first, last = 0.1095, 1371, 3 * time.Second, 18 * time.Second
 	sweep := 5 * time.Second
-	ends := chainEnds(lapses, quickly, sweep, holds)
-	rng := rand.New(rand.NewPCG(1, 2))
-	sales := make([]time.Duration, 2000)
-	for i := range sales {
-		for range holds {
-			end := first + time.Duration(rng.Int64N(int64(last-first)))
-			for {
-				p := rng.Float64()
-				if p < lapses[0].Share/(1-quickly) {
-					end += lapses[0].After + sweep/2
-				} else if p < (lapses[0].Share+lapses[1].Share)/(1-quickly) {
-					end += lapses[1].After + sweep/2
-				} else {
-					break
+	once := links{[]Lapse{{Share: 0.08, After: 30 * time.Second}, {Share: 0.02, After: 50 * time.Second}}, quickly}
+	again := links{[]Lapse{{Share: 0.12, After: 30 * time.Second}, {Share: 0.06, After: 50 * time.Second}}, 0.05}
+	for _, tc := range []struct {
+		name  string
+		later links
+	}{{"re-holds as first holds", once}, {"re-holds lapsing more often", again}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ends := chainEnds(once, tc.later, sweep, holds)
+			rng := rand.New(rand.NewPCG(1, 2))
+			sales := make([]time.Duration, 2000)
+			for i := range sales {
+				for range holds {
+					end := first + time.Duration(rng.Int64N(int64(last-first)))
+					for l := once; ; l = tc.later {
+						p, lapsed := rng.Float64(), false
+						for _, k := range l.lapses {
+							if p -= k.Share / (1 - l.quickly); p < 0 {
+								end, lapsed = end+k.After+sweep/2, true
+								break
+							}
+						}
+						if !lapsed {
+							break
+						}
+					}
+					sales[i] = max(sales[i], end)
 				}
 			}
-			sales[i] = max(sales[i], end)
-		}
-	}
-	slices.Sort(sales)
-	for _, q := range []float64{0.1, 0.5, 0.9} {
-		got, want := endQuantile(q, holds, first, last, ends), sales[int(q*float64(len(sales)))]
-		if d := got - want; d < -3*time.Second || d > 3*time.Second {
-			t.Errorf("percentile %.0f of the sale's end: computed %v, simulated %v", 100*q, got, want)
-		}
+			slices.Sort(sales)
+			for _, q := range []float64{0.1, 0.5, 0.9} {
+				got, want := endQuantile(q, holds, first, last, ends), sales[int(q*float64(len(sales)))]
+				if d := got - want; d < -3*time.Second || d > 3*time.Second {
+					t.Errorf("percentile %.0f of the sale's end: computed %v, simulated %v", 100*q, got, want)
+				}
+				if tc.later.quickly == once.quickly {
+					continue
+				}
+				if plain := endQuantile(q, holds, first, last, chainEnds(once, once, sweep, holds)); want-plain < 10*time.Second {
+					t.Errorf("control: percentile %.0f with every round at the first hold's odds is %v, simulated %v: want it more than 10 s early", 100*q, plain, want)
+				}
+			}
+		})
 	}
 }

@@ -50,16 +50,25 @@ func pending(ctx context.Context, c Config) (int, error) {
 // seats came back at the hold's end, extended at the Pay step (counting
 // those as kept, 1.3-1.5% of holds at 60,000-600,000 fans, made the
 // forecast's chains too short: the last seat's chain went through a 50 s
-// lapse in four sales out of four while "0.1%" of holds lapsed so).
+// lapse in four sales out of four while "0.1%" of holds lapsed so). A
+// re-hold is a hold of a seat held before (any of its seats): a chain's
+// later link, counted apart too (crowd.Returns.Rehold).
 const returnsSQL = `
+WITH again AS ( -- re-holds: not the first hold of one of their seats
+    SELECT DISTINCT id FROM (
+        SELECT id, row_number() OVER (PARTITION BY seat ORDER BY created_at, id) AS n
+          FROM (SELECT id, created_at, unnest(seat_ids) AS seat FROM holds WHERE event_id = $1) s) r
+     WHERE n > 1
+)
 SELECT CASE WHEN status = 'BOOKED' THEN 'kept'
             WHEN status = 'RELEASED' AND ended_at < expires_at THEN 'released'
             WHEN status IN ('EXPIRED', 'RELEASED') OR (status = 'ACTIVE' AND expires_at < now())
                  THEN CASE WHEN extended THEN 'extended' ELSE 'lapsed' END
             ELSE 'kept' END AS ended,
+       h.id IN (SELECT id FROM again) AS rehold,
        count(*),
        coalesce(extract(epoch FROM avg(CASE WHEN status = 'RELEASED' AND ended_at < expires_at THEN ended_at ELSE expires_at END - created_at)), 0)::float8
-  FROM holds h WHERE event_id = $1 GROUP BY 1`
+  FROM holds h WHERE event_id = $1 GROUP BY 1, 2`
 
 // holdReturns is what returnsSQL measures, for the forecast after the
 // sale (nil: no hold was made).
@@ -77,26 +86,56 @@ func holdReturns(ctx context.Context, c Config) (*crowd.Returns, error) {
 		n     int64
 		after time.Duration
 	}
-	groups, all := map[string]group{}, int64(0)
+	type kind struct {
+		ended  string
+		rehold bool
+	}
+	groups := map[kind]group{}
 	for rows.Next() {
-		var ended string
+		var k kind
 		var g group
 		var after float64
-		if err := rows.Scan(&ended, &g.n, &after); err != nil {
+		if err := rows.Scan(&k.ended, &k.rehold, &g.n, &after); err != nil {
 			return nil, err
 		}
 		g.after = time.Duration(after * float64(time.Second))
-		groups[ended], all = g, all+g.n
+		groups[k] = g
 	}
-	if err := rows.Err(); err != nil || all == 0 {
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	share := func(kind string) float64 { return float64(groups[kind].n) / float64(all) }
-	r := &crowd.Returns{Released: share("released"), ReleasedAfter: groups["released"].after}
-	for _, kind := range []struct{ group, name string }{{"lapsed", "at the hold's end"}, {"extended", "extended at the Pay step first"}} {
-		if g := groups[kind.group]; g.n > 0 {
-			r.Lapses = append(r.Lapses, crowd.Lapse{Share: share(kind.group), After: g.after, Name: kind.name})
+	// returns are the shares of the holds among them (the first holds, or
+	// the re-holds).
+	returns := func(among func(rehold bool) bool) *crowd.Returns {
+		sum := map[string]group{}
+		all := int64(0)
+		for k, g := range groups {
+			if !among(k.rehold) {
+				continue
+			}
+			s := sum[k.ended]
+			// the mean time, weighted by count
+			s.after = time.Duration((float64(s.after)*float64(s.n) + float64(g.after)*float64(g.n)) / float64(s.n+g.n))
+			s.n += g.n
+			sum[k.ended], all = s, all+g.n
 		}
+		if all == 0 {
+			return nil
+		}
+		share := func(kind string) float64 { return float64(sum[kind].n) / float64(all) }
+		r := &crowd.Returns{Released: share("released"), ReleasedAfter: sum["released"].after}
+		for _, kind := range []struct{ group, name string }{{"lapsed", "at the hold's end"}, {"extended", "extended at the Pay step first"}} {
+			if g := sum[kind.group]; g.n > 0 {
+				r.Lapses = append(r.Lapses, crowd.Lapse{Share: share(kind.group), After: g.after, Name: kind.name})
+			}
+		}
+		return r
+	}
+	// A chain's first hold ends as the first holds did, its later ones as
+	// the re-holds did.
+	r := returns(func(rehold bool) bool { return !rehold })
+	if r != nil {
+		r.Rehold = returns(func(rehold bool) bool { return rehold })
 	}
 	return r, nil
 }

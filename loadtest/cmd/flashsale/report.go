@@ -182,9 +182,16 @@ func measured(st *crowd.Stats, returns *crowd.Returns) string {
 	}
 	back := ""
 	if r := returns; r != nil {
-		back = fmt.Sprintf("; in the database, %.1f%% of holds were released, %.1f s after the hold on average", 100*r.Released, r.ReleasedAfter.Seconds())
-		for _, l := range r.Lapses {
-			back += fmt.Sprintf(", %.1f%% lapsed %s, %.1f s after it", 100*l.Share, l.Name, l.After.Seconds())
+		ended := func(r *crowd.Returns) string {
+			s := fmt.Sprintf("%.1f%% were released, %.1f s after the hold on average", 100*r.Released, r.ReleasedAfter.Seconds())
+			for _, l := range r.Lapses {
+				s += fmt.Sprintf(", %.1f%% lapsed %s, %.1f s after it", 100*l.Share, l.Name, l.After.Seconds())
+			}
+			return s
+		}
+		back = "; in the database, of the first holds of their seats " + ended(r)
+		if r.Rehold != nil {
+			back += "; of the re-holds (seats held before) " + ended(r.Rehold)
 		}
 		back += " (lapsed: closed the app, or a payment that never settled or settled too late; a hold extended at the Pay step lapses that much later)"
 	}
