@@ -56,6 +56,11 @@ type Returns struct {
 	// extended lapses each, which 1.2% of holds at large made a
 	// one-in-a-hundred chain.
 	Rehold *Returns
+	// Branch is how many re-holds a hold whose seats came back (lapsed or
+	// released) led to, on average (0: one). A fan taking two of four
+	// seats that came back leaves two for another: one chain becomes two,
+	// each as likely to go on, and the sale's end is the latest of them.
+	Branch float64
 }
 
 // Lapse is the share of holds that lapsed after a time; Name says which
@@ -198,144 +203,126 @@ func Predict(s Sale) Forecast {
 	// depends on luck: the end is a random variable. Chains begin at
 	// holds made between the first hold and AllTaken (about evenly
 	// spread), and a chain that begins at s ends at s + D, D the sum of
-	// its rounds: the first hold's lapse kind a, then every mix j of the
-	// re-holds' lapse kinds, with probability q⁰_a × multinomial(j) ×
-	// Π q_i^j_i × (1 − Σ q_i) (a re-hold lapses more often: Rehold). The chains being
-	// independent, P(the sale has ended by t) = exp(−holds × P(a chain
-	// ends after t)), and the forecast is its median, with the 10th and
-	// 90th percentiles as its range: how far apart those are says how
-	// close any forecast of this sale can be.
-	later, laterQuickly := lapses, quickly
+	// its rounds. The seats a hold gave back are held again by b holds on
+	// average (Branch), each going on as a chain of its own, so the chains
+	// of one first hold form a tree: the probability F(τ) that every
+	// chain of a re-hold has ended within τ is k + Σ l_i G(F(τ − a_i)) +
+	// r G(F(τ)), with l_i its lapse shares (a_i their lengths), r its
+	// share coming back at once, k kept, G the generating function of
+	// the re-holds a hold's returned seats make; a first hold's, its own
+	// odds around the same F (saleEnd). The first holds being
+	// independent, P(the sale has ended by t) = Π F₀(t − its start); the
+	// forecast is its median, with the 10th and 90th percentiles as its
+	// range: how far apart those are says how close any forecast of this
+	// sale can be.
+	first, again, branch := links{lapses, quickly}, links{lapses, quickly}, 1.0
 	if r := s.Returns; r != nil && r.Rehold != nil {
-		later, laterQuickly = r.Rehold.Lapses, r.Rehold.Released
+		again = links{r.Rehold.Lapses, r.Rehold.Released}
 	}
-	ends := chainEnds(links{lapses, quickly}, links{later, laterQuickly}, s.Sweep, holds)
-	at := func(q float64) time.Duration { return endQuantile(q, holds, start, f.AllTaken, ends) + settle }
+	if r := s.Returns; r != nil && r.Branch > 0 {
+		branch = r.Branch
+	}
+	end := newSaleEnd(first, again, branch, s.Sweep, holds)
+	at := func(q float64) time.Duration { return end.quantile(q, holds, start, f.AllTaken) + settle }
 	f.SoldOut, f.SoldOutRange = at(0.5), [2]time.Duration{at(0.1), at(0.9)}
 	return f
 }
 
-// chainEnd is one way a chain of lapses can go: its probability and how
-// long its rounds took.
-type chainEnd struct {
-	p    float64
-	took time.Duration
-}
-
 // links are the ways a chain's hold can end: lapsing after one of the
-// lapse kinds, coming back quickly (a share of holds that does not end
-// the chain: the seats are taken again at once), else kept.
+// lapse kinds, coming back at once (quickly), else kept.
 type links struct {
 	lapses  []Lapse
 	quickly float64
 }
 
-// rounds are the probabilities of each lapse kind among the holds that
-// do not come back quickly, and of none.
-func (l links) rounds() (q []float64, kept float64) {
-	kept = 1
-	for _, k := range l.lapses {
-		q = append(q, k.Share/(1-l.quickly))
-		kept -= k.Share / (1 - l.quickly)
+// kept is the share of holds neither lapsing nor coming back at once.
+func (l links) kept() float64 {
+	k := 1 - l.quickly
+	for _, x := range l.lapses {
+		k -= x.Share
 	}
-	return q, kept
+	return k
 }
 
-// chainEnds are the ways a chain can go, every mix of lapse kinds from no
-// round up to where the chains left out (holds × their probability) are
-// negligible: the chain's first hold ends as first says, every later one
-// (a re-hold) as later says.
-func chainEnds(first, later links, sweep time.Duration, holds float64) []chainEnd {
-	q0, kept0 := first.rounds()
-	q, kept := later.rounds()
-	out := []chainEnd{{p: kept0}}
-	left := 1 - kept0 // the probability of the chains not yet enumerated
-	for k := 1; k <= maxRounds && holds*left >= 1e-4; k++ {
-		for a := range q0 { // the first hold's lapse, then k-1 re-holds' lapses
-			mixes(max(len(later.lapses), 1), k-1, func(j []int) {
-				e := chainEnd{p: q0[a] * multinomial(j) * kept, took: first.lapses[a].After + sweep/2}
-				for i, n := range j {
-					if i < len(later.lapses) {
-						e.p *= math.Pow(q[i], float64(n))
-						e.took += time.Duration(n) * (later.lapses[i].After + sweep/2)
-					} else if n > 0 {
-						e.p = 0
-					}
-				}
-				out = append(out, e)
-				left -= e.p
-			})
+// saleEnd is, on a grid of endStep, the probability that every chain of
+// one first hold has ended within τ of it (first[τ/endStep]), from τ = 0
+// until the chains left are negligible.
+type saleEnd struct{ first []float64 }
+
+// endStep is saleEnd's grid.
+const endStep = 100 * time.Millisecond
+
+// newSaleEnd computes saleEnd for first holds ending as first says and
+// re-holds as later, the seats that came back held again by branch holds
+// on average (one or two of them above one, none or one below), a lapse
+// putting its seats back after its length and half a sweep.
+func newSaleEnd(first, later links, branch float64, sweep time.Duration, holds float64) saleEnd {
+	branch = min(max(branch, 0), 2)
+	g := func(x float64) float64 { // E[x^re-holds]
+		if branch >= 1 {
+			return (2-branch)*x + (branch-1)*x*x
 		}
+		return 1 - branch + branch*x
 	}
-	return out
-}
-
-// maxRounds bounds the rounds chainEnds enumerates (a share lapsing near
-// 1 would otherwise enumerate for ever).
-const maxRounds = 60
-
-// endQuantile is the time by which every chain has ended with probability
-// q: the t with exp(−holds × P(a chain ends after t)) = q, a chain
-// beginning evenly between first and last and going one of ends' ways.
-func endQuantile(q, holds float64, first, last time.Duration, ends []chainEnd) time.Duration {
-	after := func(t time.Duration) float64 { // holds × P(a chain ends after t)
-		sum := 0.0
-		for _, e := range ends {
-			switch begin := t - e.took; { // a chain ends after t if it began after begin
-			case begin < first:
-				sum += e.p
-			case begin < last:
-				sum += e.p * float64(last-begin) / float64(last-first)
+	back := func(l Lapse) int { return int((l.After + sweep/2 + endStep/2) / endStep) }
+	var re, e saleEnd
+	at := func(f []float64, i int) float64 {
+		if i < 0 {
+			return 0
+		}
+		return f[i]
+	}
+	for i := 0; ; i++ {
+		c := later.kept()
+		for _, l := range later.lapses {
+			c += l.Share * g(at(re.first, i-back(l)))
+		}
+		x := c // F(τ) = c + r G(F(τ)): a fixed point (r G' < 1)
+		for range 200 {
+			next := c + later.quickly*g(x)
+			if math.Abs(next-x) < 1e-15 {
+				break
 			}
+			x = next
 		}
-		return holds * sum
+		re.first = append(re.first, x)
+		f := first.kept() + first.quickly*g(x)
+		for _, l := range first.lapses {
+			f += l.Share * g(at(re.first, i-back(l)))
+		}
+		e.first = append(e.first, f)
+		if holds*(1-f) < 1e-6 || i > int(time.Hour/endStep) {
+			return e
+		}
 	}
-	want := -math.Log(q)
-	lo, hi := first, last
-	for _, e := range ends {
-		hi = max(hi, last+e.took)
+}
+
+// quantile is the time by which the sale has ended with probability q,
+// holds first holds made evenly between first and last: P(ended by t) =
+// exp(holds × the mean over their starts s of log F₀(t − s)), the mean
+// taken on the grid.
+func (e saleEnd) quantile(q, holds float64, first, last time.Duration) time.Duration {
+	cum := make([]float64, len(e.first)+1) // cum[i]: Σ log F₀ below i
+	for i, f := range e.first {
+		cum[i+1] = cum[i] + math.Log(f)
 	}
-	for hi-lo > time.Millisecond { // after falls as t grows
-		if mid := lo + (hi-lo)/2; after(mid) > want {
+	ended := func(t time.Duration) float64 {
+		i0, i1 := int((t-last)/endStep), int((t-first)/endStep) // the starts' τ
+		if t < last {
+			return 0
+		}
+		sum := cum[min(i1+1, len(e.first))] - cum[min(i0, len(e.first))] // F₀ = 1 past the grid
+		return math.Exp(holds * sum / float64(i1-i0+1))
+	}
+	lo, hi := last, last+time.Duration(len(e.first))*endStep
+	for hi-lo > time.Millisecond { // ended grows with t
+		if mid := lo + (hi-lo)/2; ended(mid) < q {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
 	return hi
-}
-
-// mixes calls f with every way of making k rounds out of n kinds: j[i]
-// rounds of kind i, summing to k.
-func mixes(n, k int, f func(j []int)) {
-	j := make([]int, n)
-	var fill func(i, left int)
-	fill = func(i, left int) {
-		if i == n-1 {
-			j[i] = left
-			f(j)
-			return
-		}
-		for c := 0; c <= left; c++ {
-			j[i] = c
-			fill(i+1, left-c)
-		}
-	}
-	if n > 0 {
-		fill(0, k)
-	}
-}
-
-// multinomial is the number of orders of a mix: (Σj)! / Π j_i!.
-func multinomial(j []int) float64 {
-	r, k := 1.0, 0
-	for _, n := range j {
-		for c := 1; c <= n; c++ {
-			k++
-			r = r * float64(k) / float64(c)
-		}
-	}
-	return r
 }
 
 // back is a share of holds whose seats come back after seconds.

@@ -136,6 +136,20 @@ func holdReturns(ctx context.Context, c Config) (*crowd.Returns, error) {
 	r := returns(func(rehold bool) bool { return !rehold })
 	if r != nil {
 		r.Rehold = returns(func(rehold bool) bool { return rehold })
+		// The seats of a hold that came back are held again by how many
+		// holds: re-holds per hold that came back.
+		var again, back int64
+		for k, g := range groups {
+			if k.rehold {
+				again += g.n
+			}
+			if k.ended != "kept" {
+				back += g.n
+			}
+		}
+		if back > 0 {
+			r.Branch = float64(again) / float64(back)
+		}
 	}
 	return r, nil
 }

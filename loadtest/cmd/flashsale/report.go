@@ -192,6 +192,7 @@ func measured(st *crowd.Stats, returns *crowd.Returns) string {
 		back = "; in the database, of the first holds of their seats " + ended(r)
 		if r.Rehold != nil {
 			back += "; of the re-holds (seats held before) " + ended(r.Rehold)
+			back += fmt.Sprintf("; the seats of a hold that came back were held again by %.2f holds on average", r.Branch)
 		}
 		back += " (lapsed: closed the app, or a payment that never settled or settled too late; a hold extended at the Pay step lapses that much later)"
 	}
