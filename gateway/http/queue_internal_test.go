@@ -153,8 +153,8 @@ func TestPrequeuePoll(t *testing.T) {
 	if stadium != near || cinema != 1000 {
 		t.Fatalf("returnSpread(600,000 fans) = %d ms, returnSpread(40 fans) = %d ms; want %d and 1,000", stadium, cinema, near)
 	}
-	if mid := returnSpread(d, 100_000); mid != 5000 {
-		t.Fatalf("returnSpread(100,000 fans) = %d ms; want 5,000 (20,000 fans a second)", mid)
+	if mid := returnSpread(d, 100_000); mid != 10_000 {
+		t.Fatalf("returnSpread(100,000 fans) = %d ms; want 10,000 (10,000 fans a second)", mid)
 	}
 	for range 1000 {
 		if p := prequeuePoll(120_000, stadium); p < 30_000*3/4 || p > 30_000*5/4 {
