@@ -197,20 +197,26 @@ func (t *Taken) change(event int64, c ownChange) {
 	if len(c.seats) == 0 {
 		return
 	}
-	c.at = t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// Read under the lock, so e.own is in order of at. A later at is the
+	// safe side: the change is applied again over more snapshots (one
+	// that saw a hold shows it taken anyway; a release applied again can
+	// only refuse less).
+	c.at = t.now()
 	e := t.event(event)
 	e.apply(c)
 	// Kept to be applied over a snapshot sent before it; a snapshot sent
 	// more than MaxAge before now is never trusted, so older changes go.
-	keep := e.own[:0]
-	for _, o := range e.own {
-		if c.at.Sub(o.at) <= t.maxAge() {
-			keep = append(keep, o)
-		}
+	// They are the oldest, at the front: a hold looks only at those it
+	// drops, not at every change since the last snapshot (thousands in a
+	// second of a sale: that pass was 9% of the core's CPU at 3,800 holds
+	// a second, under the write lock every hold and refusal waits for).
+	i := 0
+	for i < len(e.own) && c.at.Sub(e.own[i].at) > t.maxAge() {
+		i++
 	}
-	e.own = append(keep, c)
+	e.own = append(e.own[i:], c)
 }
 
 // event returns the event's entry, made when missing (t.mu held).

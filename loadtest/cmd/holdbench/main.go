@@ -2,8 +2,9 @@
 // same run on the same database:
 //
 //   - holds per second through the core's HTTP API (concurrent clients, each
-//     reusing its admit token, random 4-seat groups, a fresh 40,000-seat event
-//     per round) beside pgbench running the seed's single HOLD_SQL at the
+//     reusing its admit token and its kept-alive connection (client.go: a
+//     client as lean as pgbench), random 4-seat groups, a fresh 40,000-seat
+//     event per round) beside pgbench running the seed's single HOLD_SQL at the
 //     same concurrency on a 40,000-seat show_seats table, fresh per round;
 //   - the core's sweeper on 40,000 seats with 4,000 expired holds beside the
 //     seed's plain sweeper UPDATE on the same shape of data.
@@ -24,7 +25,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -294,8 +294,7 @@ func runAPI(ctx context.Context, db *pgxpool.Pool, signer *admission.Signer, c c
 		return nil, 0, 0, err
 	}
 	seats := c.seats
-	url := fmt.Sprintf("%s/v1/events/%d/holds", c.CoreURL, ev)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Clients * 2, DisableCompression: true}, Timeout: 10 * time.Second}
+	path := fmt.Sprintf("/v1/events/%d/holds", ev)
 	var mu sync.Mutex
 	var all []sample
 	ok := 0
@@ -307,9 +306,14 @@ func runAPI(ctx context.Context, db *pgxpool.Pool, signer *admission.Signer, c c
 		if err != nil {
 			return nil, 0, 0, err
 		}
+		client, err := newHoldClient(c.CoreURL, path, tok)
+		if err != nil {
+			return nil, 0, 0, err
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer client.Close()
 			var mine []sample
 			won := 0
 			var body bytes.Buffer
@@ -318,27 +322,22 @@ func runAPI(ctx context.Context, db *pgxpool.Pool, signer *admission.Signer, c c
 				p := rand.IntN(len(seats)/100)*100 + rand.IntN(97)
 				body.Reset()
 				fmt.Fprintf(&body, `{"seats":["%s","%s","%s","%s"]}`, seats[p], seats[p+1], seats[p+2], seats[p+3])
-				req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body.Bytes()))
-				req.Header.Set("Authorization", "Bearer "+tok)
-				req.Header.Set("Content-Type", "application/json")
 				t0 := time.Now()
-				resp, err := client.Do(req)
+				code, err := client.post(body.Bytes())
 				if err != nil {
 					mu.Lock()
 					firstErr = err
 					mu.Unlock()
 					return
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 				mine = append(mine, sample{time.Since(t0)})
-				switch resp.StatusCode {
+				switch code {
 				case 201:
 					won++
 				case 409:
 				default:
 					mu.Lock()
-					firstErr = fmt.Errorf("hold answered %d", resp.StatusCode)
+					firstErr = fmt.Errorf("hold answered %d", code)
 					mu.Unlock()
 					return
 				}
