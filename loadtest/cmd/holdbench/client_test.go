@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// The lean client speaks enough HTTP/1.1 to net/http's server: the status
+// The client speaks HTTP/1.1 to net/http's server: the status
 // of each answer, one connection kept alive across posts, a new one after
 // the server closes its own.
 func TestHoldClient(t *testing.T) {
