@@ -172,12 +172,32 @@ type eventInfo struct {
 	maxPerAccount int
 	holdSeconds   int
 	startsAt      time.Time
+	bands         map[string]int64 // price in paise by band code
 	fetched       time.Time
+}
+
+// price is what seats of the given bands cost, one band per seat. A band
+// the event does not have costs nothing, as the join holdSeatsSQL had
+// before priced it: a seat's band is always one of its event's (both are
+// written by the one transaction that creates the event).
+func (ei eventInfo) price(bands []string) int64 {
+	var sum int64
+	for _, b := range bands {
+		sum += ei.bands[b]
+	}
+	return sum
 }
 
 const eventTTL = 5 * time.Second
 
-const eventInfoSQL = `SELECT seated, max_per_account, hold_seconds, starts_at FROM events WHERE id = $1`
+// eventInfoSQL reads the event and its price bands in one snapshot. The
+// bands are written with the event, in its creating transaction, and never
+// change, so a cached copy prices holds as well as the table does.
+const eventInfoSQL = `
+SELECT seated, max_per_account, hold_seconds, starts_at,
+       coalesce((SELECT array_agg(code ORDER BY code) FROM price_bands WHERE event_id = e.id), '{}'),
+       coalesce((SELECT array_agg(price_paise ORDER BY code) FROM price_bands WHERE event_id = e.id), '{}')
+  FROM events e WHERE id = $1`
 
 func (db *DB) eventInfo(ctx context.Context, id int64) (eventInfo, error) {
 	now := time.Now()
@@ -187,13 +207,19 @@ func (db *DB) eventInfo(ctx context.Context, id int64) (eventInfo, error) {
 	if ok && now.Sub(ei.fetched) < eventTTL {
 		return ei, nil
 	}
+	var codes []string
+	var prices []int64
 	err := db.pool.QueryRow(ctx, eventInfoSQL, id).
-		Scan(&ei.seated, &ei.maxPerAccount, &ei.holdSeconds, &ei.startsAt)
+		Scan(&ei.seated, &ei.maxPerAccount, &ei.holdSeconds, &ei.startsAt, &codes, &prices)
 	if err == pgx.ErrNoRows {
 		return ei, core.Errorf(core.ENotFound, "no event %d", id)
 	}
 	if err != nil {
 		return ei, translate(err)
+	}
+	ei.bands = make(map[string]int64, len(codes))
+	for i, c := range codes {
+		ei.bands[c] = prices[i]
 	}
 	ei.fetched = now
 	db.mu.Lock()

@@ -52,6 +52,7 @@ func TestHoldSeats(t *testing.T) {
 	if d := time.Until(h.ExpiresAt); d < 470*time.Second || d > 490*time.Second {
 		t.Errorf("expires in %v; want about 480 s", d)
 	}
+	wantPriced(t, db, h)
 
 	// Overlap: all or nothing, naming the taken seat.
 	_, err = hold(db, ev, "bob", core.HoldRequest{Seats: []string{"AUD-J-5", "AUD-J-6"}})
@@ -91,9 +92,11 @@ func TestHoldSeats(t *testing.T) {
 	}
 
 	// Limit: alice may hold 6.
-	if _, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-A-1", "AUD-A-2", "AUD-A-3", "AUD-A-4"}}); err != nil {
+	a, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-A-1", "AUD-A-2", "AUD-A-3", "AUD-A-4"}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	wantPriced(t, db, a)
 	_, err = hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-B-1", "AUD-B-2", "AUD-B-3"}})
 	wantCode(t, err, core.ELimitExceeded)
 	if _, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-B-1", "AUD-B-2"}}); err != nil {
@@ -105,6 +108,19 @@ func TestHoldSeats(t *testing.T) {
 	wantCode(t, err, core.EInvalid)
 	_, err = hold(db, 999999, "dan", core.HoldRequest{Seats: []string{"X"}})
 	wantCode(t, err, core.ENotFound)
+}
+
+// wantPriced checks a new hold's total, which the core sums at its cached
+// band prices, against the total the database joins from price_bands.
+func wantPriced(tb testing.TB, db *postgres.DB, h *core.Hold) {
+	tb.Helper()
+	got, err := db.Hold(ctx, h.ID)
+	if err != nil {
+		tb.Fatalf("Hold(%q): %v", h.ID, err)
+	}
+	if h.AmountPaise <= 0 || h.AmountPaise != got.AmountPaise {
+		tb.Errorf("hold of %v costs %d paise; want %d (the bands' prices)", h.Seats, h.AmountPaise, got.AmountPaise)
+	}
 }
 
 func TestExtend(t *testing.T) {

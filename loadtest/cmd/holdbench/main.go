@@ -432,8 +432,7 @@ SELECT (SELECT id FROM hid), ` + e + `, 'pgbench-' || :client_id,
        coalesce(array_agg(seat_id ORDER BY seat_id), '{}'), greatest(count(*), 1), greatest(count(*), 1),
        now() + make_interval(secs => 480)
   FROM held
-RETURNING version, expires_at, created_at, (SELECT coalesce(sum(b.price_paise), 0)::bigint FROM held
-  JOIN price_bands b ON b.event_id = ` + e + ` AND b.code = held.band);
+RETURNING version, expires_at, created_at, (SELECT array_agg(band) FROM held);
 `, nil
 }
 
