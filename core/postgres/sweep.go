@@ -117,14 +117,15 @@ WITH m AS (
 )` + sweepResult + sweepFrom
 }
 
-// sweepFastLockTimeout bounds how long sweepFastSQL waits for a hold
-// another transaction holds (a payment starting, an extension, a settle:
-// statements of a few milliseconds) before sweepSQL runs instead. It is far
-// below deadlock_timeout (a second by default): a transaction that waits
-// for a hold the sweep already rewrote, while the sweep waits for one of
-// its own, is let go by this timeout before PostgreSQL looks for a
-// deadlock.
-const sweepFastLockTimeout = "20ms"
+// sweepFastLockTimeout bounds how long sweepFastSQL waits for a row
+// another transaction holds (a hold: a payment starting, an extension, a
+// settle; or the GA counter, under a queue of GA holds: statements of a
+// few milliseconds each) before sweepSQL runs instead, which waits for the
+// GA counter as long as any statement does. It is far below
+// deadlock_timeout (a second by default): a transaction that waits for a
+// hold the sweep already rewrote, while the sweep waits for one of its
+// own, is let go by this timeout before PostgreSQL looks for a deadlock.
+const sweepFastLockTimeout = "50ms"
 
 // fullBatchBoundSQL is sweepSQL's bound on the mark after a full batch:
 // the holds after the batch expire at its last expiry or later, and the
