@@ -37,11 +37,10 @@ func (db *DB) SweepOneBatch(ctx context.Context, batch int, withoutFullBatchBoun
 	if !withoutFullBatchBound {
 		return db.sweep(ctx, batch, bound)
 	}
-	sql := strings.Replace(sweepSQL, fullBatchBoundSQL, "NULL", 1)
-	if sql == sweepSQL {
+	if !strings.Contains(sweepSQL, fullBatchBoundSQL) {
 		return core.SweepResult{}, errors.New("sweepSQL has no full batch bound to drop")
 	}
-	return db.sweepWith(ctx, sql, batch, bound)
+	return db.sweepWith(ctx, sweepStatement(false, "NULL"), sweepStatement(true, "NULL"), batch, bound)
 }
 
 // SettleQuota runs the settle a hold refused over its limit runs
