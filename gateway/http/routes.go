@@ -146,7 +146,7 @@ func (p params) event() (int64, error) {
 func match(ctx *fasthttp.RequestCtx, admin bool) (*route, params) {
 	raw := ctx.Path()
 	path := unsafe.String(unsafe.SliceData(raw), len(raw)) // read during the match; only the name is copied out
-	var buf [8]string // a request's segments, without an allocation (the route table's have at most 6)
+	var buf [8]string                                      // a request's segments, without an allocation (the route table's have at most 6)
 	segs := splitInto(buf[:0], path)
 	method := ctx.Method()
 	for i := range routes {
