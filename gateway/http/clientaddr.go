@@ -146,7 +146,7 @@ func (s *Server) clientIP(ctx *fasthttp.RequestCtx) string {
 // not the source the header named (which RemoteIP gives); otherwise the
 // peer RemoteIP gives.
 func upstreamAddr(ctx *fasthttp.RequestCtx) (netip.Addr, bool) {
-	if pc, ok := ctx.Conn().(*proxyproto.Conn); ok {
+	if pc, ok := rawConn(ctx.Conn()).(*proxyproto.Conn); ok {
 		if tcp, ok := pc.Raw().RemoteAddr().(*net.TCPAddr); ok {
 			return tcp.AddrPort().Addr().Unmap(), true
 		}
@@ -161,20 +161,24 @@ func upstreamAddr(ctx *fasthttp.RequestCtx) (netip.Addr, bool) {
 // source becomes the connection's remote address, and is closed without it;
 // a connection from anyone else is served as it is, and closed if it sends a
 // PROXY header. proxyProtocol with no trusted proxies is refused: no one
-// could send the header.
+// could send the header. The connections' deadlines are kept and enforced
+// by a sweep a second (deadline.go): setting them costs a request nothing.
 func Listen(addr string, trusted TrustedProxies, proxyProtocol bool) (net.Listener, error) {
 	if proxyProtocol && trusted.Empty() {
 		return nil, fmt.Errorf("listen %s: PROXY protocol needs trusted proxies", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
-	if err != nil || !proxyProtocol {
-		return ln, err
+	if err != nil {
+		return nil, err
 	}
-	return &proxyproto.Listener{Listener: ln, ReadHeaderTimeout: 10 * time.Second,
+	if !proxyProtocol {
+		return sweepDeadlines(ln), nil
+	}
+	return sweepDeadlines(&proxyproto.Listener{Listener: ln, ReadHeaderTimeout: 10 * time.Second,
 		ConnPolicy: func(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
 			if tcp, ok := o.Upstream.(*net.TCPAddr); ok && trusted.Contains(tcp.AddrPort().Addr()) {
 				return proxyproto.REQUIRE, nil
 			}
 			return proxyproto.REJECT, nil
-		}}, nil
+		}}), nil
 }

@@ -176,8 +176,9 @@ func newLimiter(perSecond float64, burst, slots int) *limiter {
 	for n < slots {
 		n <<= 1
 	}
-	return &limiter{interval: interval, span: int64(max(1, burst)) * interval, slots: make([]atomic.Int64, n),
-		mask: uint64(n - 1), seed: maphash.MakeSeed()}
+	l := &limiter{interval: interval, span: int64(max(1, burst)) * interval, mask: uint64(n - 1), seed: maphash.MakeSeed()}
+	l.slots = newTable(l, n)
+	return l
 }
 
 // allow reports whether key may make a request now, and if not, how long

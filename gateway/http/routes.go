@@ -3,6 +3,7 @@ package http
 import (
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
@@ -125,7 +126,9 @@ func splitInto(segs []string, path string) []string {
 	}
 }
 
-// params are the pattern's captures.
+// params are the pattern's captures. The id is a view of the request's
+// path (no copy on a poll), good until the handler returns; the name is
+// the handler's own.
 type params struct{ id, name string }
 
 // event is the {id} capture as an event id: a positive integer, or the
@@ -141,8 +144,9 @@ func (p params) event() (int64, error) {
 // match finds the request's route and captures; admin says whether the
 // admin rows are served (AdminHandler) or skipped (Handler).
 func match(ctx *fasthttp.RequestCtx, admin bool) (*route, params) {
-	path := string(ctx.Path())
-	var buf [8]string // a request's segments, without an allocation (the route table's have at most 6)
+	raw := ctx.Path()
+	path := unsafe.String(unsafe.SliceData(raw), len(raw)) // read during the match; only the name is copied out
+	var buf [8]string                                      // a request's segments, without an allocation (the route table's have at most 6)
 	segs := splitInto(buf[:0], path)
 	method := ctx.Method()
 	for i := range routes {
@@ -176,7 +180,7 @@ func (r *route) match(segs []string) (params, bool) {
 		case "{id}":
 			p.id = segs[i]
 		case "{name}":
-			p.name = segs[i]
+			p.name = strings.Clone(segs[i])
 		default:
 			if segs[i] != pat {
 				return p, false

@@ -20,7 +20,9 @@
 // health, keys), proxy.go (the booking API and the provider's webhooks,
 // and the core's health as the proxied calls show it), rate.go (the
 // effective rate's metrics), bounds.go (the per-key structures' sizes as
-// metrics).
+// metrics), deadline.go (the fans' connections' deadlines, kept and swept
+// once a second instead of re-armed every request), hugetable.go (the
+// limiters' large tables in huge pages).
 package http
 
 import (

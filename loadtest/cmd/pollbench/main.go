@@ -1,7 +1,8 @@
 // Command pollbench measures the waiting room's hot path: queue-status polls
-// answered by a running gateway, beside a fasthttp hello-world answering a
-// reply of the same size on the same machine, measured by the same client in
-// the same run (rounds alternate). The polls are steady-state ones (fans in
+// answered by a running gateway, beside a fasthttp hello-world answering the
+// same requests (the status path, the fans' bearer tokens) with a reply of
+// the same size on the same machine, measured by the same client in the
+// same run (rounds alternate). The polls are steady-state ones (fans in
 // line, nobody being let in): answered from the queue token and the
 // gateway's cached view, with no Redis round trip. The hello-world runs in
 // a process of its own (pollbench itself, -serve-hello), so that with
@@ -121,7 +122,10 @@ func run(c config) error {
 	}
 	var helloRuns, gwRuns []result
 	for r := range c.Rounds {
-		h := load(hello, "/", nil, c, hw)
+		// The same requests on both sides: the hello-world is sent the
+		// status path and the fans' bearer tokens too (and ignores them),
+		// so both servers read and parse the same bytes a request.
+		h := load(hello, path, tokens, c, hw)
 		g := load(hc, path, tokens, c, gw)
 		helloRuns, gwRuns = append(helloRuns, h), append(gwRuns, g)
 		fmt.Printf("  round %d: hello-world %8.0f/s (p50 %.2f ms, p99 %.2f ms, %.1f µs server CPU a request) | gateway status %8.0f/s (p50 %.2f ms, p99 %.2f ms, %d errors, %.1f µs gateway CPU a poll)\n",
@@ -278,8 +282,8 @@ func join(hc *fasthttp.HostClient, c config) ([]string, error) {
 
 // load polls path from c.Conns connections for c.Duration; tokens, when
 // given, are used in turn as bearer tokens. The client's own work is the
-// same on both sides but for the header: its values are made before the
-// clock starts, and each connection walks its own share of the tokens (no
+// same on both sides: the header's values are made before the clock
+// starts, and each connection walks its own share of the tokens (no
 // counter shared by the connections), so the client spends on a poll only
 // what sending the header costs.
 func load(hc *fasthttp.HostClient, path string, tokens []string, c config, cpu *procstat.Watcher) result {
