@@ -1,6 +1,7 @@
 package http
 
 import (
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -61,12 +62,17 @@ func sweepDeadlines(ln net.Listener) net.Listener {
 }
 
 func (l *sweptListener) Accept() (net.Conn, error) {
+	// Counted open before the accept: a sweep that sees the listener
+	// closed while a connection is being accepted goes on for it.
+	l.open.Add(1)
 	c, err := l.Listener.Accept()
 	if err != nil {
+		if l.open.Add(-1) == 0 && l.closed.Load() {
+			l.poke()
+		}
 		return nil, err
 	}
 	sc := &sweptConn{Conn: c, ln: l, shard: &l.shards[l.next.Add(1)%connShards]}
-	l.open.Add(1)
 	sc.shard.mu.Lock()
 	sc.shard.conns[sc] = struct{}{}
 	sc.shard.mu.Unlock()
@@ -96,7 +102,11 @@ func (l *sweptListener) at(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
-	return max(1, int64(t.Sub(l.base))+1)
+	d := t.Sub(l.base) // saturates: a deadline centuries away stays far, not past
+	if d == math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(1, int64(d)+1)
 }
 
 func (l *sweptListener) sweep() {
