@@ -529,8 +529,7 @@ func findPgbench() (string, error) {
 // moment after the data is in place and vacuumed, so the sweep that returns
 // them is a tick of that core; a repetition that saw another sweep between
 // the two readings (an empty one, a tick under way as the holds expired)
-// is measured again, so the core's figure is the one sweep's. The seed's
-// UPDATE runs as long after its data's VACUUM as the core's sweep does.
+// is measured again, so the core's figure is the one sweep's.
 func benchSweep(ctx context.Context, db *pgxpool.Pool, c config) (time.Duration, time.Duration, error) {
 	var ours, theirs []time.Duration
 	sweeper, stop, err := startSweeper(ctx, c.DatabaseURL)
@@ -572,11 +571,6 @@ UPDATE seats s SET status = 'HELD', hold_id = h.id, hold_until = h.expires_at, v
 			return 0, 0, fmt.Errorf("sweep setup: %w", err)
 		}
 		db.Exec(ctx, `VACUUM ANALYZE seats, holds, account_tickets`)
-		// The seed's sweep waits as long after its own VACUUM: run at once
-		// it took 6.5 ms, run 1.5 s later 10.3 ms (median of 7 each, one
-		// run): the core's sweep cannot run at once (its holds must expire
-		// first), so the seed's does not either.
-		idle := time.Until(expiry) + 500*time.Millisecond // and half a tick, on average
 		if time.Now().After(expiry) {
 			return 0, 0, fmt.Errorf("sweep setup took past the holds' expiry; the sweep would not be timed alone")
 		}
@@ -633,7 +627,6 @@ UPDATE show_seats SET status = 'HELD', booking_id = g,
 			return 0, 0, err
 		}
 		db.Exec(ctx, `VACUUM ANALYZE show_seats`)
-		time.Sleep(idle)
 		t0 := time.Now()
 		tag, err := db.Exec(ctx, `
 UPDATE show_seats
