@@ -67,11 +67,13 @@ var (
 // 18, and a WAL record a hold): it waits for a hold another transaction
 // holds, which a sweep must not do for long (see above), so it runs with a
 // lock_timeout of a few milliseconds and, when that fires, sweepSQL runs
-// instead. A hold changed since the
-// snapshot is re-checked by the UPDATE itself as its newest version,
-// whose ctid is not in c: h leaves it, as it leaves one that sweepSQL's l
-// locked (it stays in c, so the mark does not pass it). Nothing else
-// differs: the same batch, the same conditions, the same mark.
+// instead. A hold changed since the snapshot is re-checked by the UPDATE
+// on its newest version: ended only if that version is still ACTIVE and
+// past its expiry, what any sweep may end (the ctid match itself is not
+// re-checked: PostgreSQL's EvalPlanQual passes a TID condition on the
+// newest version, up to 17 at least). A hold confirmed or released
+// meanwhile is left as it is. Nothing else differs: the same batch, the
+// same conditions, the same mark.
 func sweepStatement(locked bool, bound string) string {
 	src := "c"
 	lock := ""
