@@ -189,9 +189,18 @@ func Predict(s Sale) Forecast {
 	start := claimWait + shop
 	f.AllTaken = start + taking(float64(s.Seats)/(f.Admit*f.PerOrder), backs)
 	holds := float64(s.Seats) / f.PerOrder
+	first, again, branch := links{lapses, quickly}, links{lapses, quickly}, 1.0
+	if r := s.Returns; r != nil && r.Rehold != nil {
+		again = links{r.Rehold.Lapses, r.Rehold.Released}
+	}
+	if r := s.Returns; r != nil && r.Branch > 0 {
+		branch = r.Branch
+	}
 	chain := lapsed / (1 - quickly)
-	if f.AllTaken == time.Duration(math.MaxInt64) || chain >= 1 {
-		f.SoldOut = f.AllTaken // never (every payment failing: seats come back as fast as they go)
+	// Never, too, when a re-hold's seats come back, on average, to more
+	// than one re-hold: the tree of chains need not die out.
+	if f.AllTaken == time.Duration(math.MaxInt64) || chain >= 1 || branch*(1-again.kept()) >= 1 {
+		f.SoldOut = time.Duration(math.MaxInt64) // never (every payment failing: seats come back as fast as they go)
 		f.SoldOutRange = [2]time.Duration{f.SoldOut, f.SoldOut}
 		return f
 	}
@@ -213,13 +222,6 @@ func Predict(s Sale) Forecast {
 	// forecast is its median, with the 10th and 90th percentiles as its
 	// range: how far apart those are says how close any forecast of this
 	// sale can be.
-	first, again, branch := links{lapses, quickly}, links{lapses, quickly}, 1.0
-	if r := s.Returns; r != nil && r.Rehold != nil {
-		again = links{r.Rehold.Lapses, r.Rehold.Released}
-	}
-	if r := s.Returns; r != nil && r.Branch > 0 {
-		branch = r.Branch
-	}
 	end := newSaleEnd(first, again, branch, s.Sweep, holds)
 	at := func(q float64) time.Duration { return end.quantile(q, holds, start, f.AllTaken) + settle }
 	f.SoldOut, f.SoldOutRange = at(0.5), [2]time.Duration{at(0.1), at(0.9)}
@@ -247,8 +249,13 @@ func (l links) kept() float64 {
 // until the chains left are negligible.
 type saleEnd struct{ first []float64 }
 
-// endStep is saleEnd's grid.
-const endStep = 100 * time.Millisecond
+// endStep is saleEnd's grid, and maxEnd how far it goes at most (a
+// day past a first hold: a sale whose chains go on longer is a sale that
+// never ends, which Predict says before).
+const (
+	endStep = 100 * time.Millisecond
+	maxEnd  = 24 * time.Hour
+)
 
 // newSaleEnd computes saleEnd for first holds ending as first says and
 // re-holds as later, the seats that came back held again by branch holds
@@ -262,7 +269,7 @@ func newSaleEnd(first, later links, branch float64, sweep time.Duration, holds f
 		}
 		return 1 - branch + branch*x
 	}
-	back := func(l Lapse) int { return int((l.After + sweep/2 + endStep/2) / endStep) }
+	back := func(l Lapse) int { return max(1, int((l.After+sweep/2+endStep/2)/endStep)) }
 	var re, e saleEnd
 	at := func(f []float64, i int) float64 {
 		if i < 0 {
@@ -289,7 +296,7 @@ func newSaleEnd(first, later links, branch float64, sweep time.Duration, holds f
 			f += l.Share * g(at(re.first, i-back(l)))
 		}
 		e.first = append(e.first, f)
-		if holds*(1-f) < 1e-6 || i > int(time.Hour/endStep) {
+		if holds*(1-f) < 1e-6 || i > int(maxEnd/endStep) {
 			return e
 		}
 	}

@@ -239,3 +239,20 @@ func TestSaleEnd(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A sale whose re-holds give their seats back to more than one re-hold on
+// average never ends (the tree of chains need not die out), whatever the
+// first holds do; just under it, it ends, later than a day's grid would
+// cut it only if the chains go on that long.
+func TestSaleNeverEnds(t *testing.T) {
+	s := Sale{Seats: 4800, PerMinute: 6000, MaxActive: 2000, Session: 90 * time.Second, Hold: 30 * time.Second, Sweep: 5 * time.Second,
+		Returns: &Returns{Released: 0.1, Lapses: []Lapse{{Share: 0.1, After: 30 * time.Second}},
+			Rehold: &Returns{Released: 0.2, Lapses: []Lapse{{Share: 0.3, After: 30 * time.Second}}}, Branch: 2}}
+	if f := Predict(s); f.SoldOut != time.Duration(math.MaxInt64) {
+		t.Fatalf("re-holds coming back to 2 x 0.5 = 1 re-hold each: sold out %v; want never", f.SoldOut)
+	}
+	s.Returns.Branch = 1.5
+	if f := Predict(s); f.SoldOut == time.Duration(math.MaxInt64) || f.SoldOut < f.AllTaken {
+		t.Fatalf("0.75 re-holds each: sold out %v (all taken %v); want an end after every seat is taken", f.SoldOut, f.AllTaken)
+	}
+}
