@@ -161,6 +161,7 @@ func match(ctx *fasthttp.RequestCtx, admin bool) (*route, params) {
 			continue
 		}
 		if p, ok := r.match(segs); ok {
+			p.name = strings.Clone(p.name) // the handler's own; the id stays a view
 			return r, p
 		}
 	}
@@ -180,7 +181,7 @@ func (r *route) match(segs []string) (params, bool) {
 		case "{id}":
 			p.id = segs[i]
 		case "{name}":
-			p.name = strings.Clone(segs[i])
+			p.name = segs[i]
 		default:
 			if segs[i] != pat {
 				return p, false
