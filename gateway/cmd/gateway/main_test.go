@@ -63,6 +63,7 @@ func gatewayBinary(tb testing.TB) string {
 type fleet struct {
 	addrs []string
 	procs []*exec.Cmd
+	logs  []string // each gateway's stdout and stderr
 }
 
 // startFleet starts n gateways on redisAddr in front of a healthy fake core
@@ -92,7 +93,9 @@ func startFleetOf(t testing.TB, bin string, n int, redisAddr string, args ...str
 	for i := range n {
 		addr, ops := freeAddr(t), freeAddr(t)
 		operators.Store(addr, ops)
-		logf, _ := os.Create(filepath.Join(dir, fmt.Sprintf("gateway-%d.log", i)))
+		logPath := filepath.Join(dir, fmt.Sprintf("gateway-%d.log", i))
+		f.logs = append(f.logs, logPath)
+		logf, _ := os.Create(logPath)
 		cmd := exec.Command(bin, append([]string{"-addr", addr, "-admin-addr", ops, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
 			"-ip-rate", "100000", "-token-rate", "1000"}, args...)...) // the test's crowd comes from one address
 		cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+admin, "ONSALE_LOG_LEVEL=warn")
@@ -111,14 +114,18 @@ func startFleetOf(t testing.TB, bin string, n int, redisAddr string, args ...str
 			p.Wait()
 		}
 	})
-	for _, a := range f.addrs {
-		waitFor(t, "gateway "+a, 10*time.Second, func() bool {
+	for i, a := range f.addrs {
+		up := waitUntil(10*time.Second, func() bool {
 			r, err := http.Get("http://" + a + "/healthz")
 			if err == nil {
 				r.Body.Close()
 			}
 			return err == nil && r.StatusCode == 200
 		})
+		if !up { // its log says why (a port taken since freeAddr, say)
+			log, _ := os.ReadFile(f.logs[i])
+			t.Fatalf("timed out waiting for gateway %s; its log:\n%s", a, log)
+		}
 	}
 	return f
 }
@@ -163,13 +170,21 @@ func forgetHealth(t testing.TB, redisAddr, coreURL string) {
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
+	if !waitUntil(d, cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// waitUntil reports whether cond held within d, asked every 10 ms.
+func waitUntil(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 func adminCall(t testing.TB, addr, method string, ev int64, body string) map[string]any {
