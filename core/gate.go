@@ -163,6 +163,11 @@ const GateSinceOverlap = time.Minute
 // the day" for the gate: late arrivals, a show past midnight.
 const GateDayBefore = 12 * time.Hour
 
+// GateDayAhead is how soon an event must start to count as "of the day"
+// whatever the date: the doors of a show just past midnight open before
+// midnight, when the venue's day is still the one before.
+const GateDayAhead = 6 * time.Hour
+
 // CheckIns is the gate's store.
 type CheckIns interface {
 	// Redeem checks a scanned ticket in, once. It fails with ETicketRevoked
@@ -173,7 +178,8 @@ type CheckIns interface {
 	// checked in before; a ticket the database does not know is revoked.
 	Redeem(ctx context.Context, s Scan) (*CheckIn, error)
 	// Offline returns the venue's offline pack: its events starting from
-	// GateDayBefore ago to the end of the venue's day. A non-zero since
+	// GateDayBefore ago to the end of the venue's day, or to GateDayAhead
+	// ahead when that is later. A non-zero since
 	// limits Used to the check-ins recorded from since-GateSinceOverlap on.
 	Offline(ctx context.Context, venue int64, now, since time.Time) (*OfflinePack, error)
 }

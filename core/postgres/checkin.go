@@ -16,11 +16,14 @@ import (
 // gateDay is the one rule for the gate's "events of the day", shared by
 // the online redemption and the offline pack: an event of venue v (aliases
 // e and v) that starts from core.GateDayBefore before at to the end of at's
-// day in the venue's zone. at is a placeholder ($n) of a timestamptz.
+// day in the venue's zone, or to core.GateDayAhead after at when that is
+// later (a show at 00:05 is scanned from 23:00). at is a placeholder ($n)
+// of a timestamptz.
 func gateDay(at string) string {
 	return fmt.Sprintf(`(e.starts_at >= %[1]s - interval '%[2]d seconds'
-   AND e.starts_at < (date_trunc('day', %[1]s AT TIME ZONE v.timezone) + interval '1 day') AT TIME ZONE v.timezone)`,
-		at, int64(core.GateDayBefore/time.Second))
+   AND e.starts_at < greatest((date_trunc('day', %[1]s AT TIME ZONE v.timezone) + interval '1 day') AT TIME ZONE v.timezone,
+                              %[1]s + interval '%[3]d seconds'))`,
+		at, int64(core.GateDayBefore/time.Second), int64(core.GateDayAhead/time.Second))
 }
 
 // redeemSQL checks a ticket in, once: the ticket must exist under its

@@ -219,6 +219,54 @@ func TestOfflinePack(t *testing.T) {
 	}
 }
 
+// The gate's events of the day, around a venue's midnight: at 23:05 in
+// Kolkata a show at 00:05 is scanned (its doors are open), one at 07:00 is
+// tomorrow's, one that started 13 hours ago is over. The control is the
+// rule without core.GateDayAhead: the 00:05 show would be refused until
+// midnight (a fresh-clone make test at 17:35 UTC failed just so).
+func TestGateDay(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	now := time.Date(2031, 3, 1, 17, 35, 0, 0, time.UTC) // 23:05 in Kolkata
+	shows := map[string]struct {
+		at  time.Time
+		day bool
+	}{
+		"19:00 today":        {now.Add(-4*time.Hour - 5*time.Minute), true},
+		"23:30 today":        {now.Add(25 * time.Minute), true},
+		"00:05 tomorrow":     {now.Add(time.Hour), true},
+		"04:30 tomorrow":     {now.Add(5*time.Hour + 25*time.Minute), true},
+		"07:00 tomorrow":     {now.Add(7*time.Hour + 55*time.Minute), false},
+		"10:00 today, ended": {now.Add(-13*time.Hour - 5*time.Minute), false},
+	}
+	ids := map[int64]string{}
+	var venue int64
+	for name, s := range shows {
+		ev := newEvent(t, db, "cinema", 6)
+		if _, err := db.Pool().Exec(ctx, `UPDATE events SET starts_at = $2 WHERE id = $1`, ev, s.at); err != nil {
+			t.Fatal(err)
+		}
+		ids[ev] = name
+		v, tz := venueOf(t, db, ev)
+		if venue != 0 && v != venue || tz != "Asia/Kolkata" {
+			t.Fatalf("show %s at venue %d in %s; want every show at %d in Asia/Kolkata", name, v, tz, venue)
+		}
+		venue = v
+	}
+	p, err := db.Offline(ctx, venue, now, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, e := range p.Events {
+		got[ids[e.ID]] = true
+	}
+	for name, s := range shows {
+		if got[name] != s.day {
+			t.Errorf("show at %s of the day at 23:05: %v; want %v", name, got[name], s.day)
+		}
+	}
+}
+
 // Two gates scan the same ticket at the same instant, 100 times (a
 // hundred tickets): exactly one admits it each time.
 func TestRaceTwoGates(t *testing.T) {
