@@ -73,7 +73,7 @@ func New() *Metrics {
 			Help: "How long the oldest hold returned by the last sweep had been expired.",
 		}),
 		SweptHolds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_holds_total", Help: "Expired holds returned to sale."}),
-		SweptSeats:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_seats_total", Help: "Seats of the holds the sweeper ended that were still under them (free since the hold lapsed)."}),
+		SweptSeats:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_seats_total", Help: "Seats of the holds the sweeper ended (free since each hold lapsed)."}),
 		SweepErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_sweep_errors_total", Help: "Sweeps that failed."}),
 		OutboxJobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onsale_core_outbox_jobs_total", Help: "Outbox job runs by kind and result.",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
-	"time"
 
 	"github.com/onsale/onsale/core"
 
@@ -17,11 +16,7 @@ import (
 // sweepBoundSQL: it lets the mark move up to now, past the start of
 // transactions still open (the control of TestSweepMark).
 func (db *DB) SweepIgnoringOpenTransactions(ctx context.Context) (core.SweepResult, error) {
-	var now time.Time
-	if err := db.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return core.SweepResult{}, err
-	}
-	return db.sweep(ctx, sweepBatch, now)
+	return db.sweepWith(ctx, sweepFastSQL, sweepSQL, sweepBatch, `SELECT now()`)
 }
 
 // SweepOneBatch runs one sweep statement of at most batch holds, as Sweep
@@ -30,17 +25,13 @@ func (db *DB) SweepIgnoringOpenTransactions(ctx context.Context) (core.SweepResu
 // of TestSweepMark's backlog case: the mark jumps past the holds after
 // the batch).
 func (db *DB) SweepOneBatch(ctx context.Context, batch int, withoutFullBatchBound bool) (core.SweepResult, error) {
-	var bound time.Time
-	if err := db.pool.QueryRow(ctx, sweepBoundSQL).Scan(&bound); err != nil {
-		return core.SweepResult{}, err
-	}
 	if !withoutFullBatchBound {
-		return db.sweep(ctx, batch, bound)
+		return db.sweep(ctx, batch)
 	}
 	if !strings.Contains(sweepSQL, fullBatchBoundSQL) {
 		return core.SweepResult{}, errors.New("sweepSQL has no full batch bound to drop")
 	}
-	return db.sweepWith(ctx, sweepStatement(false, "NULL"), sweepStatement(true, "NULL"), batch, bound)
+	return db.sweepWith(ctx, sweepStatement(false, "NULL"), sweepStatement(true, "NULL"), batch, sweepBoundSQL)
 }
 
 // SettleQuota runs the settle a hold refused over its limit runs

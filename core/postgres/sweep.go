@@ -39,7 +39,14 @@ import (
 // hold_until passed: a seat left HELD under an ended hold with hold_until
 // in the past is free, exactly as an AVAILABLE one, and the next hold
 // simply overwrites it; no statement of the core tells the two apart.
-// Rewriting those rows to AVAILABLE was most of the sweep's cost.
+// Rewriting those rows to AVAILABLE was most of the sweep's cost. Nor
+// does it list those seats: the seat-map keeper reads each live event's
+// taken seats every second (core/seatmap.Interval), a lapsed hold's seats
+// are free at that read, and the core's memory of taken seats never
+// refuses a seat whose hold's expiry has passed (refuse.go). The sweep
+// runs every 30 s by default, so its list told the keeper nothing the
+// rebuild had not; unnesting and aggregating it cost about a sixth of a
+// sweep of 4,000 holds.
 //
 // It writes no account row either: the limit is lazy. A swept hold's
 // tickets stay in its account's counter, marked owed on the hold row in
@@ -57,6 +64,11 @@ var (
 	sweepSQL     = sweepStatement(true, fullBatchBoundSQL)
 	sweepFastSQL = sweepStatement(false, fullBatchBoundSQL)
 )
+
+// sweepBoundSetting is where the fast statement reads its bound (sweepSQL's
+// $2): the statement before it in the same round trip sets it, local to
+// their implicit transaction (sweepWith).
+const sweepBoundSetting = "onsale.sweep_bound"
 
 // sweepStatement builds sweepSQL (locked: the batch is locked first,
 // SKIP LOCKED) or sweepFastSQL (the batch is rewritten at once; run with
@@ -77,7 +89,9 @@ var (
 func sweepStatement(locked bool, bound string) string {
 	src := "c"
 	lock := ""
+	until := "current_setting('" + sweepBoundSetting + "')::timestamptz"
 	if locked {
+		until = "$2::timestamptz"
 		src = "l"
 		lock = `, l AS (
     -- A hold changed since the snapshot is re-checked as its newest
@@ -105,9 +119,9 @@ WITH m AS (
     UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now(), owed = true
      WHERE ctid = ANY (ARRAY(SELECT t FROM ` + src + `)) AND status = 'ACTIVE' AND expires_at < now()
     RETURNING id, event_id, seat_ids, quantity, expires_at
-)` + endedTail + `, moved AS (
+)` + endedTail + lapsedCount + `, moved AS (
     UPDATE sweep_mark SET mark = x.mark
-      FROM (SELECT least($2::timestamptz,
+      FROM (SELECT least(` + until + `,
                          -- what it left of the batch (nothing, most often: then c is not read again)
                          (SELECT min(expires_at) FROM c
                            WHERE (SELECT holds FROM ended) < (SELECT n FROM cs) AND id NOT IN (SELECT id FROM h)),
@@ -212,33 +226,44 @@ WITH listed AS (
            holds = array(SELECT x FROM unnest(a.holds) x WHERE x <> ALL (array(SELECT id FROM done)))
      WHERE a.event_id = $1 AND a.account = $2 AND EXISTS (SELECT 1 FROM done)
     RETURNING a.tickets
-)` + endedTail + sweepResult + `,
+)` + endedTail + lapsedList + sweepResult + `,
        (SELECT n FROM returned), (SELECT tickets FROM account),
        (SELECT count(*) FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND ((status = 'ACTIVE' AND expires_at < now()) OR owed))
          - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)` + sweepFrom
 
 // endedTail follows a CTE h of holds just ended: GA tickets go back to
-// their counter, and the seats of those holds are listed for the seat-map
-// keeper (lapsed), from the hold rows: no seat row is read. A seat another
-// hold took since this hold lapsed is listed too; the keeper marks it
-// available until its next rebuild (a second at most, seatmap.Interval) and
-// the core's memory of taken seats forgets it (refuse.go), so a hold of it
-// goes to the database, which refuses it. Reading the seats to leave those
-// out took 10-12 ms of a sweep of 4,000 holds, more than ending them (8 ms
-// as HOT updates).
+// their counter; then lapsedList or lapsedCount.
 const endedTail = `, ga AS (
     UPDATE ga_inventory g SET remaining = g.remaining + x.n
       FROM (SELECT event_id, sum(quantity)::int AS n FROM h WHERE cardinality(seat_ids) = 0 GROUP BY 1) x
      WHERE g.event_id = x.event_id
 ), ended AS (
     SELECT count(*) AS holds, min(expires_at) AS oldest FROM h
-), lapsed AS (
+)`
+
+// lapsedList lists the seats of the holds just ended for the seat-map
+// keeper (a settle's, on the hold path: the fan who was refused asks
+// again at once), from the hold rows: no seat row is read. A seat another
+// hold took since this hold lapsed is listed too; the keeper marks it
+// available until its next rebuild (a second at most, seatmap.Interval) and
+// the core's memory of taken seats forgets it (refuse.go), so a hold of it
+// goes to the database, which refuses it. Reading the seats to leave those
+// out took 10-12 ms of a sweep of 4,000 holds, more than ending them (8 ms
+// as HOT updates).
+const lapsedList = `, lapsed AS (
     SELECT count(*) AS seats, array_agg(event_id) AS events, array_agg(seat_id) AS ids
       FROM (SELECT event_id, unnest(seat_ids) AS seat_id FROM h) s
 )`
 
-// sweepResult is what sweep scans, from endedTail: holds ended, the lag
-// of the oldest, and their seats (each seat's event, and its id). A
+// lapsedCount counts the seats of the holds just ended, listing none (the
+// sweep's: see sweepSQL).
+const lapsedCount = `, lapsed AS (
+    SELECT coalesce(sum(cardinality(seat_ids)), 0) AS seats, '{}'::bigint[] AS events, '{}'::text[] AS ids FROM h
+)`
+
+// sweepResult is what sweep scans, from endedTail and lapsedList or
+// lapsedCount: holds ended, the lag of the oldest, their seats' count and
+// list (each seat's event, and its id; empty from lapsedCount). A
 // statement adds its own columns, then sweepFrom.
 const sweepResult = `
 SELECT e.holds, coalesce(extract(epoch FROM now() - e.oldest), 0)::float8, l.seats, coalesce(l.events, '{}'), coalesce(l.ids, '{}')`
@@ -253,17 +278,12 @@ const sweepBatch = 5000
 // Sweep records every expired hold as EXPIRED (owed: its account's
 // tickets come back at the account's next refusal, settleQuotaSQL) and returns
 // GA tickets, in batches, and reports how many holds it ended, how many seats
-// they had (free since the hold lapsed; the seat-map keeper hears of them
-// as available) and how late it was for the oldest.
+// they had (free since the hold lapsed; the seat-map keeper's rebuild shows
+// them free) and how late it was for the oldest.
 func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 	var total core.SweepResult
-	// Read once, before every batch's snapshot (sweepSQL's $2).
-	var bound time.Time
-	if err := db.pool.QueryRow(ctx, sweepBoundSQL).Scan(&bound); err != nil {
-		return total, translate(err)
-	}
 	for {
-		r, err := db.sweep(ctx, sweepBatch, bound)
+		r, err := db.sweep(ctx, sweepBatch)
 		if err != nil {
 			return total, err
 		}
@@ -276,22 +296,30 @@ func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 	}
 }
 
-func (db *DB) sweep(ctx context.Context, batch int, bound time.Time) (core.SweepResult, error) {
-	return db.sweepWith(ctx, sweepFastSQL, sweepSQL, batch, bound)
+func (db *DB) sweep(ctx context.Context, batch int) (core.SweepResult, error) {
+	return db.sweepWith(ctx, sweepFastSQL, sweepSQL, batch, sweepBoundSQL)
 }
 
 // sweepWith runs one batch: fast (sweepFastSQL, or a test's variant of
 // it) under sweepFastLockTimeout, in one round trip (a pipeline: one
-// implicit transaction, so the setting holds for the statement and ends
+// implicit transaction, so the settings hold for the statement and end
 // with it), or, when it had to wait longer for a hold, locked (sweepSQL).
-func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, bound time.Time) (core.SweepResult, error) {
+// The bound (boundSQL: sweepBoundSQL, or a test's) is read by the first
+// statement of the round trip, so before the sweep statement's snapshot,
+// and handed to it in a setting (sweepBoundSetting) and to sweepSQL as $2.
+func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, boundSQL string) (core.SweepResult, error) {
 	var r core.SweepResult
 	var lag float64
 	var events []int64
 	var seats []string
+	var bound time.Time
 	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('lock_timeout', '` + sweepFastLockTimeout + `', true)`)
-	b.Queue(fast, batch, bound).QueryRow(func(row pgx.Row) error {
+	b.Queue(`SELECT set_config('lock_timeout', '` + sweepFastLockTimeout + `', true), set_config('` + sweepBoundSetting + `', x.b::text, true), x.b
+  FROM (` + boundSQL + `) x (b)`).QueryRow(func(row pgx.Row) error {
+		var lt, setting string
+		return row.Scan(&lt, &setting, &bound)
+	})
+	b.Queue(fast, batch).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.Holds, &lag, &r.Seats, &events, &seats)
 	})
 	err := db.pool.SendBatch(ctx, b).Close()

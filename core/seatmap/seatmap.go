@@ -1,8 +1,9 @@
 // Package seatmap keeps each live event's seat availability in the
 // seat-map cache (shared/seatmap's format: one bit per seat position, set
 // when the seat can be held):
-// flipped per seat after every hold, release and sweep, and rebuilt from
-// PostgreSQL every second so a missed update heals itself. The gateway
+// flipped per seat after every hold and release, and rebuilt from
+// PostgreSQL every second, which frees the seats of holds that lapsed and
+// heals a missed update. The gateway
 // serves it, at most a second or two stale; PostgreSQL decides. The same
 // rebuild feeds Taken (taken.go), the core's memory of the seats a hold
 // cannot win, which refuses such holds without a database statement.
