@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,5 +101,26 @@ func TestReadsCannotStarveHolds(t *testing.T) {
 				t.Fatalf("control: CreateHold during the read flood on a shared pool = %+v, %v; want unavailable (starved)", h, herr)
 			}
 		})
+	}
+}
+
+// Every connection of the core is READ COMMITTED, whatever the URL, role
+// or server default: the statements are written for it (a snapshot per
+// statement: the sweep reads its bound before its own snapshot; rows
+// re-checked as their newest version, never a serialization failure).
+func TestReadCommitted(t *testing.T) {
+	url := postgrestest.NewURL(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	db, err := postgres.Open(ctx, url+sep+"default_transaction_isolation=serializable", postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var level string
+	if err := db.Pool().QueryRow(ctx, `SHOW transaction_isolation`).Scan(&level); err != nil || level != "read committed" {
+		t.Fatalf("transaction_isolation = %q, %v; want read committed", level, err)
 	}
 }

@@ -40,8 +40,9 @@ type Options struct {
 	// LatePolicy decides what a payment for an expired hold gets (default refund).
 	LatePolicy core.LatePolicy
 	// OnSeats, when set, hears after each commit which seats became
-	// unavailable (held) or available again (released, swept, undone), to
-	// keep the seat-map cache current. It must not block.
+	// unavailable (held) or available again (released, settled, undone), to
+	// keep the seat-map cache current (a lapsed hold's seats show free at
+	// the keeper's next rebuild). It must not block.
 	OnSeats func(event int64, seats []string, available bool)
 	// Taken, when set, refuses holds of seats known taken without a
 	// statement, and hears of this core's holds and releases (refuse.go).
@@ -166,6 +167,11 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
+	// Every statement of the core is written for READ COMMITTED: a
+	// snapshot per statement, and a row another transaction changed
+	// re-checked as its newest version (the conditional UPDATEs), never a
+	// serialization failure. Whatever the server, role or URL default.
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	for name, d := range map[string]time.Duration{
 		"idle_in_transaction_session_timeout": o.IdleInTxTimeout, "lock_timeout": o.LockTimeout} {
 		if _, ok := cfg.ConnConfig.RuntimeParams[name]; !ok && d > 0 {

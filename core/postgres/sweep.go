@@ -23,10 +23,11 @@ import (
 // sweep_mark.mark on: no hold expiring before the mark is ACTIVE. The
 // statement moves the mark up to the earliest expiry in its range that it
 // leaves ACTIVE (a hold skipped as locked, or beyond the batch: a full
-// batch's last expiry) or, when it leaves none, to $2: no transaction that may still write a hold
-// started before $2 (sweepBoundSQL, read before this statement's
-// snapshot), and a hold the core writes expires after its statement's
-// now(), so a hold this statement cannot see yet expires after $2. A hold
+// batch's last expiry) or, when it leaves none, to the bound: no transaction that may still write a hold
+// started before the bound (sweepBoundSQL, read by the statement before
+// this one in its round trip, so before this statement's snapshot under
+// READ COMMITTED, which every connection of the core uses: Open), and a hold the core writes expires after its statement's
+// now(), so a hold this statement cannot see yet expires after the bound. A hold
 // written with an expiry already past lowers the mark itself and bumps
 // gen (the trigger of migration 00011); the statement leaves the mark
 // alone when gen is not what it read. It never moves the mark down, and
@@ -43,7 +44,7 @@ import (
 // does it list those seats: the seat-map keeper reads each live event's
 // taken seats every second (core/seatmap.Interval), a lapsed hold's seats
 // are free at that read, and the core's memory of taken seats never
-// refuses a seat whose hold's expiry has passed (refuse.go). The sweep
+// refuses a seat whose hold's expiry has passed (core/seatmap/taken.go). The sweep
 // runs every 30 s by default, so its list told the keeper nothing the
 // rebuild had not; unnesting and aggregating it cost about a sixth of a
 // sweep of 4,000 holds.
@@ -306,7 +307,9 @@ func (db *DB) sweep(ctx context.Context, batch int) (core.SweepResult, error) {
 // with it), or, when it had to wait longer for a hold, locked (sweepSQL).
 // The bound (boundSQL: sweepBoundSQL, or a test's) is read by the first
 // statement of the round trip, so before the sweep statement's snapshot,
-// and handed to it in a setting (sweepBoundSetting) and to sweepSQL as $2.
+// and handed to it in a setting (sweepBoundSetting; as JSON's ISO 8601
+// text, exact to the microsecond whatever the session's DateStyle) and to
+// sweepSQL as $2.
 func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, boundSQL string) (core.SweepResult, error) {
 	var r core.SweepResult
 	var lag float64
@@ -314,7 +317,7 @@ func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, bou
 	var seats []string
 	var bound time.Time
 	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('lock_timeout', '` + sweepFastLockTimeout + `', true), set_config('` + sweepBoundSetting + `', x.b::text, true), x.b
+	b.Queue(`SELECT set_config('lock_timeout', '` + sweepFastLockTimeout + `', true), set_config('` + sweepBoundSetting + `', to_json(x.b) #>> '{}', true), x.b
   FROM (` + boundSQL + `) x (b)`).QueryRow(func(row pgx.Row) error {
 		var lt, setting string
 		return row.Scan(&lt, &setting, &bound)

@@ -73,8 +73,8 @@ func newKeeper(t *testing.T, wrap func(seatmap.Cache) seatmap.Cache) (*seatmap.K
 	return k, db, rdb, ev
 }
 
-// The bitmap follows holds, releases and sweeps seat by seat, and a
-// rebuild from the database repairs whatever it missed.
+// The bitmap follows holds and releases seat by seat, and a rebuild from
+// the database frees a lapsed hold's seats and repairs whatever it missed.
 func TestKeeper(t *testing.T) {
 	k, db, rdb, ev := newKeeper(t, nil)
 	// The store queues each change before its call returns; k.Flush applies
@@ -103,7 +103,14 @@ func TestKeeper(t *testing.T) {
 	if bit(t, rdb, ev, a) != 1 || bit(t, rdb, ev, b) != 1 {
 		t.Fatal("released seats not marked available again")
 	}
-	h2, _ := db.CreateHold(ctx, core.HoldParams{EventID: ev, Account: "y", Request: core.HoldRequest{Seats: []string{"AUD-C-3"}}})
+	h2, err := db.CreateHold(ctx, core.HoldParams{EventID: ev, Account: "y", Request: core.HoldRequest{Seats: []string{"AUD-C-3"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Flush()
+	if bit(t, rdb, ev, a) != 0 {
+		t.Fatal("a held seat still marked available")
+	}
 	db.Pool().Exec(ctx, `UPDATE holds SET expires_at = now() - interval '1 s' WHERE id = $1`, h2.ID)
 	db.Pool().Exec(ctx, `UPDATE seats SET hold_until = now() - interval '1 s' WHERE hold_id = $1`, h2.ID)
 	// A lapsed hold's seat is free at the next rebuild, swept or not (the

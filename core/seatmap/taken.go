@@ -188,7 +188,9 @@ func (t *Taken) Held(event int64, seats []string, until time.Time) {
 }
 
 // Freed records seats this core has just given back to sale (a release,
-// a sweep, an undone booking): they are refused no more, at once.
+// a settle, an undone booking): they are refused no more, at once. (A
+// lapsed hold's seats need no call: every entry here ends at its hold's
+// expiry.)
 func (t *Taken) Freed(event int64, seats []string) {
 	t.change(event, ownChange{seats: seats, free: true})
 }
