@@ -154,6 +154,55 @@ func holdReturns(ctx context.Context, c Config) (*crowd.Returns, error) {
 	return r, nil
 }
 
+// tailSQL is how the sale's tail went (from $2, when every seat was held
+// or sold): the holds made from then on, how many of them lapsed (at the
+// hold's end, or extended first) and how many were re-holds, and how many
+// holds came back from then on (returnsSQL's classes). The forecast's odds
+// and Branch are the whole sale's; the tail decides the sale's end, and a
+// returned hold's seats may be split among more hunters there, when they
+// are the only free seats (a diagnostic: the forecast does not use it).
+const tailSQL = `
+WITH again AS (
+    SELECT DISTINCT id FROM (
+        SELECT id, row_number() OVER (PARTITION BY seat ORDER BY created_at, id) AS n
+          FROM (SELECT id, created_at, unnest(seat_ids) AS seat FROM holds WHERE event_id = $1) s) r
+     WHERE n > 1
+), ended AS (
+    SELECT id, created_at, extended,
+           status = 'RELEASED' AND ended_at < expires_at AS released,
+           status <> 'BOOKED' AND (status <> 'ACTIVE' OR expires_at < now()) AS back,
+           CASE WHEN status = 'RELEASED' AND ended_at < expires_at THEN ended_at ELSE expires_at END AS back_at
+      FROM holds WHERE event_id = $1
+)
+SELECT count(*) FILTER (WHERE created_at >= $2),
+       count(*) FILTER (WHERE created_at >= $2 AND back AND NOT released AND NOT extended),
+       count(*) FILTER (WHERE created_at >= $2 AND back AND NOT released AND extended),
+       count(*) FILTER (WHERE created_at >= $2 AND id IN (SELECT id FROM again)),
+       count(*) FILTER (WHERE back AND back_at >= $2)
+  FROM ended`
+
+// tail describes the sale's tail from tailSQL: a sentence for the report.
+func tail(ctx context.Context, c Config, from time.Time, onsale time.Time) (string, error) {
+	conn, err := pgx.Connect(ctx, c.DatabaseURL)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var made, lapsed, extended, again, back int64
+	if err := conn.QueryRow(ctx, tailSQL, c.Event, from).Scan(&made, &lapsed, &extended, &again, &back); err != nil {
+		return "", err
+	}
+	if made == 0 {
+		return "", nil
+	}
+	s := fmt.Sprintf("The tail (from every seat held or sold, %.0f s after onsale): %d holds made, %.1f%% lapsed at the hold's end and %.1f%% lapsed extended",
+		from.Sub(onsale).Seconds(), made, 100*float64(lapsed)/float64(made), 100*float64(extended)/float64(made))
+	if back > 0 {
+		s += fmt.Sprintf("; %d re-holds for the %d holds that came back from then on (%.2f each)", again, back, float64(again)/float64(back))
+	}
+	return s + ".", nil
+}
+
 // lastSeatsSQL is every hold ever made on a seat of each of the last
 // bookings confirmed ($2 of them; a booking's seats were held together),
 // in order: what made the sale's tail as long as it was (how many holds

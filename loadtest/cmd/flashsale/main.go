@@ -277,6 +277,11 @@ func run(ctx context.Context, c Config) error {
 		procs: procs.Usage(), cpu: procs.Samples(), targets: procs.Targets(), onsale: onsale, signInTook: signInTook,
 		saleFrom: opened, saleTo: onsale.Add(saleTook)}
 	out.crowd = me.line(c.Fans, c.Conns, out.usage(crowdName), st.Lag(), st.ShopLag())
+	if out.allTaken > 0 {
+		if out.tail, err = tail(ctx, c, onsale.Add(out.allTaken), onsale); err != nil {
+			fmt.Fprintf(os.Stderr, "flashsale: the sale's tail: %v\n", err)
+		}
+	}
 	if out.lastSeats, err = lastSeats(ctx, c, onsale, 3); err != nil {
 		fmt.Fprintf(os.Stderr, "flashsale: the seats sold last: %v\n", err)
 	}

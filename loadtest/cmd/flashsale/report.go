@@ -28,6 +28,7 @@ type outcome struct {
 	crowd                   string         // what the crowd itself cost (self.line)
 	lastSeats               []string       // the chains of holds of the seats sold last (lastSeats)
 	returns                 *crowd.Returns // the seats that came back, from the database (nil: not known)
+	tail                    string         // how the tail went (tail; empty: not known)
 }
 
 // usage is the named process's usage in the process table (zero if absent).
@@ -111,10 +112,19 @@ func (o outcome) lines(c Config, st *crowd.Stats) []string {
 			c.PerMinute, c.MaxActive, c.Session, o.hold, c.Sweep),
 		fmt.Sprintf("Outcome: %s; %s.", taken, end),
 		lastSold(o.lastSeats),
+		o.tailLine(),
 		o.crowd,
 		measured(st, o.returns),
 		fmt.Sprintf("Little's law with what the crowd measured (%d of %d admitted fans said they were done, after %.1f s on average; the rest kept the room for the whole session): %v.",
 			st.Left.Load(), st.Admitted.Load(), st.MeanLeft().Seconds(), o.forecast))
+}
+
+// tailLine is o.tail, or what was not measured.
+func (o outcome) tailLine() string {
+	if o.tail == "" {
+		return "The tail: not measured (never every seat taken at once, or no hold after)."
+	}
+	return o.tail
 }
 
 // lastSold is the note on the seats sold last: how many holds each went
