@@ -37,10 +37,8 @@ func TestFanJourney(t *testing.T) {
 	look(t, fan, "waiting-prequeue")
 
 	// A lone fan in the pre-queue is back within about a second of onsale
-	// (gateway/http: returnSpread), admitted at the next tick and poll. 20 s
-	// still fails the old spread (up to 30 s at 0:00); 10 s failed once on a
-	// loaded machine with the fan shown "0 ahead, you are next".
-	until(t, fan, "admission at onsale", `document.body.dataset.state === "admitted"`, time.Until(onsale)+20*time.Second)
+	// (gateway/http: returnSpread), admitted at the next tick.
+	until(t, fan, "admission at onsale", `document.body.dataset.state === "admitted"`, time.Until(onsale)+10*time.Second)
 	shot(t, fan, "2-admitted")
 	if err := chromedp.Do(fan, chromedp.Click(chromedp.ID("go-book"))); err != nil {
 		t.Fatal(err)
