@@ -267,8 +267,8 @@ func (db *DB) seatsTaken(ctx context.Context, event int64, seats []string) error
 // accountTicketsSQL reads an account's counter for an event, to tell a fan
 // refused at the limit. It is read after a settle (retryOverLimit), so it
 // counts the tickets the account holds or bought, and of its expired holds
-// only one that lapsed since, or one a settle still could not take after
-// waiting for it (settleTries).
+// only one that lapsed since, or one that lapsed during the settle and
+// that a sweep held through every run of it (settleTries).
 const accountTicketsSQL = `SELECT tickets FROM account_tickets WHERE event_id = $1 AND account = $2`
 
 func (db *DB) limitExceeded(ctx context.Context, event int64, account string, limit, asked int) error {

@@ -135,6 +135,9 @@ type DB struct {
 	onSeats func(event int64, seats []string, available bool)
 	taken   TakenSeats
 	extend  time.Duration
+	// settleLock is settleLockSQL, run before every settle of an account
+	// (settleQuota); a race test's control runs settles without it.
+	settleLock string
 
 	mu     sync.Mutex
 	events map[int64]eventInfo // hold-path facts about events, cached briefly
@@ -224,7 +227,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		closePools()
 		return nil, fmt.Errorf("%w: late payment policy %q: want refund or honour", ErrConfig, o.LatePolicy)
 	}
-	db := &DB{pool: pool, reads: reads, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, taken: o.Taken, extend: o.ExtendBy, events: make(map[int64]eventInfo)}
+	db := &DB{pool: pool, reads: reads, log: o.Logger, policy: o.LatePolicy, onSeats: o.OnSeats, taken: o.Taken, extend: o.ExtendBy, settleLock: settleLockSQL, events: make(map[int64]eventInfo)}
 	if db.extend <= 0 {
 		db.extend = core.ExtendBy
 	}

@@ -184,12 +184,14 @@ SELECT least(now(), min(pg_stat_get_backend_xact_start(b))) - interval '1 second
 // The hold row is what makes a return happen once: a hold goes from
 // ACTIVE (or owed) to EXPIRED and not owed once, whichever of a settle,
 // the sweep, a release or a booking changes its row first; the others
-// re-check the row, find it changed and return nothing for it. Settles of
-// one account also queue on its account row, taken first (FOR UPDATE),
-// and a settle never waits for a hold row (SKIP LOCKED: a release, the
-// sweep or a payment holding one finishes first, and the hold is counted
-// as missed): so it cannot deadlock with a release, which takes the hold
-// row and then the account row, nor with another settle. The counter is
+// re-check the row, find it changed and return nothing for it. The
+// statement runs after settleLockSQL in one transaction (settleQuota), so
+// the rows it must change are already its own; it takes the account row
+// (FOR UPDATE) and never waits for a hold row (SKIP LOCKED: a hold that
+// lapsed since the lock statement and that a sweep holds is counted as
+// missed). So it holds no account row while it waits for a hold row, and
+// cannot deadlock with a release, which takes the hold row and then the
+// account row, nor with another settle. The counter is
 // decremented by exactly what the UPDATEs returned, relative to its
 // current value (a hold appended to the list meanwhile is kept: only ids
 // this statement saw are removed).
@@ -337,17 +339,29 @@ func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, bou
 	return r, nil
 }
 
-// settleQuota runs settleQuotaSQL for one account and returns the tickets
-// it gave back and the account's counter after it. A hold the statement
-// found but did not settle may be owed now (the sweep ended it after the
-// statement's snapshot, or held its row): the settle waits for those rows
-// (settleWaitSQL) and runs again, a few times at most. When the last run wrote nothing the counter is read
-// again, in a statement of its own: the run may have waited for another
-// settle (a concurrent hold of the same account) to commit, and read the
-// counter as it was before that one returned anything. A deadlock (a GA
-// hold of the same account, which takes the GA row before the account
-// row) is asked again once PostgreSQL has found it (deadlock_timeout, a
-// second by default), as a hold is.
+// settleQuota settles one account and returns the tickets it gave back
+// and the account's counter after it. One round trip, one implicit
+// transaction (a pipeline): settleLockSQL first locks, in id order, every
+// listed hold that may owe tickets, waiting for whoever holds one (a
+// sweep's batch, a booking, another settle of the account); then
+// settleQuotaSQL, whose SKIP LOCKED never skips a row its own transaction
+// holds, settles them all. So locks held by others cannot make it miss a
+// hold, however many settles of the account run at once. (Waiting for the
+// rows in a statement of their own and settling in the next let each of
+// nine settles of one account skip the rows another's wait held at that
+// instant, three runs in a row: a hold over the limit was refused while an
+// expired hold's ticket still counted. Experiment 8, under load.)
+// The lock order, the account's hold rows then its account row, is the
+// one a release and a refused capture take, so no deadlock with them nor
+// with another settle. It may still miss a hold that lapsed between its
+// two statements and that a sweep holds: it runs again, a few times at
+// most. When the last run wrote nothing the counter is read again, in a
+// statement of its own: the run may have waited for another settle (a
+// concurrent hold of the same account) to commit, and read the counter as
+// it was before that one returned anything. A deadlock (a GA hold of the
+// same account, which takes the GA row before the account row) is asked
+// again once PostgreSQL has found it (deadlock_timeout, a second by
+// default), as a hold is.
 func (db *DB) settleQuota(ctx context.Context, event int64, account string) (returned, have int, err error) {
 	var after *int
 	for try := 1; ; try++ {
@@ -357,8 +371,14 @@ func (db *DB) settleQuota(ctx context.Context, event int64, account string) (ret
 		err = db.retry(ctx, holdRetry, "settle", func() error {
 			var holds, nseats int
 			var lag float64
-			return db.pool.QueryRow(ctx, settleQuotaSQL, event, account).
-				Scan(&holds, &lag, &nseats, &events, &seats, &n, &after, &missed)
+			b := &pgx.Batch{}
+			if db.settleLock != "" {
+				b.Queue(db.settleLock, event, account)
+			}
+			b.Queue(settleQuotaSQL, event, account).QueryRow(func(row pgx.Row) error {
+				return row.Scan(&holds, &lag, &nseats, &events, &seats, &n, &after, &missed)
+			})
+			return db.pool.SendBatch(ctx, b).Close()
 		}, "event", event)
 		if err != nil {
 			return returned, 0, translate(err)
@@ -367,12 +387,6 @@ func (db *DB) settleQuota(ctx context.Context, event int64, account string) (ret
 		returned += n
 		if missed == 0 || try == settleTries {
 			break
-		}
-		// A hold the settle skipped is locked by a sweep's batch or a
-		// booking until it commits: wait for it, holding no account row,
-		// so the next run finds it settled rather than skipping it again.
-		if _, err := db.pool.Exec(ctx, settleWaitSQL, event, account); err != nil {
-			return returned, 0, translate(err)
 		}
 	}
 	if after != nil {
@@ -385,21 +399,19 @@ func (db *DB) settleQuota(ctx context.Context, event int64, account string) (ret
 	return returned, have, nil
 }
 
-// settleWaitSQL waits for the account's listed holds that may owe
-// tickets, taking and at once letting go of their row locks (one
-// autocommit statement), in id order, so two waits of one account cannot
-// deadlock; it holds no account row, so nothing waits for it in turn.
-// $1 event, $2 account.
-const settleWaitSQL = `
+// settleLockSQL locks the account's listed holds that may owe tickets, in
+// id order, for the settleQuotaSQL after it in the same transaction
+// (settleQuota). It takes no account row. $1 event, $2 account.
+const settleLockSQL = `
 SELECT count(*) FROM (
     SELECT 1 FROM holds
      WHERE id = ANY ((SELECT holds FROM account_tickets WHERE event_id = $1 AND account = $2)::uuid[])
        AND (owed OR (status = 'ACTIVE' AND expires_at < now()))
      ORDER BY id FOR UPDATE) locked`
 
-// settleTries bounds the runs of one settle: each is needed only when a
-// sweep, booking or other settle changed one of the account's few holds
-// in the same instant.
+// settleTries bounds the runs of one settle: a run after the first is
+// needed only when one of the account's holds lapsed between its two
+// statements and a sweep held it.
 const settleTries = 3
 
 // lapsed tells the seat map of seats whose hold was just ended (parallel
