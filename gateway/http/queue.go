@@ -189,8 +189,9 @@ func describe(v *room.View, q *token.Queue, now time.Time) queueReply {
 // every 10 s are 60,000 polls a second. A fan is told to come back often
 // enough never to miss its turn (an offer lapses ClaimSeconds after it is
 // made, and the fan goes to the back: claim.lua), and no more often than
-// that. Near the front, a tenth of its wait, at least every third of the
-// claim window (nearPoll). Far back, the line's top speed sets it: the
+// that. Near the front (its soonest offer within two nearPolls), a tenth
+// of its wait, from every second to every third of the claim window
+// (nearPoll): the few thousand fans there see their offers promptly. Far back, the line's top speed sets it: the
 // rate dial is the fastest the line can move (the core's health and the
 // active-users cap only slow it), so a fan with ahead fans before it
 // cannot be offered sooner than soonest = ahead / dial, nor have the offer
@@ -208,12 +209,20 @@ func nearPoll(d gateway.Dials) int64 { return clamp(int64(d.ClaimSeconds)*1000/3
 
 // farPoll is the interval a fan with ahead fans before it may be given
 // (spread over 60-100% of it, never past it), or 0 when admission is paused
-// or has no rate (then nearPoll: the line may start at any moment).
+// or has no rate (then nearPoll: the line may start at any moment), and 0
+// for a fan whose soonest offer is within two nearPolls: near the front the
+// tenth of its wait serves it (describe), at least every second. (Without
+// that bound the far rule, never below 60% of nearPoll, held every fan at
+// the front, a lone cinema fan "0 ahead" included, to 18-30 s between
+// polls: its offer sat unseen that long.)
 func farPoll(d gateway.Dials, ahead int64) int64 {
 	if d.Paused || d.NewUsersPerMinute <= 0 {
 		return 0
 	}
 	soonest := ahead * 60_000 / int64(d.NewUsersPerMinute)
+	if soonest < 2*nearPoll(d) {
+		return 0
+	}
 	safe := min(soonest/2+nearPoll(d), farPollMax)
 	return safe*3/5 + rand.Int64N(safe*2/5+1) // 60-100%: spread, never past safe
 }

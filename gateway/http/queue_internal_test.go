@@ -96,8 +96,9 @@ func TestDescribe(t *testing.T) {
 // A fan is told to come back soon enough never to miss its turn, and no
 // sooner: near the front every third of the claim window at most; far back,
 // however long the line's top speed (the dial) allows, even if operators
-// double the dial meanwhile. The control: the near rule alone would have
-// the far fans poll every 10 s, six times as often.
+// double the dial meanwhile; at the front, within about a second. The
+// control: the near rule alone would have the far fans poll every 10 s,
+// six times as often.
 func TestPollInterval(t *testing.T) {
 	now := time.Now()
 	d := gateway.DefaultDials(now.Add(-time.Minute), now.Add(time.Hour))
@@ -126,6 +127,12 @@ func TestPollInterval(t *testing.T) {
 			if ahead == 599_000 {
 				farSum += r.PollAfterMs
 				n++
+			}
+			// At the front, a tenth of the wait, at least every second:
+			// the next in line sees its offer within about a second (the
+			// control, the far rule at the front, said 6-10 s).
+			if eta := r.EtaSeconds * 1000; ahead <= 10 && r.PollAfterMs > max(eta/10, 1000)*5/4 {
+				t.Fatalf("ahead %d, %d s to wait: poll after %d ms; want about a tenth of the wait, at least every second", ahead, r.EtaSeconds, r.PollAfterMs)
 			}
 		}
 	}

@@ -37,8 +37,11 @@ func TestFanJourney(t *testing.T) {
 	look(t, fan, "waiting-prequeue")
 
 	// A lone fan in the pre-queue is back within about a second of onsale
-	// (gateway/http: returnSpread), admitted at the next tick.
+	// (gateway/http: returnSpread), admitted at the next tick; shown "0
+	// ahead" first (its poll beat the draw), it asks again within a second
+	// (farPoll: the front is not told to sleep).
 	until(t, fan, "admission at onsale", `document.body.dataset.state === "admitted"`, time.Until(onsale)+10*time.Second)
+	t.Logf("admitted %.1f s after onsale", time.Since(onsale).Seconds())
 	shot(t, fan, "2-admitted")
 	if err := chromedp.Do(fan, chromedp.Click(chromedp.ID("go-book"))); err != nil {
 		t.Fatal(err)

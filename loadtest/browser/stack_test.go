@@ -131,7 +131,10 @@ func until(t *testing.T, c context.Context, what, js string, d time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			shot(t, c, "timeout-"+strings.ReplaceAll(what, " ", "-"))
-			t.Fatalf("timed out waiting for %s (%s; last error %v)", what, js, err)
+			// What the page said, for a run whose screenshots are gone
+			// (CI keeps only the log).
+			page, _ := chromedp.Run(c, chromedp.Evaluate[string](`(document.body ? document.body.innerText : "").replace(/\s+/g, " ").slice(0, 2000)`))
+			t.Fatalf("timed out waiting for %s (%s; last error %v); the page read: %s", what, js, err, page)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
