@@ -212,8 +212,14 @@ func (db *DB) holdSeats(ctx context.Context, p core.HoldParams, ev eventInfo, li
 func (db *DB) holdGA(ctx context.Context, p core.HoldParams, ev eventInfo, limit int) (*core.Hold, error) {
 	n := p.Request.Quantity
 	h := &core.Hold{ID: newHoldID(), EventID: p.EventID, Account: p.Account, Seats: []string{}, Quantity: n, Status: core.HoldActive}
-	err := db.pool.QueryRow(ctx, holdGASQL, p.EventID, p.Account, h.ID, n, limit, ev.holdSeconds).
-		Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt, &h.AmountPaise)
+	// It takes the GA row, then the account row; a settle, a release or a
+	// refused capture of the same account takes them the other way round:
+	// the loser of that deadlock asks once more (holdRetry), as a seated
+	// hold does.
+	err := db.retry(ctx, holdRetry, "hold", func() error {
+		return db.pool.QueryRow(ctx, holdGASQL, p.EventID, p.Account, h.ID, n, limit, ev.holdSeconds).
+			Scan(&h.Version, &h.ExpiresAt, &h.CreatedAt, &h.AmountPaise)
+	}, "event", p.EventID)
 	switch constraint(err) {
 	case "":
 	case "holds_all_claimed":
@@ -267,8 +273,8 @@ func (db *DB) seatsTaken(ctx context.Context, event int64, seats []string) error
 // accountTicketsSQL reads an account's counter for an event, to tell a fan
 // refused at the limit. It is read after a settle (retryOverLimit), so it
 // counts the tickets the account holds or bought, and of its expired holds
-// only one that lapsed since, or one that lapsed during the settle and
-// that a sweep held through every run of it (settleTries).
+// only one that lapsed since, or one that became owed during the settle
+// and that others held through every run of it (settleTries).
 const accountTicketsSQL = `SELECT tickets FROM account_tickets WHERE event_id = $1 AND account = $2`
 
 func (db *DB) limitExceeded(ctx context.Context, event int64, account string, limit, asked int) error {

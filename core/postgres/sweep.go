@@ -188,8 +188,8 @@ SELECT least(now(), min(pg_stat_get_backend_xact_start(b))) - interval '1 second
 // statement runs after settleLockSQL in one transaction (settleQuota), so
 // the rows it must change are already its own; it takes the account row
 // (FOR UPDATE) and never waits for a hold row (SKIP LOCKED: a hold that
-// lapsed since the lock statement and that a sweep holds is counted as
-// missed). So it holds no account row while it waits for a hold row, and
+// became owed since the lock statement's snapshot and that another
+// transaction holds is counted as missed). So it holds no account row while it waits for a hold row, and
 // cannot deadlock with a release, which takes the hold row and then the
 // account row, nor with another settle. The counter is
 // decremented by exactly what the UPDATEs returned, relative to its
@@ -353,9 +353,12 @@ func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, bou
 // expired hold's ticket still counted. Experiment 8, under load.)
 // The lock order, the account's hold rows then its account row, is the
 // one a release and a refused capture take, so no deadlock with them nor
-// with another settle. It may still miss a hold that lapsed between its
-// two statements and that a sweep holds: it runs again, a few times at
-// most. When the last run wrote nothing the counter is read again, in a
+// with another settle. Both statements judge expiry at one instant (now(),
+// the transaction's start), so the second can miss only a hold that was
+// not owing at the first's snapshot and became owed (a sweep committed it)
+// before the second's, and that someone else holds at that moment (a
+// settle's lock statement, a payment): it runs again, with a new instant,
+// a few times at most. When the last run wrote nothing the counter is read again, in a
 // statement of its own: the run may have waited for another settle (a
 // concurrent hold of the same account) to commit, and read the counter as
 // it was before that one returned anything. A deadlock (a GA hold of the
@@ -410,8 +413,8 @@ SELECT count(*) FROM (
      ORDER BY id FOR UPDATE) locked`
 
 // settleTries bounds the runs of one settle: a run after the first is
-// needed only when one of the account's holds lapsed between its two
-// statements and a sweep held it.
+// needed only when one of the account's holds became owed between its two
+// statements' snapshots and another transaction held it.
 const settleTries = 3
 
 // lapsed tells the seat map of seats whose hold was just ended (parallel

@@ -191,7 +191,8 @@ func describe(v *room.View, q *token.Queue, now time.Time) queueReply {
 // made, and the fan goes to the back: claim.lua), and no more often than
 // that. Near the front (its soonest offer within two nearPolls), a tenth
 // of its wait, from every second to every third of the claim window
-// (nearPoll): the few thousand fans there see their offers promptly. Far back, the line's top speed sets it: the
+// (nearPoll): the fans of the next two nearPolls' admissions at the dial
+// (2,000 at the full-size demo's dials) see their offers promptly. Far back, the line's top speed sets it: the
 // rate dial is the fastest the line can move (the core's health and the
 // active-users cap only slow it), so a fan with ahead fans before it
 // cannot be offered sooner than soonest = ahead / dial, nor have the offer

@@ -110,7 +110,7 @@ func TestPollInterval(t *testing.T) {
 	}
 	var farSum, n int64
 	for range 2000 {
-		for _, ahead := range []int64{0, 10, 999, 5_000, 50_000, 599_000} {
+		for _, ahead := range []int64{0, 10, 999, 1_500, 2_100, 5_000, 50_000, 599_000} {
 			r := describe(&v, &token.Queue{Position: v.Tick.Serving + 1 + ahead}, now)
 			if r.Ahead != ahead {
 				t.Fatalf("ahead %d: reply %+v", ahead, r)
@@ -131,8 +131,12 @@ func TestPollInterval(t *testing.T) {
 			// At the front, a tenth of the wait, at least every second:
 			// the next in line sees its offer within about a second (the
 			// control, the far rule at the front, said 6-10 s).
-			if eta := r.EtaSeconds * 1000; ahead <= 10 && r.PollAfterMs > max(eta/10, 1000)*5/4 {
+			if eta := r.EtaSeconds * 1000; soonestMs < 2*near && r.PollAfterMs > max(eta/10, 1000)*5/4 {
 				t.Fatalf("ahead %d, %d s to wait: poll after %d ms; want about a tenth of the wait, at least every second", ahead, r.EtaSeconds, r.PollAfterMs)
+			}
+			// Past the front, the far rule: never as often as the front.
+			if soonestMs >= 2*near && r.PollAfterMs < near {
+				t.Fatalf("ahead %d (soonest offer in %d ms): poll after %d ms; want the far rule, at least %d ms", ahead, soonestMs, r.PollAfterMs, near)
 			}
 		}
 	}
