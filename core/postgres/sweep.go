@@ -189,9 +189,10 @@ SELECT least(now(), min(pg_stat_get_backend_xact_start(b))) - interval '1 second
 // the rows it must change are already its own; it takes the account row
 // (FOR UPDATE) and never waits for a hold row (SKIP LOCKED: a hold that
 // became owed since the lock statement's snapshot and that another
-// transaction holds is counted as missed). So it holds no account row while it waits for a hold row, and
-// cannot deadlock with a release, which takes the hold row and then the
-// account row, nor with another settle. The counter is
+// transaction holds is counted as missed). So it holds no account row
+// while it waits for a hold row, and cannot deadlock with a release, which
+// takes the hold row and then the account row, nor with another settle.
+// The counter is
 // decremented by exactly what the UPDATEs returned, relative to its
 // current value (a hold appended to the list meanwhile is kept: only ids
 // this statement saw are removed).
@@ -358,8 +359,8 @@ func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, bou
 // not owing at the first's snapshot and became owed (a sweep committed it)
 // before the second's, and that someone else holds at that moment (a
 // settle's lock statement, a payment): it runs again, with a new instant,
-// a few times at most. When the last run wrote nothing the counter is read again, in a
-// statement of its own: the run may have waited for another settle (a
+// a few times at most. When the last run wrote nothing the counter is
+// read again, in a statement of its own: the run may have waited for another settle (a
 // concurrent hold of the same account) to commit, and read the counter as
 // it was before that one returned anything. A deadlock (a GA hold of the
 // same account, which takes the GA row before the account row) is asked
