@@ -181,8 +181,7 @@ type HoldRef struct {
 // SweepResult reports one sweep of expired holds (the sweeper runs it; the
 // store implements it).
 type SweepResult struct {
-	Holds int           // holds returned to sale
-	Seats int           // seats of the swept holds (free since they lapsed; some may be held again since)
+	Holds int           // GA holds returned to sale (a seated hold needs no sweep)
 	Lag   time.Duration // how long the oldest swept hold had been expired
 }
 

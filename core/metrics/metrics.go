@@ -25,7 +25,6 @@ type Metrics struct {
 	SweepDuration prometheus.Histogram
 	SweepLag      prometheus.Gauge
 	SweptHolds    prometheus.Counter
-	SweptSeats    prometheus.Counter
 	SweepErrors   prometheus.Counter
 
 	// OutboxJobs counts outbox job runs by kind and result (done, retry, dead).
@@ -72,8 +71,7 @@ func New() *Metrics {
 			Name: "onsale_core_sweeper_lag_seconds",
 			Help: "How long the oldest hold returned by the last sweep had been expired.",
 		}),
-		SweptHolds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_holds_total", Help: "Expired holds returned to sale."}),
-		SweptSeats:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_seats_total", Help: "Seats of the holds the sweeper ended (free since each hold lapsed)."}),
+		SweptHolds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_holds_total", Help: "Expired GA holds whose tickets the sweeper returned to sale (an expired seated hold needs no sweep)."}),
 		SweepErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_sweep_errors_total", Help: "Sweeps that failed."}),
 		OutboxJobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onsale_core_outbox_jobs_total", Help: "Outbox job runs by kind and result.",
@@ -96,7 +94,7 @@ func New() *Metrics {
 			Name: "onsale_core_signins_total", Help: "Sign-in requests by step (code, verify) and outcome.",
 		}, []string{"step", "outcome"}),
 	}
-	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweptSeats, m.SweepErrors,
+	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweepErrors,
 		m.OutboxJobs, m.ProviderMisconfigured, m.ProviderContradictions, m.Webhooks, m.Reconciled, m.SignIns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

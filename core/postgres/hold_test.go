@@ -245,9 +245,10 @@ func counter(tb testing.TB, db *postgres.DB, event int64, account string) (int, 
 	return n, ids
 }
 
-// The lazy limit: a swept hold's tickets stay counted (owed) until the
-// account's next refused hold settles them, and an unswept expired hold's
-// are returned by that settle too; either way the hold goes through.
+// The lazy limit: an expired seated hold (never swept: migration 00012)
+// stays ACTIVE in its row and its tickets stay counted until the account's
+// next refused hold settles it, which ends it and returns them; the hold
+// goes through. (A swept GA hold's, marked owed: TestLazyLimitGA.)
 func TestLazyLimit(t *testing.T) {
 	db := postgrestest.NewDB(t, postgres.Options{})
 	ev := newEvent(t, db, "cinema", 6)
@@ -256,15 +257,18 @@ func TestLazyLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	expireAccount(t, db, ev, "alice")
-	if r, err := db.Sweep(ctx); err != nil || r.Holds != 1 {
-		t.Fatalf("sweep = %+v, %v; want 1 hold", r, err)
+	if r, err := db.Sweep(ctx); err != nil || r.Holds != 0 {
+		t.Fatalf("sweep = %+v, %v; want no hold (a seated hold needs no sweep)", r, err)
 	}
 	if n, ids := counter(t, db, ev, "alice"); n != 4 || !slices.Equal(ids, []string{h1.ID}) {
-		t.Fatalf("after the sweep: counter %d, list %v; want 4 (owed), [%s]", n, ids, h1.ID)
+		t.Fatalf("after the sweep: counter %d, list %v; want 4 (still counted), [%s]", n, ids, h1.ID)
+	}
+	if got, err := db.Hold(ctx, h1.ID); err != nil || got.Status != core.HoldActive || got.Effective(time.Now()) != core.HoldExpired {
+		t.Fatalf("lapsed hold = %+v, %v; want ACTIVE in its row, EXPIRED as shown", got, err)
 	}
 	checkInvariants(t, db)
 
-	// Refused at 4 + 4 > 6, settled (the swept hold's 4 back), asked again.
+	// Refused at 4 + 4 > 6, settled (the lapsed hold's 4 back), asked again.
 	h2, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-B-1", "AUD-B-2", "AUD-B-3", "AUD-B-4"}})
 	if err != nil {
 		t.Fatalf("hold over owed tickets: %v", err)
@@ -272,9 +276,8 @@ func TestLazyLimit(t *testing.T) {
 	if n, ids := counter(t, db, ev, "alice"); n != 4 || !slices.Equal(ids, []string{h2.ID}) {
 		t.Fatalf("after the settle: counter %d, list %v; want 4, [%s]", n, ids, h2.ID)
 	}
-	var owed bool
-	if err := db.Pool().QueryRow(ctx, `SELECT owed FROM holds WHERE id = $1`, h1.ID).Scan(&owed); err != nil || owed {
-		t.Fatalf("swept hold owed = %v, %v; want returned", owed, err)
+	if got, err := db.Hold(ctx, h1.ID); err != nil || got.Status != core.HoldExpired {
+		t.Fatalf("settled hold = %+v, %v; want EXPIRED", got, err)
 	}
 
 	// A refusal names the counter after the settle.
@@ -284,13 +287,13 @@ func TestLazyLimit(t *testing.T) {
 		t.Errorf("refusal says have %v; want 4", have)
 	}
 
-	// Expired but not swept: the settle ends it and returns its tickets.
+	// Again: the settle ends it and returns its tickets.
 	expireAccount(t, db, ev, "alice")
 	if _, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-C-1", "AUD-C-2", "AUD-C-3"}}); err != nil {
-		t.Fatalf("hold over an unswept expired hold: %v", err)
+		t.Fatalf("hold over a lapsed hold: %v", err)
 	}
 	if got, err := db.Hold(ctx, h2.ID); err != nil || got.Status != core.HoldExpired {
-		t.Fatalf("unswept expired hold = %+v, %v; want EXPIRED", got, err)
+		t.Fatalf("lapsed hold after the settle = %+v, %v; want EXPIRED", got, err)
 	}
 	if n, _ := counter(t, db, ev, "alice"); n != 3 {
 		t.Fatalf("counter %d; want 3", n)

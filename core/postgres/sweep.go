@@ -10,57 +10,64 @@ import (
 	"github.com/onsale/onsale/core"
 )
 
-// sweepSQL records expired holds, up to $1 at a time: it marks them
-// EXPIRED and owed, and returns GA tickets to the counter, in one
-// statement. Every condition is re-checked on the rows it changes (status,
-// expiry), so a hold extended or booked a moment earlier is skipped, never
-// ended; SKIP LOCKED lets a hold being extended right now wait for the
-// next sweep (sweepFastSQL, run first, waits for it a few milliseconds).
+// sweepSQL records expired GA holds, up to $1 at a time: it marks them
+// EXPIRED and owed, and returns their tickets to the event's counter, in
+// one statement. Every condition is re-checked on the rows it changes
+// (status, expiry), so a hold extended or booked a moment earlier is
+// skipped, never ended; SKIP LOCKED lets a hold being extended right now
+// wait for the next sweep (sweepFastSQL, run first, waits for it a few
+// milliseconds).
 //
-// The rewrite of each hold is a HOT update: no index covers the columns it
-// changes (migration 00011). So the index the sweep searches, holds_expiry,
-// keeps every hold it ever swept, and the sweep reads it only from
-// sweep_mark.mark on: no hold expiring before the mark is ACTIVE. The
-// statement moves the mark up to the earliest expiry in its range that it
-// leaves ACTIVE (a hold skipped as locked, or beyond the batch: a full
-// batch's last expiry) or, when it leaves none, to the bound: no transaction that may still write a hold
-// started before the bound (sweepBoundSQL, read by the statement before
-// this one in its round trip, so before this statement's snapshot under
-// READ COMMITTED, which every connection of the core uses: Open), and a hold the core writes expires after its statement's
-// now(), so a hold this statement cannot see yet expires after the bound. A hold
-// written with an expiry already past lowers the mark itself and bumps
-// gen (the trigger of migration 00011); the statement leaves the mark
-// alone when gen is not what it read. It never moves the mark down, and
-// never waits for the mark's row (SKIP LOCKED: a trigger or another sweep
-// holding it, the mark stays where it is for this sweep), so it cannot
-// deadlock with a statement that lowers the mark while it writes holds.
+// It reads no seated hold: an expired seated hold needs no sweep
+// (migration 00012). Its seats are free to every reader and writer the
+// instant its hold_until passes (seatFree): a seat left HELD under a hold
+// whose hold_until is past is free, exactly as an AVAILABLE one, and the
+// next hold simply overwrites it; the seat-map keeper's rebuild, every
+// second (core/seatmap.Interval), shows it free, and the core's memory of
+// taken seats never refuses it (core/seatmap/taken.go). Its account's
+// tickets come back at the account's next refusal over its limit (below).
+// Every statement that books, extends or pays for a hold asks for an
+// unexpired one, or, under the honour policy, for seats still held under
+// it (bookSQL), and the core shows an ACTIVE hold past its expiry as
+// EXPIRED (core.Hold.Effective; the view holds_now does the same for an
+// operator). So the row stays ACTIVE until a release, a booking or a
+// settle ends it. Rewriting it was all the sweep still did for it, and
+// 4,000 such rewrites took longer than the seed's plain sweep of 4,000 seat
+// rows (make bench).
 //
-// It writes no seat row. Lazy expiry (seatFree) already made every seat of
-// an expired hold free to every reader and writer the instant its
-// hold_until passed: a seat left HELD under an ended hold with hold_until
-// in the past is free, exactly as an AVAILABLE one, and the next hold
-// simply overwrites it; no statement of the core tells the two apart.
-// Rewriting those rows to AVAILABLE was most of the sweep's cost. Nor
-// does it list those seats: the seat-map keeper reads each live event's
-// taken seats every second (core/seatmap.Interval), a lapsed hold's seats
-// are free at that read, and the core's memory of taken seats never
-// refuses a seat whose hold's expiry has passed (core/seatmap/taken.go). The sweep
-// runs every 30 s by default, so its list told the keeper nothing the
-// rebuild had not; unnesting and aggregating it cost about a sixth of a
-// sweep of 4,000 holds.
+// The rewrite of each GA hold is a HOT update: no index covers the columns
+// it changes (migrations 00011, 00012). So the index the sweep searches,
+// holds_ga_expiry, keeps every GA hold it ever swept, and the sweep reads
+// it only from sweep_mark.mark on: no GA hold expiring before the mark is
+// ACTIVE. The statement moves the mark up to the earliest expiry in its
+// range that it leaves ACTIVE (a hold skipped as locked, or beyond the
+// batch: a full batch's last expiry) or, when it leaves none, to the
+// bound: no transaction that may still write a hold started before the
+// bound (sweepBoundSQL, read by the statement before this one in its
+// round trip, so before this statement's snapshot under READ COMMITTED,
+// which every connection of the core uses: Open), and a hold the core
+// writes expires after its statement's now(), so a hold this statement
+// cannot see yet expires after the bound. A GA hold written with an
+// expiry already past lowers the mark itself and bumps gen (the trigger
+// of migrations 00011 and 00012); the statement leaves the mark alone when
+// gen is not what it read. It never moves the mark down, and never waits
+// for the mark's row (SKIP LOCKED: a trigger or another sweep holding it,
+// the mark stays where it is for this sweep), so it cannot deadlock with a
+// statement that lowers the mark while it writes holds.
 //
 // It writes no account row either: the limit is lazy. A swept hold's
 // tickets stay in its account's counter, marked owed on the hold row in
 // the same UPDATE (migration 00010), until the account's next hold is
 // refused over its limit; the hold path then settles the account
-// (settleQuotaSQL) and asks again (retryOverLimit in hold.go). So an expired
-// hold never counts against the limit when it matters, and the sweep
-// does not rewrite one account row per swept hold, which was two thirds
-// of its cost (4,000 holds: some 5,000 WAL records, 20-35 ms). The
-// counter now means: tickets of the account's ACTIVE and BOOKED holds
-// plus those of its owed ones (the invariant checks read it so). Nothing
-// else reads the counter but the limit's CHECK, which it only makes
-// stricter, and the refusal's message, which is read after a settle.
+// (settleQuotaSQL: owed holds, and expired holds still ACTIVE, seated or
+// not) and asks again (retryOverLimit in hold.go). So an expired hold
+// never counts against the limit when it matters, and the sweep does not
+// rewrite one account row per swept hold, which was two thirds of its cost
+// (4,000 holds: some 5,000 WAL records, 20-35 ms). The counter means:
+// tickets of the account's ACTIVE (lapsed or not) and BOOKED holds plus
+// those of its owed ones (the invariant checks read it so). Nothing else
+// reads the counter but the limit's CHECK, which it only makes stricter,
+// and the refusal's message, which is read after a settle.
 var (
 	sweepSQL     = sweepStatement(true, fullBatchBoundSQL)
 	sweepFastSQL = sweepStatement(false, fullBatchBoundSQL)
@@ -113,6 +120,7 @@ WITH m AS (
     -- lookups), and the new mark is read from it.
     SELECT ctid AS t, id, expires_at FROM holds
      WHERE expires_at >= (SELECT mark FROM m) AND expires_at < now() AND status = 'ACTIVE'
+       AND cardinality(seat_ids) = 0 -- holds_ga_expiry's predicate
      ORDER BY expires_at LIMIT $1
 ), cs AS (
     SELECT count(*) AS n, max(expires_at) AS last FROM c
@@ -120,7 +128,7 @@ WITH m AS (
     UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now(), owed = true
      WHERE ctid = ANY (ARRAY(SELECT t FROM ` + src + `)) AND status = 'ACTIVE' AND expires_at < now()
     RETURNING id, event_id, seat_ids, quantity, expires_at
-)` + endedTail + lapsedCount + `, moved AS (
+)` + endedTail + `, moved AS (
     UPDATE sweep_mark SET mark = x.mark
       FROM (SELECT least(` + until + `,
                          -- what it left of the batch (nothing, most often: then c is not read again)
@@ -131,7 +139,8 @@ WITH m AS (
              OFFSET 0) x
      WHERE sweep_mark.one IN (SELECT one FROM sweep_mark FOR UPDATE SKIP LOCKED)
        AND sweep_mark.gen = (SELECT gen FROM m) AND x.mark > sweep_mark.mark
-)` + sweepResult + sweepFrom
+)
+SELECT e.holds, coalesce(extract(epoch FROM now() - e.oldest), 0)::float8 FROM ended e`
 }
 
 // sweepFastLockTimeout bounds how long sweepFastSQL waits for a row
@@ -230,13 +239,15 @@ WITH listed AS (
            holds = array(SELECT x FROM unnest(a.holds) x WHERE x <> ALL (array(SELECT id FROM done)))
      WHERE a.event_id = $1 AND a.account = $2 AND EXISTS (SELECT 1 FROM done)
     RETURNING a.tickets
-)` + endedTail + lapsedList + sweepResult + `,
+)` + endedTail + lapsedList + `
+SELECT l.events, l.ids,
        (SELECT n FROM returned), (SELECT tickets FROM account),
        (SELECT count(*) FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND ((status = 'ACTIVE' AND expires_at < now()) OR owed))
-         - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)` + sweepFrom
+         - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)
+  FROM lapsed l`
 
 // endedTail follows a CTE h of holds just ended: GA tickets go back to
-// their counter; then lapsedList or lapsedCount.
+// their counter; ended counts the holds and finds the oldest expiry.
 const endedTail = `, ga AS (
     UPDATE ga_inventory g SET remaining = g.remaining + x.n
       FROM (SELECT event_id, sum(quantity)::int AS n FROM h WHERE cardinality(seat_ids) = 0 GROUP BY 1) x
@@ -255,35 +266,19 @@ const endedTail = `, ga AS (
 // out took 10-12 ms of a sweep of 4,000 holds, more than ending them (8 ms
 // as HOT updates).
 const lapsedList = `, lapsed AS (
-    SELECT count(*) AS seats, array_agg(event_id) AS events, array_agg(seat_id) AS ids
+    SELECT coalesce(array_agg(event_id), '{}') AS events, coalesce(array_agg(seat_id), '{}') AS ids
       FROM (SELECT event_id, unnest(seat_ids) AS seat_id FROM h) s
 )`
-
-// lapsedCount counts the seats of the holds just ended, listing none (the
-// sweep's: see sweepSQL).
-const lapsedCount = `, lapsed AS (
-    SELECT coalesce(sum(cardinality(seat_ids)), 0) AS seats, '{}'::bigint[] AS events, '{}'::text[] AS ids FROM h
-)`
-
-// sweepResult is what sweep scans, from endedTail and lapsedList or
-// lapsedCount: holds ended, the lag of the oldest, their seats' count and
-// list (each seat's event, and its id; empty from lapsedCount). A
-// statement adds its own columns, then sweepFrom.
-const sweepResult = `
-SELECT e.holds, coalesce(extract(epoch FROM now() - e.oldest), 0)::float8, l.seats, coalesce(l.events, '{}'), coalesce(l.ids, '{}')`
-
-const sweepFrom = `
-  FROM ended e, lapsed l`
 
 // sweepBatch bounds one sweep statement so a backlog is worked off in
 // short transactions.
 const sweepBatch = 5000
 
-// Sweep records every expired hold as EXPIRED (owed: its account's
-// tickets come back at the account's next refusal, settleQuotaSQL) and returns
-// GA tickets, in batches, and reports how many holds it ended, how many seats
-// they had (free since the hold lapsed; the seat-map keeper's rebuild shows
-// them free) and how late it was for the oldest.
+// Sweep records every expired GA hold as EXPIRED (owed: its account's
+// tickets come back at the account's next refusal, settleQuotaSQL) and
+// returns its tickets to the event's counter, in batches, and reports how
+// many holds it ended and how late it was for the oldest. Expired seated
+// holds need no sweep (sweepSQL).
 func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 	var total core.SweepResult
 	for {
@@ -292,7 +287,6 @@ func (db *DB) Sweep(ctx context.Context) (core.SweepResult, error) {
 			return total, err
 		}
 		total.Holds += r.Holds
-		total.Seats += r.Seats
 		total.Lag = max(total.Lag, r.Lag)
 		if r.Holds < sweepBatch {
 			return total, nil
@@ -316,8 +310,6 @@ func (db *DB) sweep(ctx context.Context, batch int) (core.SweepResult, error) {
 func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, boundSQL string) (core.SweepResult, error) {
 	var r core.SweepResult
 	var lag float64
-	var events []int64
-	var seats []string
 	var bound time.Time
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('lock_timeout', '` + sweepFastLockTimeout + `', true), set_config('` + sweepBoundSetting + `', to_json(x.b) #>> '{}', true), x.b
@@ -326,16 +318,15 @@ func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, bou
 		return row.Scan(&lt, &setting, &bound)
 	})
 	b.Queue(fast, batch).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&r.Holds, &lag, &r.Seats, &events, &seats)
+		return row.Scan(&r.Holds, &lag)
 	})
 	err := db.pool.SendBatch(ctx, b).Close()
 	if code := sqlState(err); code == "55P03" || code == "40P01" {
-		err = db.pool.QueryRow(ctx, locked, batch, bound).Scan(&r.Holds, &lag, &r.Seats, &events, &seats)
+		err = db.pool.QueryRow(ctx, locked, batch, bound).Scan(&r.Holds, &lag)
 	}
 	if err != nil {
 		return r, translate(err)
 	}
-	db.lapsed(events, seats)
 	r.Lag = time.Duration(lag * float64(time.Second))
 	return r, nil
 }
@@ -373,14 +364,12 @@ func (db *DB) settleQuota(ctx context.Context, event int64, account string) (ret
 		var seats []string
 		var n, missed int
 		err = db.retry(ctx, holdRetry, "settle", func() error {
-			var holds, nseats int
-			var lag float64
 			b := &pgx.Batch{}
 			if db.settleLock != "" {
 				b.Queue(db.settleLock, event, account)
 			}
 			b.Queue(settleQuotaSQL, event, account).QueryRow(func(row pgx.Row) error {
-				return row.Scan(&holds, &lag, &nseats, &events, &seats, &n, &after, &missed)
+				return row.Scan(&events, &seats, &n, &after, &missed)
 			})
 			return db.pool.SendBatch(ctx, b).Close()
 		}, "event", event)

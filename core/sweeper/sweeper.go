@@ -39,10 +39,9 @@ func Run(ctx context.Context, holds Store, interval time.Duration, log *slog.Log
 			continue
 		}
 		m.SweptHolds.Add(float64(r.Holds))
-		m.SweptSeats.Add(float64(r.Seats))
 		m.SweepLag.Set(r.Lag.Seconds())
 		if r.Holds > 0 {
-			log.Info("swept expired holds", "holds", r.Holds, "seats", r.Seats, "lag", r.Lag, "took", time.Since(start))
+			log.Info("swept expired holds", "holds", r.Holds, "lag", r.Lag, "took", time.Since(start))
 		}
 	}
 }

@@ -133,21 +133,27 @@ SELECT count(*) FROM bookings b, unnest(b.seat_ids) sid
 		out = append(out, linePlaces(ctx, conn, in))
 	}
 	// The limit is lazy (core/postgres sweepSQL): an expired hold's tickets
-	// stay counted, the hold marked owed, until the account's next refused
-	// hold settles it; and such a hold must be on its account's list, or
-	// no settle could find it.
+	// stay counted, the hold ACTIVE past its expiry or marked owed, until
+	// the account's next refused hold settles it; and such a hold must be
+	// on its account's list, or no settle could find it.
 	count("account counters equal their active, booked and owed holds, each on its account's list", ev0.holds, `
 SELECT (SELECT count(*) FROM (SELECT account, tickets FROM account_tickets WHERE event_id = $1) a
   FULL JOIN (SELECT account, sum(quantity) n FROM holds WHERE event_id = $1 AND (status IN ('ACTIVE', 'BOOKED') OR owed) GROUP BY 1) h USING (account)
  WHERE coalesce(a.tickets, 0) <> coalesce(h.n, 0))
      + (SELECT count(*) FROM holds h LEFT JOIN account_tickets a ON a.event_id = h.event_id AND a.account = h.account
          WHERE h.event_id = $1 AND (h.status = 'ACTIVE' OR h.owed) AND NOT h.id = ANY (coalesce(a.holds, '{}')))`, ev)
+	// A seated hold lapses by itself: its seats are free the instant their
+	// hold_until passes, which must be the hold's own expiry (an extension
+	// moves both); no sweep ends it (migration 00012). A GA hold's tickets
+	// come back only when the sweep ends it.
 	margin := in.SweepInterval + 5*time.Second
-	count(fmt.Sprintf("no hold outlived its expiry by more than one sweep interval plus a margin (%v)", margin), ev0.expired, `
-SELECT count(*) FROM holds WHERE event_id = $1
-   AND (status = 'EXPIRED' AND ended_at > expires_at + make_interval(secs => $2)
-        -- a hold no sweep ended (the checker runs while the core still sweeps)
-        OR status = 'ACTIVE' AND expires_at < now() - make_interval(secs => $2))`, ev, margin.Seconds())
+	count(fmt.Sprintf("no hold outlived its expiry: held seats lapse with their hold, GA holds swept within one sweep interval plus a margin (%v)", margin), ev0.expired, `
+SELECT (SELECT count(*) FROM seats s LEFT JOIN holds h ON h.id = s.hold_id
+         WHERE s.event_id = $1 AND s.status = 'HELD' AND s.hold_until IS DISTINCT FROM h.expires_at)
+     + (SELECT count(*) FROM holds WHERE event_id = $1 AND cardinality(seat_ids) = 0
+           AND (status = 'EXPIRED' AND ended_at > expires_at + make_interval(secs => $2)
+                -- a hold no sweep ended (the checker runs while the core still sweeps)
+                OR status = 'ACTIVE' AND expires_at < now() - make_interval(secs => $2)))`, ev, margin.Seconds())
 	count("no booking left unsettled (every payment ended confirmed, refunded or failed)", ev0.bookings, `
 SELECT count(*) FROM bookings WHERE event_id = $1 AND status IN ('PAYMENT_PENDING', 'REFUND_DUE')`, ev)
 	if r := &out[len(out)-1]; !r.Pass && ev0.bookings.N > 0 {

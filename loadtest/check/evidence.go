@@ -34,12 +34,13 @@ type saleEvidence struct {
 }
 
 // evidenceSQL counts the event's confirmed bookings, bookings, holds,
-// expired holds and account counters. $1 event.
+// expired holds (ended by a sweep or a settle, or lapsed: an expired seated
+// hold stays ACTIVE in its row) and account counters. $1 event.
 const evidenceSQL = `
 SELECT (SELECT count(*) FROM bookings WHERE event_id = $1 AND status = 'CONFIRMED'),
        (SELECT count(*) FROM bookings WHERE event_id = $1),
        (SELECT count(*) FROM holds WHERE event_id = $1),
-       (SELECT count(*) FROM holds WHERE event_id = $1 AND status = 'EXPIRED'),
+       (SELECT count(*) FROM holds WHERE event_id = $1 AND (status = 'EXPIRED' OR status = 'ACTIVE' AND expires_at < now())),
        (SELECT count(*) FROM account_tickets WHERE event_id = $1)`
 
 func readEvidence(ctx context.Context, conn *pgx.Conn, event int64) (saleEvidence, error) {

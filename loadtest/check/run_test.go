@@ -146,4 +146,19 @@ ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at`, ago); err != n
 	if !outlived("1 hour") || outlived("1 second") {
 		t.Errorf("a hold left ACTIVE: the rule fails an hour past its expiry %v, a second past it %v; want true, false", outlived("1 hour"), outlived("1 second"))
 	}
+
+	// A held seat lapses with its hold: one that outlives its hold's expiry
+	// (hold_until later than it: a seat no reader frees when the hold
+	// lapses) fails the same rule; one lapsing with it does not.
+	seatOutlived := func(by string) bool {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `UPDATE seats s SET status = 'HELD', hold_id = h.id, hold_until = h.expires_at + $1::interval
+  FROM holds h WHERE h.id = '00000000-0000-0000-0000-000000000002' AND s.event_id = 1 AND s.seat_id = 'A-3'`, by); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(strings.Join(failures(in), "\n"), "no hold outlived its expiry")
+	}
+	if !seatOutlived("1 hour") || seatOutlived("0 s") {
+		t.Errorf("a held seat: the rule fails it an hour past its hold's expiry %v, at it %v; want true, false", seatOutlived("1 hour"), seatOutlived("0 s"))
+	}
 }

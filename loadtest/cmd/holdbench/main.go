@@ -7,7 +7,8 @@
 //     event per round) beside pgbench running the seed's single HOLD_SQL at the
 //     same concurrency on a 40,000-seat show_seats table, fresh per round;
 //   - the core's sweeper on 40,000 seats with 4,000 expired holds beside the
-//     seed's plain sweeper UPDATE on the same shape of data.
+//     seed's plain sweeper UPDATE on the same shape of data, and on 4,000
+//     expired GA holds (the only holds it still ends).
 //
 // holdbench is black-box: it talks to the core over HTTP and to its database
 // in SQL, never through the core's Go packages. The core must already be
@@ -182,7 +183,7 @@ func run(ctx context.Context, c config) error {
 	rBase := summarize("pgbench seed HOLD_SQL (one UPDATE, prepared)", base, baseReq, baseOK, baseSecs)
 	rProd := summarize("pgbench core hold statement (UPDATE + limit + hold row)", prod, prodReq, prodOK, prodSecs)
 
-	sweepOurs, sweepSeed, err := benchSweep(ctx, db, c)
+	sweep, err := benchSweep(ctx, db, c)
 	if err != nil {
 		return err
 	}
@@ -196,22 +197,26 @@ func run(ctx context.Context, c config) error {
 	okRatio := (float64(apiOK) / apiSecs) / (float64(baseOK) / baseSecs)
 	apiCore := rAPI.PerSecond / rProd.PerSecond
 	coreSeed := rProd.PerSecond / rBase.PerSecond
-	sweepRatio := float64(sweepOurs) / float64(sweepSeed)
+	sweepRatio := float64(sweep.seated) / float64(sweep.seed)
+	gaRatio := float64(sweep.ga) / float64(sweep.seed)
 	fmt.Printf("ratio API / pgbench seed HOLD_SQL: %.2f of requests per second, %.2f of successful holds per second (aim: at least 0.6)\n", ratio, okRatio)
 	fmt.Printf("ratio API / pgbench core statement: %.2f (aim: at least 0.8)\n", apiCore)
 	fmt.Printf("ratio core statement / seed statement (both pgbench): %.2f (aim: at least 0.75)\n", coreSeed)
 	fmt.Println()
 	fmt.Printf("sweeper, 40,000 seats with 4,000 expired holds (median of %d; the core's from its /metrics):\n", c.Sweeps)
-	fmt.Printf("  core sweeper (holds ended in one statement; quota back on demand; seats lapse by themselves): %7.1f ms\n", ms(sweepOurs))
-	fmt.Printf("  seed sweeper (one plain UPDATE of show_seats):                                               %7.1f ms\n", ms(sweepSeed))
+	fmt.Printf("  core sweeper, seated holds (none to end: seats lapse by themselves, quota back on demand): %7.1f ms\n", ms(sweep.seated))
+	fmt.Printf("  seed sweeper (one plain UPDATE of show_seats):                                             %7.1f ms\n", ms(sweep.seed))
 	fmt.Printf("  ratio core / seed: %.2f (aim: at most 1.0)\n", sweepRatio)
+	fmt.Printf("  core sweeper, 4,000 expired GA holds instead (ended, tickets back on the counter):         %7.1f ms\n", ms(sweep.ga))
+	fmt.Printf("  ratio core GA / seed: %.2f (the seed has no GA; for the record)\n", gaRatio)
 
 	if c.Out != "" {
 		b, _ := json.MarshalIndent(map[string]any{
 			"clients": c.Clients, "rounds": c.Rounds, "attempts_per_round": c.Clients * c.PerRound,
 			"api": rAPI, "pgbench": rBase, "pgbench_core_statement": rProd, "ratio_requests": ratio, "ratio_holds": okRatio,
 			"ratio_api_core_statement": apiCore, "ratio_core_statement_seed": coreSeed,
-			"sweep_core_ms": ms(sweepOurs), "sweep_seed_ms": ms(sweepSeed), "ratio_sweep": sweepRatio,
+			"sweep_core_ms": ms(sweep.seated), "sweep_seed_ms": ms(sweep.seed), "ratio_sweep": sweepRatio,
+			"sweep_core_ga_ms": ms(sweep.ga), "ratio_sweep_ga": gaRatio,
 		}, "", "  ")
 		if err := os.WriteFile(c.Out, b, 0o644); err != nil {
 			return err
@@ -546,93 +551,38 @@ func findPgbench() (string, error) {
 // them is a tick of that core; a repetition that saw another sweep between
 // the two readings (an empty one, a tick under way as the holds expired)
 // is measured again, so the core's figure is the one sweep's.
-func benchSweep(ctx context.Context, db *pgxpool.Pool, c config) (time.Duration, time.Duration, error) {
-	var ours, theirs []time.Duration
+func benchSweep(ctx context.Context, db *pgxpool.Pool, c config) (sweepTimes, error) {
+	var seated, ga, seed []time.Duration
 	sweeper, stop, err := startSweeper(ctx, c.DatabaseURL)
 	if err != nil {
-		return 0, 0, err
+		return sweepTimes{}, err
 	}
 	defer stop()
-	seats := c.seats
-	retries := 0
 	for rep := 0; rep < c.Sweeps; rep++ {
-		if err := sweepLeftovers(ctx, db); err != nil {
-			return 0, 0, fmt.Errorf("core sweep %d: %w", rep, err)
-		}
 		// Core: 8,000 one-seat holds by 8,000 accounts, half of them
-		// expiring; each account's counter and list of holds as the hold
-		// statement leaves them (the sweep writes neither: migration 00010).
-		ev, err := benchEvent(ctx, db, c.Template, "sweepbench", 6)
-		if err != nil {
-			return 0, 0, err
-		}
-		ids := make([]string, 8000)
-		for i := range ids {
-			ids[i] = seats[i*5]
-		}
-		expiry := time.Now().Add(2 * time.Second)
-		_, err = db.Exec(ctx, `
-WITH h AS (
-    INSERT INTO holds (id, event_id, account, seat_ids, quantity, claimed, expires_at)
-    SELECT `+uuidv7SQL+`, $1::bigint, 'sweep-' || $1::bigint || '-' || n, ARRAY[sid], 1, 1,
-           CASE WHEN n % 2 = 0 THEN $3::timestamptz ELSE now() + interval '8 minutes' END
-      FROM unnest($2::text[]) WITH ORDINALITY AS u (sid, n)
-    RETURNING id, account, seat_ids[1] AS sid, expires_at
-), a AS (
-    INSERT INTO account_tickets (event_id, account, tickets, max_tickets, holds) SELECT $1::bigint, account, 1, 6, ARRAY[id] FROM h
-)
-UPDATE seats s SET status = 'HELD', hold_id = h.id, hold_until = h.expires_at, version = s.version + 1
-  FROM h WHERE s.event_id = $1::bigint AND s.seat_id = h.sid`, ev, ids, expiry)
-		if err != nil {
-			return 0, 0, fmt.Errorf("sweep setup: %w", err)
-		}
-		db.Exec(ctx, `VACUUM ANALYZE seats, holds, account_tickets`)
-		if time.Now().After(expiry) {
-			return 0, 0, fmt.Errorf("sweep setup took past the holds' expiry; the sweep would not be timed alone")
-		}
-		time.Sleep(time.Until(expiry)) // the holds expire now: the next tick sweeps them
-		before, err := sweepMetrics(ctx, sweeper)
-		if err != nil {
-			return 0, 0, err
-		}
-		after := before
-		deadline := time.Now().Add(30 * time.Second)
-		for after.seats < before.seats+4000 {
-			if time.Now().After(deadline) {
-				return 0, 0, fmt.Errorf("core sweep %d: no sweep of the 4,000 expired holds within 30 s", rep)
+		// expiring, each account's counter and list of holds as the hold
+		// statement leaves them (the sweep writes neither: migration
+		// 00010). Seated, then the same as GA holds.
+		for _, isGA := range []bool{false, true} {
+			d, err := coreSweep(ctx, db, c, sweeper, isGA)
+			if err != nil {
+				return sweepTimes{}, fmt.Errorf("core sweep %d (GA %v): %w", rep, isGA, err)
 			}
-			// Not much more often: each reading is a scrape of the sweeping
-			// core, which would share the machine's two cores with the sweep
-			// it times.
-			time.Sleep(100 * time.Millisecond)
-			if after, err = sweepMetrics(ctx, sweeper); err != nil {
-				return 0, 0, err
+			if isGA {
+				ga = append(ga, d)
+			} else {
+				seated = append(seated, d)
 			}
 		}
-		if h, st := after.holds-before.holds, after.seats-before.seats; h != 4000 || st != 4000 {
-			return 0, 0, fmt.Errorf("core sweep %d freed %.0f holds, %.0f seats; want 4000, 4000", rep, h, st)
-		}
-		if n := after.sweeps - before.sweeps; n != 1 {
-			// An empty sweep ran between the readings beside the timed one
-			// (a tick already under way when the holds expired): its time
-			// would count as the timed sweep's. Measured again.
-			fmt.Printf("  (core sweep %d: %.0f sweeps between the readings; measured again)\n", rep, n)
-			if retries++; retries > c.Sweeps {
-				return 0, 0, fmt.Errorf("core sweep: %d repetitions saw more than one sweep", retries)
-			}
-			rep--
-			continue
-		}
-		ours = append(ours, time.Duration((after.seconds-before.seconds)*float64(time.Second)))
 
 		// Seed: the same shape in show_seats, swept by the seed's UPDATE.
 		show := int64(1000 + rep)
 		if err := freshShow(ctx, db, show); err != nil {
-			return 0, 0, err
+			return sweepTimes{}, err
 		}
 		// Only this show in the table, as in the seed's experiment.
 		if _, err := db.Exec(ctx, `DELETE FROM show_seats WHERE show_id <> $1`, show); err != nil {
-			return 0, 0, err
+			return sweepTimes{}, err
 		}
 		_, err = db.Exec(ctx, `
 UPDATE show_seats SET status = 'HELD', booking_id = g,
@@ -640,7 +590,7 @@ UPDATE show_seats SET status = 'HELD', booking_id = g,
   FROM generate_series(1, 8000) g
  WHERE show_id = $1 AND seat_id = 'S-' || (g * 5 - 5)`, show)
 		if err != nil {
-			return 0, 0, err
+			return sweepTimes{}, err
 		}
 		db.Exec(ctx, `VACUUM ANALYZE show_seats`)
 		t0 := time.Now()
@@ -650,37 +600,134 @@ UPDATE show_seats
  WHERE status = 'HELD' AND hold_until < now()`)
 		d := time.Since(t0)
 		if err != nil {
-			return 0, 0, err
+			return sweepTimes{}, err
 		}
 		if tag.RowsAffected() != 4000 {
-			return 0, 0, fmt.Errorf("seed sweep freed %d seats; want 4000", tag.RowsAffected())
+			return sweepTimes{}, fmt.Errorf("seed sweep freed %d seats; want 4000", tag.RowsAffected())
 		}
-		theirs = append(theirs, d)
+		seed = append(seed, d)
 	}
-	slices.Sort(ours)
-	slices.Sort(theirs)
-	return ours[len(ours)/2], theirs[len(theirs)/2], nil
+	return sweepTimes{median(seated), median(ga), median(seed)}, nil
 }
 
-// expireLeftoversSQL ends every live hold now: the other half of each
-// earlier repetition's holds and the hold rounds' holds, which would
-// otherwise expire (8 minutes after they were made) inside a later timed
-// window and be swept with its 4,000.
-const expireLeftoversSQL = `
+// sweepTimes are the medians of the sweeper measurements.
+type sweepTimes struct{ seated, ga, seed time.Duration }
+
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// coreSweep makes 8,000 holds on a fresh copy of the stadium concert (seated:
+// a seat each; ga: one GA ticket each, the copy given a GA counter), half of
+// them expiring 2 s later, and times, from the sweeping core's /metrics, the
+// first sweep that starts once they have expired. It checks what that sweep
+// left: seated, every expired hold's seat free to the next hold (lapsed:
+// HELD under it with hold_until past) and no hold ended (a seated hold needs
+// no sweep: migration 00012); GA, exactly the 4,000 expired holds ended and
+// their tickets back on the counter.
+func coreSweep(ctx context.Context, db *pgxpool.Pool, c config, sweeper string, ga bool) (time.Duration, error) {
+	for retries := 0; ; retries++ {
+		if err := sweepLeftovers(ctx, db); err != nil {
+			return 0, err
+		}
+		ev, err := benchEvent(ctx, db, c.Template, "sweepbench", 6)
+		if err != nil {
+			return 0, err
+		}
+		ids := make([]string, 8000)
+		for i := range ids {
+			ids[i] = c.seats[i*5]
+		}
+		if ga {
+			ids = make([]string, 8000) // no seats: GA
+			if _, err := db.Exec(ctx, `INSERT INTO ga_inventory (event_id, band, capacity, remaining) VALUES ($1, 'GA', 8000, 0)`, ev); err != nil {
+				return 0, fmt.Errorf("sweep setup: %w", err)
+			}
+		}
+		expiry := time.Now().Add(2 * time.Second)
+		_, err = db.Exec(ctx, `
 WITH h AS (
-    UPDATE holds SET expires_at = now() - interval '1 second'
-     WHERE status = 'ACTIVE'
-    RETURNING id, event_id, seat_ids
+    INSERT INTO holds (id, event_id, account, seat_ids, quantity, claimed, expires_at)
+    SELECT `+uuidv7SQL+`, $1::bigint, 'sweep-' || $1::bigint || '-' || n, CASE WHEN sid = '' THEN '{}' ELSE ARRAY[sid] END, 1, 1,
+           CASE WHEN n % 2 = 0 THEN $3::timestamptz ELSE now() + interval '8 minutes' END
+      FROM unnest($2::text[]) WITH ORDINALITY AS u (sid, n)
+    RETURNING id, account, seat_ids[1] AS sid, expires_at
+), a AS (
+    INSERT INTO account_tickets (event_id, account, tickets, max_tickets, holds) SELECT $1::bigint, account, 1, 6, ARRAY[id] FROM h
 )
-UPDATE seats s SET hold_until = now() - interval '1 second'
-  FROM h
- WHERE s.event_id = h.event_id AND s.seat_id = ANY (h.seat_ids) AND s.hold_id = h.id AND s.status = 'HELD'`
+UPDATE seats s SET status = 'HELD', hold_id = h.id, hold_until = h.expires_at, version = s.version + 1
+  FROM h WHERE s.event_id = $1::bigint AND s.seat_id = h.sid`, ev, ids, expiry)
+		if err != nil {
+			return 0, fmt.Errorf("sweep setup: %w", err)
+		}
+		db.Exec(ctx, `VACUUM ANALYZE seats, holds, account_tickets`)
+		if time.Now().After(expiry) {
+			return 0, fmt.Errorf("sweep setup took past the holds' expiry; the sweep would not be timed alone")
+		}
+		time.Sleep(time.Until(expiry)) // the holds expire now
+		before, err := sweepMetrics(ctx, sweeper)
+		if err != nil {
+			return 0, err
+		}
+		after := before
+		deadline := time.Now().Add(30 * time.Second)
+		for after.sweeps < before.sweeps+1 || (ga && after.holds < before.holds+4000) {
+			if time.Now().After(deadline) {
+				return 0, fmt.Errorf("no sweep of the expired holds within 30 s")
+			}
+			// Not much more often: each reading is a scrape of the sweeping
+			// core, which would share the machine's two cores with the sweep
+			// it times.
+			time.Sleep(100 * time.Millisecond)
+			if after, err = sweepMetrics(ctx, sweeper); err != nil {
+				return 0, err
+			}
+		}
+		want := 0.0
+		if ga {
+			want = 4000
+		}
+		if h := after.holds - before.holds; h != want {
+			return 0, fmt.Errorf("the sweep ended %.0f holds; want %.0f", h, want)
+		}
+		if n := after.sweeps - before.sweeps; n != 1 {
+			// Another sweep ran between the readings beside the timed one
+			// (a tick already under way when the holds expired): its time
+			// would count as the timed sweep's. Measured again.
+			fmt.Printf("  (core sweep: %.0f sweeps between the readings; measured again)\n", n)
+			if retries >= c.Sweeps {
+				return 0, fmt.Errorf("%d repetitions saw more than one sweep", retries+1)
+			}
+			continue
+		}
+		var free, remaining int
+		if err := db.QueryRow(ctx, `
+SELECT (SELECT count(*) FROM seats s JOIN holds h ON h.id = s.hold_id
+         WHERE s.event_id = $1 AND s.status = 'HELD' AND s.hold_until < now() AND h.expires_at < now()),
+       coalesce((SELECT remaining FROM ga_inventory WHERE event_id = $1), 0)`, ev).Scan(&free, &remaining); err != nil {
+			return 0, err
+		}
+		if (!ga && free != 4000) || (ga && remaining != 4000) {
+			return 0, fmt.Errorf("after the sweep %d seats lapsed and %d GA tickets are back; want 4,000 %s", free, remaining, map[bool]string{true: "tickets", false: "seats"}[ga])
+		}
+		return time.Duration((after.seconds - before.seconds) * float64(time.Second)), nil
+	}
+}
 
-// liveHoldsSQL counts the holds not yet swept.
-const liveHoldsSQL = `SELECT count(*) FROM holds WHERE status = 'ACTIVE'`
+// expireLeftoversSQL ends every live GA hold now: the other half of each
+// earlier repetition's GA holds, which would otherwise expire (8 minutes
+// after they were made) inside a later timed window and be swept with its
+// 4,000. A seated hold is never swept (migration 00012): it can stay.
+const expireLeftoversSQL = `
+UPDATE holds SET expires_at = now() - interval '1 second'
+ WHERE status = 'ACTIVE' AND cardinality(seat_ids) = 0 AND expires_at > now()`
 
-// sweepLeftovers expires every live hold and waits until the sweeping core
-// (a tick a second) has returned them all, so a timed window sweeps only the
+// liveHoldsSQL counts the GA holds not yet swept.
+const liveHoldsSQL = `SELECT count(*) FROM holds WHERE status = 'ACTIVE' AND cardinality(seat_ids) = 0`
+
+// sweepLeftovers expires every live GA hold and waits until the sweeping
+// core (a tick a second) has returned them all, so a timed window sweeps only the
 // holds made for it, however long the run.
 func sweepLeftovers(ctx context.Context, db *pgxpool.Pool) error {
 	if _, err := db.Exec(ctx, expireLeftoversSQL); err != nil {
@@ -720,7 +767,7 @@ func startSweeper(ctx context.Context, dbURL string) (string, func(), error) {
 	return s.CoreAdminURL, func() { s.Stop(); os.RemoveAll(dir) }, nil
 }
 
-type sweepCounts struct{ seconds, sweeps, holds, seats float64 }
+type sweepCounts struct{ seconds, sweeps, holds float64 }
 
 // sweepMetrics reads the sweeper's counters from the core's /metrics, on
 // its operators' listener (adminURL).
@@ -748,8 +795,6 @@ func sweepMetrics(ctx context.Context, adminURL string) (sweepCounts, error) {
 			dst = &c.sweeps
 		case "onsale_core_swept_holds_total":
 			dst = &c.holds
-		case "onsale_core_swept_seats_total":
-			dst = &c.seats
 		default:
 			continue
 		}
@@ -758,7 +803,7 @@ func sweepMetrics(ctx context.Context, adminURL string) (sweepCounts, error) {
 		}
 		found++
 	}
-	if found != 4 {
+	if found != 3 {
 		return c, fmt.Errorf("metrics of %s lack the sweeper's counters", adminURL)
 	}
 	return c, sc.Err()
