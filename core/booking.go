@@ -18,7 +18,11 @@ const (
 	// expired hold is refunded, even when nobody has taken the seats yet.
 	PolicyRefund LatePolicy = "refund"
 	// PolicyHonour books a late payment whenever the hold id still matches
-	// and every seat is still this hold's (not swept, not re-held).
+	// and every seat is still this hold's (not re-held by another fan, nor
+	// ended by a release or by a settle of the account's limit; a GA hold's
+	// tickets: not yet swept back to the counter). A seated hold is never
+	// swept (migration 00012), so a late payment for seats nobody took is
+	// booked however late it comes.
 	PolicyHonour LatePolicy = "honour"
 )
 

@@ -91,7 +91,8 @@ type Hold struct {
 }
 
 // Effective returns the hold's status as of now: an ACTIVE hold past its
-// expiry is EXPIRED even before the sweeper has recorded it.
+// expiry is EXPIRED (a seated hold stays ACTIVE in its row after it lapses,
+// and a GA hold until the sweeper ends it).
 func (h *Hold) Effective(now time.Time) string {
 	if h.Status == HoldActive && !now.Before(h.ExpiresAt) {
 		return HoldExpired

@@ -390,15 +390,17 @@ func (db *DB) Hold(ctx context.Context, id string) (*core.Hold, error) {
 // endHoldSQL ends one hold and returns what it held: its seats (only those
 // still under this hold id), the account's tickets (and takes the hold off
 // the account's list: nothing is left to settle) and GA tickets. $1 hold,
-// $2 required version (0: any), $3 new status. The hold row is matched on
+// $2 required version (0: any), $3 new status (EXPIRED instead when the
+// hold has lapsed: a lapsed seated hold stays ACTIVE in its row, migration
+// 00012). The hold row is matched on
 // id, version and ACTIVE status, so a stale caller for an ended hold H1
 // changes nothing, and the seat rows are matched on hold id, so nothing
 // touches a seat another hold H2 owns now, even one of the same account.
 const endHoldSQL = `
 WITH h AS (
-    UPDATE holds SET status = $3, version = version + 1, ended_at = now()
+    UPDATE holds SET status = CASE WHEN expires_at <= now() THEN 'EXPIRED' ELSE $3 END, version = version + 1, ended_at = now()
      WHERE id = $1 AND status = 'ACTIVE' AND ($2::bigint = 0 OR version = $2)
-    RETURNING id, event_id, account, seat_ids, quantity, version
+    RETURNING id, event_id, account, seat_ids, quantity, version, status
 ), freed AS (
     UPDATE seats s
        SET status = 'AVAILABLE', hold_id = NULL, hold_until = NULL, version = s.version + 1
@@ -412,12 +414,15 @@ WITH h AS (
     UPDATE ga_inventory g SET remaining = g.remaining + h.quantity
       FROM h WHERE g.event_id = h.event_id AND cardinality(h.seat_ids) = 0
 )
-SELECT h.version, h.event_id, coalesce((SELECT array_agg(seat_id) FROM freed), '{}') FROM h`
+SELECT h.version, h.status, h.event_id, coalesce((SELECT array_agg(seat_id) FROM freed), '{}') FROM h`
 
 // ReleaseHold gives a hold's seats back to sale and the account its quota.
-// Releasing a hold that expired but was not yet swept is allowed (it only
-// returns what is still under its id). Fails with ENotFound, EWrongEvent,
-// EForbidden (not the owner), EVersionMismatch or EHoldNotActive.
+// A hold that has lapsed but is still ACTIVE in its row (a seated hold no
+// sweep ends, or a GA hold not yet swept) is ended as EXPIRED, its quota
+// returned as the settle would, and what is still under its id freed; the
+// answer says EXPIRED, as the hold read before it did. Fails with
+// ENotFound, EWrongEvent, EForbidden (not the owner), EVersionMismatch or
+// EHoldNotActive.
 func (db *DB) ReleaseHold(ctx context.Context, ref core.HoldRef) (*core.Hold, error) {
 	h, err := db.ownedHold(ctx, ref)
 	if err != nil {
@@ -425,7 +430,7 @@ func (db *DB) ReleaseHold(ctx context.Context, ref core.HoldRef) (*core.Hold, er
 	}
 	var freed []string
 	var event int64
-	err = db.pool.QueryRow(ctx, endHoldSQL, ref.ID, ref.Version, core.HoldReleased).Scan(&h.Version, &event, &freed)
+	err = db.pool.QueryRow(ctx, endHoldSQL, ref.ID, ref.Version, core.HoldReleased).Scan(&h.Version, &h.Status, &event, &freed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Changed since we read it: report what it is now.
 		return nil, db.notActive(ctx, ref.ID, ref.Version)
@@ -434,7 +439,6 @@ func (db *DB) ReleaseHold(ctx context.Context, ref core.HoldRef) (*core.Hold, er
 		return nil, translate(err)
 	}
 	db.seatsChanged(event, freed, true)
-	h.Status = core.HoldReleased
 	return db.withExtras(ctx, h), nil
 }
 

@@ -306,8 +306,41 @@ func TestLazyLimit(t *testing.T) {
 	checkInvariants(t, db)
 }
 
+// Releasing a lapsed seated hold (ACTIVE in its row: no sweep ends it)
+// ends it as EXPIRED, as the fan was shown it, returns its tickets once,
+// and frees only the seats still under it: a seat another fan took since
+// stays theirs.
+func TestReleaseLapsedHold(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	h, err := hold(db, ev, "alice", core.HoldRequest{Seats: []string{"AUD-A-1", "AUD-A-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expireAccount(t, db, ev, "alice")
+	bob, err := hold(db, ev, "bob", core.HoldRequest{Seats: []string{"AUD-A-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", EventID: ev})
+	if err != nil || r.Status != core.HoldExpired {
+		t.Fatalf("release of a lapsed hold = %+v, %v; want EXPIRED", r, err)
+	}
+	if n, ids := counter(t, db, ev, "alice"); n != 0 || len(ids) != 0 {
+		t.Fatalf("alice's counter %d, list %v; want 0, []", n, ids)
+	}
+	var owner *string
+	if err := db.Pool().QueryRow(ctx, `SELECT hold_id::text FROM seats WHERE event_id = $1 AND seat_id = 'AUD-A-2'`, ev).Scan(&owner); err != nil || owner == nil || *owner != bob.ID {
+		t.Fatalf("AUD-A-2 under %v, %v; want bob's hold %s", owner, err, bob.ID)
+	}
+	_, err = db.ReleaseHold(ctx, core.HoldRef{ID: h.ID, Account: "alice", EventID: ev})
+	wantCode(t, err, core.EHoldNotActive)
+	checkInvariants(t, db)
+}
+
 // A settle that finds the account's expired hold locked (a sweep's batch
-// ending it right now) waits for the lock and returns its tickets, rather
+// ending it right now: a GA hold's, in the product; the test ends a seated
+// one the same way, as a lock is a lock) waits for the lock and returns its tickets, rather
 // than skipping it on every run and refusing the fan over a limit the
 // expired hold no longer takes. (Without the wait, settleQuota's runs
 // follow one another within a millisecond and this hold is refused.)

@@ -37,8 +37,9 @@ SELECT count(*) FROM holds h, unnest(h.seat_ids) sid
    AND (s.status <> 'HELD' OR s.hold_id IS DISTINCT FROM h.id)`},
 		{"available seat still pointing at a hold", `
 SELECT count(*) FROM seats WHERE status = 'AVAILABLE' AND (hold_id IS NOT NULL OR hold_until IS NOT NULL)`},
-		// The limit is lazy (sweepSQL): a swept hold's tickets count until
-		// a settle returns them, and the hold is marked owed until then.
+		// The limit is lazy (sweepSQL): an expired hold's tickets count
+		// until a settle returns them, the hold ACTIVE past its expiry (a
+		// seated hold, never swept) or swept and marked owed until then.
 		{"account counter differs from its active, booked and owed holds", `
 SELECT count(*) FROM account_tickets a
   FULL JOIN (SELECT event_id, account, sum(quantity) n FROM holds WHERE status IN ('ACTIVE', 'BOOKED') OR owed GROUP BY 1, 2) h

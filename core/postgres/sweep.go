@@ -184,9 +184,12 @@ SELECT least(now(), min(pg_stat_get_backend_xact_start(b))) - interval '1 second
 // holds (event_id, account) that every hold and every swept hold would
 // have to write:
 //
-//   - h: a listed hold that expired and is still ACTIVE (not swept yet) is
-//     ended here, conditionally on the hold row as the sweep does, and its
-//     tickets returned in this statement;
+//   - h: a listed hold that expired and is still ACTIVE (a seated hold,
+//     which no sweep ends, or a GA hold not swept yet) is ended here,
+//     conditionally on the hold row as the sweep does, and its tickets
+//     returned in this statement. It lists no seat: they have been free
+//     since the hold lapsed, and the seat-map keeper's rebuild shows them
+//     so (some may be another hold's by now);
 //   - owed: a listed hold the sweep ended has owed cleared, conditionally
 //     on the hold row, and its tickets returned in this statement.
 //
@@ -239,12 +242,10 @@ WITH listed AS (
            holds = array(SELECT x FROM unnest(a.holds) x WHERE x <> ALL (array(SELECT id FROM done)))
      WHERE a.event_id = $1 AND a.account = $2 AND EXISTS (SELECT 1 FROM done)
     RETURNING a.tickets
-)` + endedTail + lapsedList + `
-SELECT l.events, l.ids,
-       (SELECT n FROM returned), (SELECT tickets FROM account),
+)` + endedTail + `
+SELECT (SELECT n FROM returned), (SELECT tickets FROM account),
        (SELECT count(*) FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND ((status = 'ACTIVE' AND expires_at < now()) OR owed))
-         - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)
-  FROM lapsed l`
+         - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)`
 
 // endedTail follows a CTE h of holds just ended: GA tickets go back to
 // their counter; ended counts the holds and finds the oldest expiry.
@@ -254,20 +255,6 @@ const endedTail = `, ga AS (
      WHERE g.event_id = x.event_id
 ), ended AS (
     SELECT count(*) AS holds, min(expires_at) AS oldest FROM h
-)`
-
-// lapsedList lists the seats of the holds just ended for the seat-map
-// keeper (a settle's, on the hold path: the fan who was refused asks
-// again at once), from the hold rows: no seat row is read. A seat another
-// hold took since this hold lapsed is listed too; the keeper marks it
-// available until its next rebuild (a second at most, seatmap.Interval) and
-// the core's memory of taken seats forgets it (refuse.go), so a hold of it
-// goes to the database, which refuses it. Reading the seats to leave those
-// out took 10-12 ms of a sweep of 4,000 holds, more than ending them (8 ms
-// as HOT updates).
-const lapsedList = `, lapsed AS (
-    SELECT coalesce(array_agg(event_id), '{}') AS events, coalesce(array_agg(seat_id), '{}') AS ids
-      FROM (SELECT event_id, unnest(seat_ids) AS seat_id FROM h) s
 )`
 
 // sweepBatch bounds one sweep statement so a backlog is worked off in
@@ -360,8 +347,6 @@ func (db *DB) sweepWith(ctx context.Context, fast, locked string, batch int, bou
 func (db *DB) settleQuota(ctx context.Context, event int64, account string) (returned, have int, err error) {
 	var after *int
 	for try := 1; ; try++ {
-		var events []int64
-		var seats []string
 		var n, missed int
 		err = db.retry(ctx, holdRetry, "settle", func() error {
 			b := &pgx.Batch{}
@@ -369,14 +354,13 @@ func (db *DB) settleQuota(ctx context.Context, event int64, account string) (ret
 				b.Queue(db.settleLock, event, account)
 			}
 			b.Queue(settleQuotaSQL, event, account).QueryRow(func(row pgx.Row) error {
-				return row.Scan(&events, &seats, &n, &after, &missed)
+				return row.Scan(&n, &after, &missed)
 			})
 			return db.pool.SendBatch(ctx, b).Close()
 		}, "event", event)
 		if err != nil {
 			return returned, 0, translate(err)
 		}
-		db.lapsed(events, seats)
 		returned += n
 		if missed == 0 || try == settleTries {
 			break
@@ -406,15 +390,3 @@ SELECT count(*) FROM (
 // needed only when one of the account's holds became owed between its two
 // statements' snapshots and another transaction held it.
 const settleTries = 3
-
-// lapsed tells the seat map of seats whose hold was just ended (parallel
-// slices: each seat's event).
-func (db *DB) lapsed(events []int64, seats []string) {
-	byEvent := map[int64][]string{}
-	for i, e := range events {
-		byEvent[e] = append(byEvent[e], seats[i])
-	}
-	for e, ss := range byEvent {
-		db.seatsChanged(e, ss, true)
-	}
-}

@@ -9,8 +9,8 @@ import (
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 )
 
-// The sweep reads holds_expiry only from sweep_mark's mark on (sweepSQL):
-// each way a hold can be ACTIVE below a mark a sweep would set is ended by
+// The sweep reads holds_ga_expiry only from sweep_mark's mark on (sweepSQL):
+// each way a GA hold can be ACTIVE below a mark a sweep would set is ended by
 // a later sweep all the same, and each control, the mark moved past the
 // hold as a sweep without that rule would move it, leaves the hold ACTIVE
 // (what the test would see if the rule broke).

@@ -214,7 +214,7 @@ func check(ctx context.Context, dbURL string, ev int64) error {
 	}
 	defer conn.Close(ctx)
 	var held, holds int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM seats WHERE event_id = $1 AND status = 'HELD'`, ev).Scan(&held); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM seats WHERE event_id = $1 AND status = 'HELD' AND hold_until >= now()`, ev).Scan(&held); err != nil {
 		return err
 	}
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM holds WHERE event_id = $1 AND status = 'ACTIVE' AND expires_at > now()`, ev).Scan(&holds); err != nil {
