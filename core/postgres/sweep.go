@@ -128,7 +128,9 @@ WITH m AS (
     UPDATE holds SET status = 'EXPIRED', version = version + 1, ended_at = now(), owed = true
      WHERE ctid = ANY (ARRAY(SELECT t FROM ` + src + `)) AND status = 'ACTIVE' AND expires_at < now()
     RETURNING id, event_id, seat_ids, quantity, expires_at
-)` + endedTail + `, moved AS (
+)` + gaReturnSQL + `, ended AS (
+    SELECT count(*) AS holds, min(expires_at) AS oldest FROM h
+), moved AS (
     UPDATE sweep_mark SET mark = x.mark
       FROM (SELECT least(` + until + `,
                          -- what it left of the batch (nothing, most often: then c is not read again)
@@ -242,19 +244,17 @@ WITH listed AS (
            holds = array(SELECT x FROM unnest(a.holds) x WHERE x <> ALL (array(SELECT id FROM done)))
      WHERE a.event_id = $1 AND a.account = $2 AND EXISTS (SELECT 1 FROM done)
     RETURNING a.tickets
-)` + endedTail + `
+)` + gaReturnSQL + `
 SELECT (SELECT n FROM returned), (SELECT tickets FROM account),
        (SELECT count(*) FROM holds WHERE id = ANY ((SELECT holds FROM listed)::uuid[]) AND ((status = 'ACTIVE' AND expires_at < now()) OR owed))
          - (SELECT count(*) FROM h) - (SELECT count(*) FROM owed)`
 
-// endedTail follows a CTE h of holds just ended: GA tickets go back to
-// their counter; ended counts the holds and finds the oldest expiry.
-const endedTail = `, ga AS (
+// gaReturnSQL follows a CTE h of holds just ended: their GA tickets go
+// back to their counter.
+const gaReturnSQL = `, ga AS (
     UPDATE ga_inventory g SET remaining = g.remaining + x.n
       FROM (SELECT event_id, sum(quantity)::int AS n FROM h WHERE cardinality(seat_ids) = 0 GROUP BY 1) x
      WHERE g.event_id = x.event_id
-), ended AS (
-    SELECT count(*) AS holds, min(expires_at) AS oldest FROM h
 )`
 
 // sweepBatch bounds one sweep statement so a backlog is worked off in

@@ -553,6 +553,7 @@ func findPgbench() (string, error) {
 // is measured again, so the core's figure is the one sweep's.
 func benchSweep(ctx context.Context, db *pgxpool.Pool, c config) (sweepTimes, error) {
 	var seated, ga, seed []time.Duration
+	retries := 0 // over the whole measurement
 	sweeper, stop, err := startSweeper(ctx, c.DatabaseURL)
 	if err != nil {
 		return sweepTimes{}, err
@@ -564,7 +565,7 @@ func benchSweep(ctx context.Context, db *pgxpool.Pool, c config) (sweepTimes, er
 		// statement leaves them (the sweep writes neither: migration
 		// 00010). Seated, then the same as GA holds.
 		for _, isGA := range []bool{false, true} {
-			d, err := coreSweep(ctx, db, c, sweeper, isGA)
+			d, err := coreSweep(ctx, db, c, sweeper, isGA, &retries)
 			if err != nil {
 				return sweepTimes{}, fmt.Errorf("core sweep %d (GA %v): %w", rep, isGA, err)
 			}
@@ -625,9 +626,10 @@ func median(ds []time.Duration) time.Duration {
 // left: seated, every expired hold's seat free to the next hold (lapsed:
 // HELD under it with hold_until past) and no hold ended (a seated hold needs
 // no sweep: migration 00012); GA, exactly the 4,000 expired holds ended and
-// their tickets back on the counter.
-func coreSweep(ctx context.Context, db *pgxpool.Pool, c config, sweeper string, ga bool) (time.Duration, error) {
-	for retries := 0; ; retries++ {
+// their tickets back on the counter. A measurement that saw another sweep
+// is made again, at most c.Sweeps times over the whole run (*retries).
+func coreSweep(ctx context.Context, db *pgxpool.Pool, c config, sweeper string, ga bool, retries *int) (time.Duration, error) {
+	for {
 		if err := sweepLeftovers(ctx, db); err != nil {
 			return 0, err
 		}
@@ -696,8 +698,8 @@ UPDATE seats s SET status = 'HELD', hold_id = h.id, hold_until = h.expires_at, v
 			// (a tick already under way when the holds expired): its time
 			// would count as the timed sweep's. Measured again.
 			fmt.Printf("  (core sweep: %.0f sweeps between the readings; measured again)\n", n)
-			if retries >= c.Sweeps {
-				return 0, fmt.Errorf("%d repetitions saw more than one sweep", retries+1)
+			if *retries++; *retries > c.Sweeps {
+				return 0, fmt.Errorf("%d repetitions saw more than one sweep", *retries)
 			}
 			continue
 		}
