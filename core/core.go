@@ -28,6 +28,11 @@ type Event struct {
 	MaxPerAccount int         `json:"max_per_account"`
 	HoldSeconds   int         `json:"hold_seconds"`
 	Bands         []PriceBand `json:"price_bands"`
+	// Status is the show's status (ShowPublished, ...; core/show.go).
+	Status string `json:"status"`
+	// SeriesID groups the shows an operator created together (one title's
+	// shows); 0 for shows from before operators created them.
+	SeriesID int64 `json:"series_id,omitempty"`
 }
 
 // Venue is where events take place. Timezone is an IANA name; an event's
@@ -52,6 +57,31 @@ type EventFilter struct {
 	City string
 	Date time.Time
 	Kind string
+	// Past lists shows that have started, latest first; otherwise shows
+	// not yet started, soonest first.
+	Past bool
+	// Statuses lists the statuses shown (nil: the fans' catalog,
+	// published and closed).
+	Statuses []string
+	// After continues a listing after this cursor (a Cursor's Encode).
+	After Cursor
+	// Limit is the page size, 1 to MaxPage (0: DefaultPage).
+	Limit int
+	// Now is the catalog's present (zero: the database's clock).
+	Now time.Time
+}
+
+// Catalog page sizes.
+const (
+	DefaultPage = 50
+	MaxPage     = 200
+)
+
+// EventPage is one page of a listing and the cursor of the next ("": it
+// is the last).
+type EventPage struct {
+	Events []Event `json:"events"`
+	Next   string  `json:"next_cursor,omitempty"`
 }
 
 // Hold statuses. A hold is ACTIVE until it is released, expires (swept) or
@@ -188,7 +218,7 @@ type SweepResult struct {
 
 // Catalog browses events.
 type Catalog interface {
-	Events(ctx context.Context, f EventFilter) ([]Event, error)
+	Events(ctx context.Context, f EventFilter) (*EventPage, error)
 	Event(ctx context.Context, id int64) (*Event, error)
 }
 

@@ -37,6 +37,13 @@ const (
 	ECodeInvalid = "code_invalid" // a sign-in code that is wrong, expired, used or out of attempts
 )
 
+// Operators and the shows they run (core/operator.go, core/show.go).
+const (
+	EConflict   = "conflict"    // the name is taken, or the change collides with another
+	ENotOnSale  = "not_on_sale" // the show is a draft, closed or cancelled: no seats are sold
+	EShowLocked = "show_locked" // the sale has opened (or is about to): the show can no longer be edited
+)
+
 // The gate's error codes (core/gate.go).
 const (
 	ETicketInvalid = "ticket_invalid" // a QR payload that is malformed or not signed by the ticket key

@@ -25,7 +25,14 @@ const (
 	// PrincipalTicketLink is a ticket link: reads one booking and its QR
 	// codes, nothing else.
 	PrincipalTicketLink = "ticket_link"
+	// PrincipalOperator is an operator's session token: the operators' API
+	// only (core/operator.go says what each role may do there); it acts
+	// on no fan's holds or bookings.
+	PrincipalOperator = "operator"
 )
+
+// OperatorPrefix starts an operator's identity: "op:<name>".
+const OperatorPrefix = "op:"
 
 // Token lifetimes tied to the show: a grant outlives any hold (the state
 // checks end it sooner) and a ticket link serves until the day after.
@@ -46,6 +53,8 @@ type Principal struct {
 	Booking  int64  // ticket link: its one booking
 	// AccountID is the account of an account token ("" otherwise).
 	AccountID string
+	// Operator is the operator's name of an operator token.
+	Operator string
 }
 
 func forbidden(format string, args ...any) error { return Errorf(EForbidden, format, args...) }
@@ -75,6 +84,8 @@ func (p *Principal) HoldRef(id string, version int64) (HoldRef, error) {
 			return ref, forbidden("this hold token is for another hold")
 		}
 		ref.EventID = p.EventID
+	case PrincipalOperator:
+		return ref, forbidden("an operator token acts on shows, not on a fan's holds")
 	default:
 		return ref, forbidden("a ticket link only shows its tickets")
 	}

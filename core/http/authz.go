@@ -20,6 +20,7 @@ type Tokens interface {
 	Principal(tok string) (*core.Principal, error)
 	HoldGrant(h *core.Hold) (string, error)
 	Account(id int64, ttl time.Duration) (string, time.Time, error)
+	Operator(name, role string, ttl time.Duration) (string, time.Time, error)
 	JWKS() admission.JWKS
 	CodeKey() []byte
 }

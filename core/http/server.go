@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,9 @@ type Server struct {
 	Accounts *Accounts
 	// Gate, when set, serves the gate's scan, offline pack and sync (gate.go).
 	Gate *Gate
+	// Operators, when set (with Tokens), serves the operators' API
+	// (operator.go).
+	Operators *Operators
 	// Dials, when set, serves the gateways' durable copy of each event's
 	// dials to the gateways (dials.go: how they authenticate).
 	Dials *Dials
@@ -95,8 +99,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /v1/events", s.listEvents)
-	mux.HandleFunc("GET /v1/events/{event}", s.eventGetter("public, max-age=5",
-		func(ctx context.Context, id int64) (any, error) { return s.Catalog.Event(ctx, id) }))
+	mux.HandleFunc("GET /v1/events/{event}", s.eventGetter("public, max-age=5", s.publicEvent))
 	mux.HandleFunc("POST /v1/events/{event}/holds", s.createHold)
 	if s.Layouts != nil {
 		// The layout never changes: cached for long. The counts move.
@@ -120,6 +123,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.Gate != nil {
 		s.gateRoutes(mux)
+	}
+	if s.Operators != nil && s.Tokens != nil {
+		s.operatorRoutes(mux)
 	}
 	if s.Dials != nil && s.Dials.Token != "" {
 		s.dialsRoutes(mux)
@@ -174,30 +180,97 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
+// listEvents is the fans' catalog: published and closed shows, not yet
+// started soonest first (past=true: started, latest first), filtered by
+// city, date and kind, a page at a time (limit, cursor).
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := core.EventFilter{City: q.Get("city"), Kind: q.Get("kind")}
-	if d := q.Get("date"); d != "" {
-		t, err := time.Parse(time.DateOnly, d)
-		if err != nil {
-			s.fail(w, r, core.Errorf(core.EInvalid, "date must be YYYY-MM-DD"))
-			return
-		}
-		f.Date = t
-	}
-	if f.Kind != "" && f.Kind != core.KindConcert && f.Kind != core.KindMovie {
-		s.fail(w, r, core.Errorf(core.EInvalid, "kind must be concert or movie"))
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	events, err := s.Catalog.Events(ctx, f)
+	f, err := eventFilter(r, false)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Cache-Control", "public, max-age=5")
-	writeJSON(w, http.StatusOK, map[string]any{"events": events})
+	s.serveEvents(w, r, f, "public, max-age=5")
+}
+
+// eventFilter reads a listing's query: city, date (YYYY-MM-DD), kind,
+// past (true or false), limit (1 to core.MaxPage) and cursor; for
+// operators, status (repeated: any of them; none: every status). Any other
+// parameter is refused, so a misspelt filter is not silently ignored.
+func eventFilter(r *http.Request, operator bool) (core.EventFilter, error) {
+	q := r.URL.Query()
+	f := core.EventFilter{City: q.Get("city"), Kind: q.Get("kind")}
+	for k := range q {
+		switch k {
+		case "city", "date", "kind", "past", "limit", "cursor":
+		case "status":
+			if operator {
+				continue
+			}
+			fallthrough
+		default:
+			return f, core.Errorf(core.EInvalid, "unknown parameter %q: filter by city, date, kind or past; page with limit and cursor", k)
+		}
+	}
+	if operator {
+		f.Statuses = core.ShowStatuses
+		if st := q["status"]; len(st) > 0 {
+			f.Statuses = nil
+			for _, v := range st {
+				if !slices.Contains(core.ShowStatuses, v) {
+					return f, core.Errorf(core.EInvalid, "status must be one of %v", core.ShowStatuses)
+				}
+				f.Statuses = append(f.Statuses, v)
+			}
+		}
+	}
+	if d := q.Get("date"); d != "" {
+		t, err := time.Parse(time.DateOnly, d)
+		if err != nil {
+			return f, core.Errorf(core.EInvalid, "date must be YYYY-MM-DD")
+		}
+		f.Date = t
+	}
+	if f.Kind != "" && f.Kind != core.KindConcert && f.Kind != core.KindMovie {
+		return f, core.Errorf(core.EInvalid, "kind must be concert or movie")
+	}
+	switch q.Get("past") {
+	case "", "false":
+	case "true":
+		f.Past = true
+	default:
+		return f, core.Errorf(core.EInvalid, "past must be true or false")
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > core.MaxPage {
+			return f, core.Errorf(core.EInvalid, "limit must be 1 to %d: page with cursor for more", core.MaxPage).With("max_limit", core.MaxPage)
+		}
+		f.Limit = n
+	}
+	c, err := core.ParseCursor(q.Get("cursor"))
+	f.After = c
+	return f, err
+}
+
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, f core.EventFilter, cache string) {
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	page, err := s.Catalog.Events(ctx, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", cache)
+	writeJSON(w, http.StatusOK, page)
+}
+
+// publicEvent reads a show a fan may see: a draft is not found.
+func (s *Server) publicEvent(ctx context.Context, id int64) (any, error) {
+	e, err := s.Catalog.Event(ctx, id)
+	if err == nil && e.Status == core.ShowDraft {
+		return nil, core.Errorf(core.ENotFound, "no event %d", id)
+	}
+	return e, err
 }
 
 // eventGetter serves a read of one event's data with the given caching.
@@ -444,6 +517,9 @@ var status = map[string]int{
 	core.EInternal:          http.StatusInternalServerError,
 	core.ERateLimited:       http.StatusTooManyRequests,
 	core.ECodeInvalid:       http.StatusUnauthorized,
+	core.EConflict:          http.StatusConflict,
+	core.ENotOnSale:         http.StatusConflict,
+	core.EShowLocked:        http.StatusConflict,
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {

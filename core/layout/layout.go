@@ -5,9 +5,12 @@ package layout
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 )
 
 // Layout is a venue plan with prices. A seated layout has Sections; a GA
@@ -77,17 +80,51 @@ func SeatID(section, row string, number int) string {
 }
 
 // Parse reads and validates a layout document; unknown fields are errors.
+// A document that is not JSON of the layout's shape fails with an error
+// naming the line and column; one that is fails Validate's *Problems.
 func Parse(r io.Reader) (*Layout, error) {
-	dec := json.NewDecoder(r)
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse layout: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var l Layout
 	if err := dec.Decode(&l); err != nil {
-		return nil, fmt.Errorf("parse layout: %w", err)
+		return nil, &Problems{List: []Problem{{Path: at(b, err, dec.InputOffset()), Message: jsonMessage(err)}}}
+	}
+	if dec.More() {
+		return nil, &Problems{List: []Problem{{Path: at(b, nil, dec.InputOffset()), Message: "trailing data after the layout object"}}}
 	}
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
 	return &l, nil
+}
+
+// at names where a decoding error is in b: "line L, column C" (the
+// error's offset, or the decoder's).
+func at(b []byte, err error, off int64) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	off = max(0, min(off, int64(len(b))))
+	line := 1 + bytes.Count(b[:off], []byte("\n"))
+	col := off - int64(bytes.LastIndexByte(b[:off], '\n'))
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+func jsonMessage(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s must be %s, not %s", te.Field, te.Type, te.Value)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 // ParseBytes is Parse over a byte slice.
@@ -109,64 +146,180 @@ func ReadFile(path string) (*Layout, error) {
 // so that the sum of the rows cannot overflow int.
 const MaxCapacity = 1_000_000
 
-// Validate checks that bands are defined once with a non-negative price,
-// every seat names a known band, seat ids are unique, a layout is either
-// seated or GA, and it has 1 to MaxCapacity places.
+// Problem is one thing wrong in a layout: where (a JSON path such as
+// sections[2].rows[5], with the section code and row label it names) and
+// what.
+type Problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// maxProblems bounds the problems reported: a layout with thousands of bad
+// seats is reported by its first ones.
+const maxProblems = 50
+
+// Problems is a layout's list of problems (at most maxProblems; More says
+// how many more there were).
+type Problems struct {
+	List []Problem
+	More int
+}
+
+func (p *Problems) Error() string {
+	var b strings.Builder
+	b.WriteString("layout:")
+	for i, pr := range p.List {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s: %s", pr.Path, pr.Message)
+	}
+	if p.More > 0 {
+		fmt.Fprintf(&b, "; and %d more", p.More)
+	}
+	return b.String()
+}
+
+func (p *Problems) add(path, format string, args ...any) {
+	if len(p.List) >= maxProblems {
+		p.More++
+		return
+	}
+	p.List = append(p.List, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks that the venue is named, bands are defined once with a
+// non-negative price, every section has a code, every row a label and
+// seats, every seat a known band and a unique id, a layout is either
+// seated or GA, and it has 1 to MaxCapacity places. It returns *Problems
+// naming every section, row and seat at fault (up to 50).
 func (l *Layout) Validate() error {
+	p := &Problems{}
 	if l.Venue.Name == "" || l.Venue.City == "" {
-		return fmt.Errorf("layout: venue name and city are required")
+		p.add("venue", "name and city are required")
+	}
+	if l.Venue.Timezone != "" {
+		if _, err := time.LoadLocation(l.Venue.Timezone); err != nil {
+			p.add("venue.timezone", "%q is not an IANA time zone (e.g. Asia/Kolkata)", l.Venue.Timezone)
+		}
 	}
 	bands := make(map[string]bool)
-	for _, b := range l.Bands {
-		if b.Code == "" || b.PricePaise < 0 || bands[b.Code] {
-			return fmt.Errorf("layout: band %q: empty, duplicate or negative price", b.Code)
+	for i, b := range l.Bands {
+		path := fmt.Sprintf("bands[%d]", i)
+		switch {
+		case b.Code == "":
+			p.add(path, "a band needs a code")
+		case bands[b.Code]:
+			p.add(path, "band %s is defined twice", b.Code)
+		case b.PricePaise < 0:
+			p.add(path, "band %s has a negative price", b.Code)
 		}
 		bands[b.Code] = true
 	}
 	switch {
 	case l.GeneralAdmission != nil && len(l.Sections) > 0:
-		return fmt.Errorf("layout: both sections and general_admission")
+		p.add("document", "a layout has sections or general_admission, not both")
 	case l.GeneralAdmission != nil:
-		if l.GeneralAdmission.Capacity <= 0 || !bands[l.GeneralAdmission.Band] {
-			return fmt.Errorf("layout: general_admission needs a capacity and a known band")
+		ga := l.GeneralAdmission
+		if ga.Capacity <= 0 || ga.Capacity > MaxCapacity {
+			p.add("general_admission.capacity", "is 1 to %d", MaxCapacity)
 		}
-		if l.GeneralAdmission.Capacity > MaxCapacity {
-			return fmt.Errorf("layout: general_admission capacity over %d", MaxCapacity)
+		if !bands[ga.Band] {
+			p.add("general_admission.band", "no band %q in bands", ga.Band)
 		}
-		return nil
 	case len(l.Sections) == 0:
-		return fmt.Errorf("layout: no sections and no general_admission")
+		p.add("document", "no sections and no general_admission")
+	default:
+		l.validateSeats(p, bands)
 	}
+	if len(p.List) > 0 {
+		return p
+	}
+	return nil
+}
+
+// validateSeats checks sections, rows and seats (a seated layout).
+func (l *Layout) validateSeats(p *Problems, bands map[string]bool) {
 	places := 0
-	for _, sec := range l.Sections {
+	codes := make(map[string]int)
+	for si, sec := range l.Sections {
+		spath := fmt.Sprintf("sections[%d]", si)
 		if sec.Code == "" {
-			return fmt.Errorf("layout: section without a code")
+			p.add(spath, "a section needs a code")
+			continue
 		}
-		for _, r := range sec.Rows {
-			if r.Label == "" || (len(r.Numbers) == 0 && (r.From <= 0 || r.To < r.From)) {
-				return fmt.Errorf("layout: section %s: row %q needs a label and seats", sec.Code, r.Label)
+		spath += " (section " + sec.Code + ")"
+		if prev, dup := codes[sec.Code]; dup {
+			p.add(spath, "section code %s is also sections[%d]'s", sec.Code, prev)
+		}
+		codes[sec.Code] = si
+		if sec.Band != "" && !bands[sec.Band] {
+			p.add(spath, "no band %q in bands", sec.Band)
+		}
+		if len(sec.Rows) == 0 {
+			p.add(spath, "a section needs rows")
+		}
+		for ri, r := range sec.Rows {
+			rpath := fmt.Sprintf("%s.rows[%d]", spath, ri)
+			if r.Label != "" {
+				rpath += " (row " + r.Label + ")"
+			}
+			switch {
+			case r.Label == "":
+				p.add(rpath, "a row needs a label")
+				continue
+			case len(r.Numbers) > 0 && (r.From != 0 || r.To != 0):
+				p.add(rpath, "give numbers or from/to, not both")
+				continue
+			case len(r.Numbers) == 0 && (r.From <= 0 || r.To < r.From):
+				p.add(rpath, "seats from %d to %d: give from ≥ 1 and to ≥ from, or numbers", r.From, r.To)
+				continue
+			}
+			band := r.Band
+			if band == "" {
+				band = sec.Band
+			}
+			if !bands[band] {
+				if r.Band != "" {
+					p.add(rpath, "no band %q in bands", r.Band)
+				} else if sec.Band == "" {
+					p.add(rpath, "no band: give the row or its section one")
+				}
 			}
 			// each term and the sum stay within MaxCapacity, so nothing overflows
 			if n := r.count(); n > MaxCapacity || places+n > MaxCapacity {
-				return fmt.Errorf("layout: more than %d seats", MaxCapacity)
+				p.add(rpath, "the layout passes %d seats", MaxCapacity)
+				return
 			}
 			places += r.count()
+			seen := make(map[int]bool, len(r.Numbers))
+			for ni, n := range r.Numbers {
+				switch {
+				case n <= 0:
+					p.add(fmt.Sprintf("%s.numbers[%d]", rpath, ni), "seat number %d: seat numbers are positive", n)
+				case seen[n]:
+					p.add(fmt.Sprintf("%s.numbers[%d]", rpath, ni), "seat %s appears twice", SeatID(sec.Code, r.Label, n))
+				}
+				seen[n] = true
+			}
 		}
+	}
+	if len(p.List) > 0 {
+		return
 	}
 	if places == 0 {
-		return fmt.Errorf("layout: sections without seats")
+		p.add("sections", "no seats")
+		return
 	}
-	seen := make(map[string]bool)
+	// Seat ids join section, row and number with '-': two rows can still
+	// name one id ("A-1" row "2" and "A" row "1-2").
+	seen := make(map[string]bool, places)
 	for _, s := range l.Seats() {
-		if !bands[s.Band] {
-			return fmt.Errorf("layout: seat %s: unknown band %q", s.ID, s.Band)
-		}
 		if seen[s.ID] {
-			return fmt.Errorf("layout: seat %s appears twice", s.ID)
+			p.add("section "+s.Section+", row "+s.Row, "seat %s appears twice", s.ID)
 		}
 		seen[s.ID] = true
 	}
-	return nil
 }
 
 // Seated reports whether the layout sells numbered seats.

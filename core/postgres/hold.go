@@ -107,6 +107,9 @@ func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, er
 	if err != nil {
 		return nil, err
 	}
+	if ev.status != core.ShowPublished {
+		return nil, core.Errorf(core.ENotOnSale, "event %d is %s: no seats are sold", p.EventID, ev.status).With("status", ev.status)
+	}
 	limit := ev.maxPerAccount
 	if p.Limit > 0 && p.Limit < limit {
 		limit = p.Limit

@@ -81,3 +81,13 @@ func ScaledStadium(seats int) *layout.Layout {
 	}
 	return l
 }
+
+// LayoutJSON returns an embedded layout's document as it is stored: what
+// an operator imports.
+func LayoutJSON(name string) ([]byte, error) {
+	b, err := layouts.ReadFile("layouts/" + name + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("seed layout %q: %w", name, err)
+	}
+	return b, nil
+}

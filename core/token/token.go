@@ -55,6 +55,7 @@ type TicketClaims struct {
 type Keys struct {
 	signer            *account.Signer
 	accounts, tickets *account.Verifier
+	operators         *account.Verifier
 	codeKey           []byte
 
 	// Hold grants: MACed with grantKey under grantKID; grants accepts
@@ -85,6 +86,7 @@ func New(priv ed25519.PrivateKey) *Keys {
 		signer:      account.NewSigner(priv),
 		accounts:    account.NewVerifier(keys),
 		tickets:     account.NewVerifierFor(TicketAudience, keys),
+		operators:   account.NewVerifierFor(account.OperatorAudience, keys),
 		codeKey:     ck[:],
 		grantKey:    gk[:],
 		grantKID:    kid,
@@ -177,6 +179,13 @@ func (k *Keys) TicketLink(b *core.Booking, startsAt time.Time) (string, error) {
 	return k.signer.Sign(TicketClaims{RegisteredClaims: registered(TicketAudience, b.Account, exp), Booking: b.ID})
 }
 
+// Operator mints an operator's session token.
+func (k *Keys) Operator(name, role string, ttl time.Duration) (string, time.Time, error) {
+	exp := time.Now().Add(ttl)
+	tok, err := k.signer.Sign(account.OperatorClaims{RegisteredClaims: registered(account.OperatorAudience, name, exp), Role: role})
+	return tok, exp, err
+}
+
 // Errors of Principal.
 var (
 	ErrInvalid = account.ErrInvalid
@@ -219,6 +228,12 @@ func (k *Keys) Principal(tok string) (*core.Principal, error) {
 			return nil, ErrInvalid
 		}
 		return &core.Principal{Kind: core.PrincipalTicketLink, Identity: c.Subject, Booking: c.Booking}, nil
+	case account.OperatorAudience:
+		var c account.OperatorClaims
+		if err := k.operators.Parse(tok, &c); err != nil {
+			return nil, err
+		}
+		return &core.Principal{Kind: core.PrincipalOperator, Identity: core.OperatorPrefix + c.Subject, Operator: c.Subject}, nil
 	}
 	return nil, ErrNotOurs
 }

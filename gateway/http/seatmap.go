@@ -114,8 +114,31 @@ func catalogFilters(args *fasthttp.Args) (url.Values, error) {
 		}
 		q.Set("date", d.Format(time.DateOnly))
 	}
+	switch v := string(args.Peek("past")); v {
+	case "", "false":
+	case "true":
+		q.Set("past", v)
+	default:
+		return nil, gateway.Errorf(gateway.EInvalid, "past must be true or false")
+	}
+	if v := string(args.Peek("limit")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxCatalogPage {
+			return nil, gateway.Errorf(gateway.EInvalid, "limit must be 1 to %d: page with cursor for more", maxCatalogPage)
+		}
+		q.Set("limit", strconv.Itoa(n))
+	}
+	if v := string(args.Peek("cursor")); v != "" {
+		if len(v) > 64 || strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+			return nil, gateway.Errorf(gateway.EInvalid, "cursor is not one this API gave: pass next_cursor back unchanged")
+		}
+		q.Set("cursor", v)
+	}
 	return q, nil
 }
+
+// maxCatalogPage is the core's largest catalog page (core.MaxPage).
+const maxCatalogPage = 200
 
 // event serves one event's catalog entry (GET /v1/events/{id}).
 func (s *Server) event(ctx *fasthttp.RequestCtx, p params) error {

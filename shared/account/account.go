@@ -166,3 +166,18 @@ func (v *Verifier) Parse(token string, c jwt.Claims) error {
 	}
 	return nil
 }
+
+// OperatorAudience is the aud claim of an operator's session token: the
+// core signs it when an operator signs in with name and password; the core
+// (every operators' route) and the gateway (the console's dials and live
+// view) verify it with the same keys as account tokens.
+const OperatorAudience = "onsale-operator"
+
+// OperatorClaims are an operator token's claims: Subject is the operator's
+// name, Role the role at sign-in. The core reads the operator's current
+// role and state from its database on every request; the gateway trusts
+// the role in the token for its reads and asks the core for every change.
+type OperatorClaims struct {
+	jwt.RegisteredClaims
+	Role string `json:"role"`
+}

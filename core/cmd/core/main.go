@@ -100,7 +100,10 @@ type Config struct {
 	VerifiesPerAddr  int           `env:"ONSALE_SIGNIN_VERIFIES_PER_ADDR" flag:"signin-verifies-per-addr" default:"60" min:"1" max:"10000000" help:"sign-in code checks from one client address per hour, right or wrong (checks)"`
 	AccountTTL       time.Duration `env:"ONSALE_ACCOUNT_TOKEN_TTL" flag:"account-token-ttl" default:"720h" min:"1m" max:"8760h" help:"life of an account token (duration)"`
 	RefuseFromMemory bool          `env:"ONSALE_REFUSE_FROM_MEMORY" flag:"refuse-from-memory" default:"true" help:"refuse holds of seats the core knows are taken without a database statement (seatmap.Taken); false: every hold goes to PostgreSQL (a switch to rule the memory out, and to measure what it saves)"`
-	DevLogCodes      bool          `env:"ONSALE_DEV_LOG_CODES" flag:"dev-log-codes" default:"false" help:"development only: without ONSALE_SMS_URL, log sign-in codes at warn level instead of refusing sign-in (503)"`
+	// Operators: named accounts; the first is created at start-up.
+	FirstOperator         string `env:"ONSALE_FIRST_OPERATOR" flag:"first-operator" help:"the first operator's name (an admin), created at start-up when there is no operator yet, with ONSALE_FIRST_OPERATOR_PASSWORD; it then creates the others (onsalectl operators add, or the console); ignored once any operator exists"`
+	FirstOperatorPassword string `env:"ONSALE_FIRST_OPERATOR_PASSWORD" flag:"first-operator-password" secret:"true" help:"the first operator's password, 12 to 72 bytes (by env or ONSALE_FIRST_OPERATOR_PASSWORD_FILE: a flag is visible in ps); change it after the first sign-in"`
+	DevLogCodes           bool   `env:"ONSALE_DEV_LOG_CODES" flag:"dev-log-codes" default:"false" help:"development only: without ONSALE_SMS_URL, log sign-in codes at warn level instead of refusing sign-in (503)"`
 }
 
 // Validate checks the rules across settings.
@@ -130,6 +133,12 @@ func (c *Config) Validate() error {
 			return errors.New("ONSALE_CORE_ADMIN_ADDR is the API's address: the operators' listener must be another")
 		}
 	}
+	if c.FirstOperator != "" {
+		n := core.NewOperator{Name: c.FirstOperator, Role: core.RoleAdmin, Password: c.FirstOperatorPassword}
+		if err := n.Validate(); err != nil {
+			return fmt.Errorf("ONSALE_FIRST_OPERATOR(_PASSWORD): %s", err.(*core.Error).Message)
+		}
+	}
 	if c.SMTPAddr != "" {
 		if _, port, err := net.SplitHostPort(c.SMTPAddr); err != nil {
 			return fmt.Errorf("ONSALE_SMTP_ADDR %q: %w", c.SMTPAddr, err)
@@ -137,6 +146,33 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("ONSALE_SMTP_ADDR %q: the port is not a number", c.SMTPAddr)
 		}
 	}
+	return nil
+}
+
+// firstOperator creates the first operator (an admin) when the config
+// names one and there is no operator yet. Two cores starting at once may
+// both try: the name's uniqueness lets one win, and the other finds it.
+func firstOperator(ctx context.Context, db *postgres.DB, c Config, log *slog.Logger) error {
+	if c.FirstOperator == "" {
+		return nil
+	}
+	n, err := db.CountOperators(ctx)
+	if err != nil || n > 0 {
+		return err
+	}
+	hash, err := http.HashPassword(c.FirstOperatorPassword)
+	if err != nil {
+		return err
+	}
+	_, err = db.CreateOperator(ctx, core.NewOperator{Name: c.FirstOperator, Role: core.RoleAdmin}, hash,
+		core.Actor{Operator: "system:first-operator"})
+	switch {
+	case core.ErrorCode(err) == core.EConflict:
+		return nil
+	case err != nil:
+		return fmt.Errorf("first operator: %w", err)
+	}
+	log.Info("first operator created", "audit", "operator.create", "operator", c.FirstOperator, "role", core.RoleAdmin)
 	return nil
 }
 
@@ -250,8 +286,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if db.ReadPool() != db.Pool() {
 		met.CountPool("reads", poolStats(db.ReadPool()))
 	}
+	if err := firstOperator(ctx, db, c, log); err != nil {
+		return err
+	}
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db,
-		Dials:  &http.Dials{Store: db, Token: c.AdminToken},
+		Dials:     &http.Dials{Store: db, Token: c.AdminToken},
+		Operators: &http.Operators{Store: db, Shows: db},
 		Tokens: keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
 			Limits: core.SignInLimits{SendsPerPhone: c.SendsPerPhone, SendsPerPhoneAddr: c.SendsPhoneAddr, SendsPerAddr: c.SendsPerAddr, VerifiesPerAddr: c.VerifiesPerAddr}}}
 	if sms != nil {

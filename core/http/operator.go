@@ -1,0 +1,624 @@
+package http
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/time/rate"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/layout"
+)
+
+// The operators' API, /operator/v1: operators sign in with name and
+// password for a session token, and run venues' layouts and shows with it.
+// Who may do what is core's rule (core/operator.go); every change is
+// audited by the store in the change's own transaction.
+
+// ShowStore is the operators' store of layouts and shows (core/postgres).
+type ShowStore interface {
+	ImportLayout(ctx context.Context, name string, l *layout.Layout, by core.Actor) (*core.VenueLayout, error)
+	VenueLayout(ctx context.Context, id int64) (*core.VenueLayout, *layout.Layout, error)
+	VenueLayouts(ctx context.Context) ([]core.VenueLayout, error)
+	CreateShows(ctx context.Context, plan core.ShowPlan, vl *core.VenueLayout, l *layout.Layout, by core.Actor) ([]core.Event, error)
+	UpdateShow(ctx context.Context, id int64, edit func(before core.Event, now time.Time) (core.Event, error), by core.Actor) (*core.Event, error)
+	SetShowStatus(ctx context.Context, id int64, to string, by core.Actor) (*core.Event, error)
+}
+
+// Operators wires the operators' API.
+type Operators struct {
+	Store    core.Operators
+	Shows    ShowStore
+	TokenTTL time.Duration // 0: core.OperatorTokenTTL
+
+	failures *signInFailures
+}
+
+// maxLayoutBytes bounds an imported layout: the 40,000-seat stadium's
+// document is about 60 KB; a layout listing each seat of a 150,000-seat
+// venue fits too.
+const maxLayoutBytes = 4 << 20
+
+// bcryptCost is the work factor of operator passwords (about 50-100 ms a
+// hash on the machines onsale is measured on).
+const bcryptCost = 11
+
+// HashPassword hashes an operator password for the store.
+func HashPassword(p string) ([]byte, error) { return bcrypt.GenerateFromPassword([]byte(p), bcryptCost) }
+
+// noOperatorHash is compared against when the name is unknown, so a wrong
+// name takes as long as a wrong password.
+var noOperatorHash, _ = bcrypt.GenerateFromPassword([]byte("no such operator, no such password"), bcryptCost)
+
+func (s *Server) operatorRoutes(mux *http.ServeMux) {
+	if s.Operators.failures == nil {
+		s.Operators.failures = newSignInFailures()
+	}
+	mux.HandleFunc("POST /operator/v1/sessions", s.operatorSignIn)
+	mux.HandleFunc("GET /operator/v1/me", s.operatorMe)
+	mux.HandleFunc("GET /operator/v1/operators", s.listOperators)
+	mux.HandleFunc("POST /operator/v1/operators", s.createOperator)
+	mux.HandleFunc("PATCH /operator/v1/operators/{name}", s.patchOperator)
+	mux.HandleFunc("GET /operator/v1/audit", s.auditLog)
+	mux.HandleFunc("GET /operator/v1/layouts", s.listLayouts)
+	mux.HandleFunc("POST /operator/v1/layouts", s.importLayout)
+	mux.HandleFunc("GET /operator/v1/layouts/{layout}", s.getLayout)
+	mux.HandleFunc("GET /operator/v1/events", s.operatorEvents)
+	mux.HandleFunc("POST /operator/v1/events", s.createShows)
+	mux.HandleFunc("GET /operator/v1/events/{event}", s.operatorEvent)
+	mux.HandleFunc("PATCH /operator/v1/events/{event}", s.patchShow)
+	mux.HandleFunc("POST /operator/v1/events/{event}/publish", s.showStatus(core.ShowPublished))
+	mux.HandleFunc("POST /operator/v1/events/{event}/close", s.showStatus(core.ShowClosed))
+	mux.HandleFunc("GET /operator/v1/events/{event}/audit", s.showAudit)
+}
+
+// RequestIDHeader carries a request's id: the gateway sets it on what it
+// forwards; a request without one gets one here. It is logged and audited.
+const RequestIDHeader = "X-Request-Id"
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestID is the request's id (RequestIDHeader when well-formed, else a
+// new random one).
+func requestID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); requestIDPattern.MatchString(id) {
+		return id
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// operator resolves the request's operator and checks it may do perm: an
+// operator token whose operator still exists, is not disabled and whose
+// role (as stored now, not as signed) has perm.
+func (s *Server) operator(r *http.Request, perm string) (*core.Operator, core.Actor, error) {
+	p, err := s.principal(r)
+	if err != nil {
+		return nil, core.Actor{}, err
+	}
+	if p.Kind != core.PrincipalOperator {
+		return nil, core.Actor{}, core.Errorf(core.EForbidden, "this needs an operator's token: sign in at /operator/v1/sessions")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	o, _, err := s.Operators.Store.OperatorByName(ctx, p.Operator)
+	if core.ErrorCode(err) == core.ENotFound {
+		return nil, core.Actor{}, core.Errorf(core.EUnauthorized, "operator %s no longer exists", p.Operator)
+	}
+	if err != nil {
+		return nil, core.Actor{}, err
+	}
+	if err := o.May(perm); err != nil {
+		return nil, core.Actor{}, err
+	}
+	return o, core.Actor{Operator: o.Name, RequestID: requestID(r)}, nil
+}
+
+type signInBody struct {
+	Name     string `json:"name"`
+	Password string `json:"password"`
+}
+
+func (s *Server) operatorSignIn(w http.ResponseWriter, r *http.Request) {
+	var body signInBody
+	if err := decode(w, r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if body.Name == "" || body.Password == "" {
+		s.fail(w, r, core.Errorf(core.EInvalid, "name and password are required"))
+		return
+	}
+	key := clientAddr(r) + "\x00" + body.Name
+	if wait := s.Operators.failures.locked(key); wait > 0 {
+		s.fail(w, r, core.Errorf(core.ERateLimited, "too many wrong passwords for %s from this address: wait", body.Name).
+			With("retry_after_seconds", int(wait.Seconds())+1))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	o, hash, err := s.Operators.Store.OperatorByName(ctx, body.Name)
+	switch {
+	case core.ErrorCode(err) == core.ENotFound:
+		hash = noOperatorHash
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(body.Password)) != nil || o == nil || o.Disabled {
+		s.Operators.failures.fail(key)
+		s.Log.Warn("operator sign-in refused", "operator", body.Name, "addr", clientAddr(r))
+		s.fail(w, r, core.Errorf(core.EUnauthorized, "wrong name or password, or the operator is disabled"))
+		return
+	}
+	ttl := s.Operators.TokenTTL
+	if ttl == 0 {
+		ttl = core.OperatorTokenTTL
+	}
+	tok, exp, err := s.Tokens.Operator(o.Name, o.Role, ttl)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.Log.Info("operator signed in", "audit", "sign_in", "operator", o.Name, "role", o.Role, "addr", clientAddr(r), "request_id", requestID(r))
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp, "operator": o})
+}
+
+func (s *Server) operatorMe(w http.ResponseWriter, r *http.Request) {
+	o, _, err := s.operator(r, core.PermReadShows)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	perms := []string{}
+	for _, p := range []string{core.PermReadShows, core.PermEditShows, core.PermCancel, core.PermSales, core.PermDials, core.PermOperators} {
+		if core.RoleMay(o.Role, p) {
+			perms = append(perms, p)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"operator": o, "permissions": perms})
+}
+
+func (s *Server) listOperators(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.operator(r, core.PermOperators); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	ops, err := s.Operators.Store.ListOperators(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"operators": ops})
+}
+
+func (s *Server) createOperator(w http.ResponseWriter, r *http.Request) {
+	_, by, err := s.operator(r, core.PermOperators)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var n core.NewOperator
+	if err := decode(w, r, &n); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := n.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	hash, err := HashPassword(n.Password)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	o, err := s.Operators.Store.CreateOperator(ctx, n, hash, by)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/operator/v1/operators/"+o.Name)
+	writeJSON(w, http.StatusCreated, o)
+}
+
+func (s *Server) patchOperator(w http.ResponseWriter, r *http.Request) {
+	me, by, err := s.operator(r, core.PermOperators)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var p core.OperatorPatch
+	if err := decode(w, r, &p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := p.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	name := r.PathValue("name")
+	if name == me.Name && ((p.Disabled != nil && *p.Disabled) || (p.Role != nil && *p.Role != core.RoleAdmin)) {
+		// The last admin could lock everyone out; another admin does it.
+		s.fail(w, r, core.Errorf(core.EConflict, "an admin cannot disable or demote themselves: ask another admin"))
+		return
+	}
+	var hash []byte
+	if p.Password != nil {
+		if hash, err = HashPassword(*p.Password); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	o, err := s.Operators.Store.UpdateOperator(ctx, name, p, hash, by)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// auditFilter reads an audit listing's before (an entry id) and limit.
+func auditFilter(r *http.Request, subject string) (core.AuditFilter, error) {
+	f := core.AuditFilter{Subject: subject, Limit: core.DefaultPage}
+	q := r.URL.Query()
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return f, core.Errorf(core.EInvalid, "before is an audit entry's id")
+		}
+		f.Before = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > core.MaxPage {
+			return f, core.Errorf(core.EInvalid, "limit must be 1 to %d: page with before for more", core.MaxPage)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func (s *Server) serveAudit(w http.ResponseWriter, r *http.Request, perm, subject string) {
+	if _, _, err := s.operator(r, perm); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := auditFilter(r, subject)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	entries, err := s.Operators.Store.Audit(ctx, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}
+
+// auditLog is the whole audit log (admins), newest first.
+func (s *Server) auditLog(w http.ResponseWriter, r *http.Request) {
+	s.serveAudit(w, r, core.PermOperators, r.URL.Query().Get("subject"))
+}
+
+// showAudit is one show's audit trail, newest first.
+func (s *Server) showAudit(w http.ResponseWriter, r *http.Request) {
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	s.serveAudit(w, r, core.PermReadShows, "event:"+strconv.FormatInt(id, 10))
+}
+
+func (s *Server) listLayouts(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.operator(r, core.PermReadShows); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	ls, err := s.Operators.Shows.VenueLayouts(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"layouts": ls})
+}
+
+var layoutNamePattern = regexp.MustCompile(`^[\p{L}\p{N} ._()-]{1,100}$`)
+
+// importLayout stores the layout document in the body (core/layout's
+// JSON, the seed's format) under ?name= (default "standard"). A document
+// that does not parse or validate is refused invalid_request with
+// "problems": each naming where (line and column, or the section, row and
+// seat) and what.
+func (s *Server) importLayout(w http.ResponseWriter, r *http.Request) {
+	_, by, err := s.operator(r, core.PermEditShows)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	name := r.URL.Query().Get("name")
+	if name == "" {
+		name = "standard"
+	}
+	if !layoutNamePattern.MatchString(name) {
+		s.fail(w, r, core.Errorf(core.EInvalid, "name is 1 to 100 letters, digits, spaces or ._()-"))
+		return
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLayoutBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.fail(w, r, core.Errorf(core.ETooLarge, "a layout is at most %d bytes", maxLayoutBytes))
+		return
+	case err != nil:
+		s.fail(w, r, core.Errorf(core.EInvalid, "read the layout: %v", err))
+		return
+	}
+	l, err := layout.ParseBytes(b)
+	var probs *layout.Problems
+	if errors.As(err, &probs) {
+		e := core.Errorf(core.EInvalid, "the layout has %d problem(s): %s", len(probs.List)+probs.More, probs.List[0].Path+": "+probs.List[0].Message).
+			With("problems", probs.List)
+		if probs.More > 0 {
+			e = e.With("more_problems", probs.More)
+		}
+		s.fail(w, r, e)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, core.Errorf(core.EInvalid, "%v", err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	vl, err := s.Operators.Shows.ImportLayout(ctx, name, l, by)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/operator/v1/layouts/"+strconv.FormatInt(vl.ID, 10))
+	writeJSON(w, http.StatusCreated, vl)
+}
+
+// getLayout answers a layout and its document (sections, rows, seat
+// numbers and bands: what the console draws as a seat map).
+func (s *Server) getLayout(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.operator(r, core.PermReadShows); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("layout"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no layout %q", r.PathValue("layout")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	vl, l, err := s.Operators.Shows.VenueLayout(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"layout": vl, "document": l})
+}
+
+// operatorEvents lists shows of every status (status=, repeated, narrows
+// it), with the catalog's filters and paging.
+func (s *Server) operatorEvents(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.operator(r, core.PermReadShows); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := eventFilter(r, true)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.serveEvents(w, r, f, "no-store")
+}
+
+func (s *Server) operatorEvent(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.operator(r, core.PermReadShows); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	e, err := s.Catalog.Event(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, e)
+}
+
+// createShows creates one or many draft shows of a title on a layout
+// (core.ShowRequest); the answer lists them.
+func (s *Server) createShows(w http.ResponseWriter, r *http.Request) {
+	_, by, err := s.operator(r, core.PermEditShows)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var req core.ShowRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.LayoutID <= 0 {
+		s.fail(w, r, core.Errorf(core.EInvalid, "layout_id is required: a layout's id (GET /operator/v1/layouts)"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 4*requestTimeout) // a series of large shows copies many seats
+	defer cancel()
+	vl, l, err := s.Operators.Shows.VenueLayout(ctx, req.LayoutID)
+	if core.ErrorCode(err) == core.ENotFound {
+		err = core.Errorf(core.EInvalid, "no layout %d: import one first", req.LayoutID)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	zone, err := time.LoadLocation(vl.Venue.Timezone)
+	if err != nil {
+		s.fail(w, r, core.Errorf(core.EInvalid, "the venue's time zone %q is unknown", vl.Venue.Timezone))
+		return
+	}
+	plan, err := req.Plan(zone, vl.Bands, time.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	shows, err := s.Operators.Shows.CreateShows(ctx, plan, vl, l, by)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"events": shows})
+}
+
+// patchShow edits a show until core.EditFreeze before its sale opens.
+func (s *Server) patchShow(w http.ResponseWriter, r *http.Request) {
+	_, by, err := s.operator(r, core.PermEditShows)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	var p core.ShowPatch
+	if err := decode(w, r, &p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	e, err := s.Operators.Shows.UpdateShow(ctx, id, func(before core.Event, now time.Time) (core.Event, error) {
+		zone, err := time.LoadLocation(before.Venue.Timezone)
+		if err != nil {
+			return before, core.Errorf(core.EInvalid, "the venue's time zone %q is unknown", before.Venue.Timezone)
+		}
+		return p.Apply(before, zone, now)
+	}, by)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// showStatus moves a show to status to (publish, close).
+func (s *Server) showStatus(to string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, by, err := s.operator(r, core.PermEditShows)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		id, ok := eventID(r)
+		if !ok {
+			s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		e, err := s.Operators.Shows.SetShowStatus(ctx, id, to, by)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, e)
+	}
+}
+
+// Failed operator sign-ins are limited per address and name: a burst of
+// signInBurst, then one every signInEvery; a locked pair is answered 429
+// whatever the password, so guessing learns nothing while locked.
+const (
+	signInBurst = 10
+	signInEvery = 6 * time.Second
+	signInKeys  = 100_000
+)
+
+type signInFailures struct {
+	mu       sync.Mutex
+	m        map[string]*rate.Limiter
+	overflow *rate.Limiter
+}
+
+func newSignInFailures() *signInFailures {
+	return &signInFailures{m: make(map[string]*rate.Limiter), overflow: rate.NewLimiter(rate.Every(signInEvery), signInBurst)}
+}
+
+func (f *signInFailures) bucket(key string, create bool) *rate.Limiter {
+	if b, ok := f.m[key]; ok {
+		return b
+	}
+	if len(f.m) >= signInKeys {
+		now := time.Now()
+		for k, b := range f.m {
+			if b.TokensAt(now) >= signInBurst {
+				delete(f.m, k)
+			}
+		}
+		if len(f.m) >= signInKeys {
+			return f.overflow
+		}
+	}
+	if !create {
+		return nil
+	}
+	b := rate.NewLimiter(rate.Every(signInEvery), signInBurst)
+	f.m[key] = b
+	return b
+}
+
+func (f *signInFailures) locked(key string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.bucket(key, false)
+	if b == nil {
+		return 0
+	}
+	if t := b.TokensAt(time.Now()); t < 1 {
+		return time.Duration((1 - t) * float64(signInEvery))
+	}
+	return 0
+}
+
+func (f *signInFailures) fail(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.bucket(key, true).Allow()
+}

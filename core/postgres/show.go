@@ -1,0 +1,251 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/core/layout"
+)
+
+// Operators' layouts and shows (core/show.go has the rules). Every change
+// writes its audit entry in its own transaction.
+
+const importLayoutSQL = `
+INSERT INTO layouts (venue_id, name, doc, seated, capacity, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (venue_id, name) DO NOTHING
+RETURNING id, created_at`
+
+// ImportLayout stores a validated layout as name on its venue (created
+// when new), or EConflict when the venue has a layout of that name.
+func (db *DB) ImportLayout(ctx context.Context, name string, l *layout.Layout, by core.Actor) (*core.VenueLayout, error) {
+	doc, err := json.Marshal(l)
+	if err != nil {
+		return nil, fmt.Errorf("import layout: %w", err)
+	}
+	vl := &core.VenueLayout{Name: name, Seated: l.Seated(), Capacity: l.Capacity(), Bands: bandsOf(l), CreatedBy: by.Operator}
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		venue, err := venueID(ctx, tx, l.Venue)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, importLayoutSQL, venue, name, doc, l.Seated(), l.Capacity(), by.Operator).Scan(&vl.ID, &vl.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return core.Errorf(core.EConflict, "%s, %s has a layout named %q: import under another name", l.Venue.Name, l.Venue.City, name)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT id, name, city, timezone FROM venues WHERE id = $1`, venue).
+			Scan(&vl.Venue.ID, &vl.Venue.Name, &vl.Venue.City, &vl.Venue.Timezone); err != nil {
+			return err
+		}
+		return audit(ctx, tx, by, "layout.import", "layout:"+strconv.FormatInt(vl.ID, 10), nil, vl)
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return vl, nil
+}
+
+func bandsOf(l *layout.Layout) []core.PriceBand {
+	bands := make([]core.PriceBand, len(l.Bands))
+	for i, b := range l.Bands {
+		bands[i] = core.PriceBand{Code: b.Code, Name: b.Name, PricePaise: b.PricePaise}
+	}
+	return bands
+}
+
+const layoutColumns = `
+SELECT l.id, l.name, l.seated, l.capacity, l.created_at, l.created_by, l.doc,
+       v.id, v.name, v.city, v.timezone
+  FROM layouts l JOIN venues v ON v.id = l.venue_id`
+
+func scanLayout(row pgx.Row) (*core.VenueLayout, *layout.Layout, error) {
+	var vl core.VenueLayout
+	var doc []byte
+	err := row.Scan(&vl.ID, &vl.Name, &vl.Seated, &vl.Capacity, &vl.CreatedAt, &vl.CreatedBy, &doc,
+		&vl.Venue.ID, &vl.Venue.Name, &vl.Venue.City, &vl.Venue.Timezone)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := layout.ParseBytes(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("layout %d as stored: %w", vl.ID, err)
+	}
+	vl.Bands = bandsOf(l)
+	return &vl, l, nil
+}
+
+// VenueLayout returns an imported layout and its document, or ENotFound.
+func (db *DB) VenueLayout(ctx context.Context, id int64) (*core.VenueLayout, *layout.Layout, error) {
+	vl, l, err := scanLayout(db.pool.QueryRow(ctx, layoutColumns+` WHERE l.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, core.Errorf(core.ENotFound, "no layout %d", id)
+	}
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	return vl, l, nil
+}
+
+// VenueLayouts lists the imported layouts by city, venue and name.
+func (db *DB) VenueLayouts(ctx context.Context) ([]core.VenueLayout, error) {
+	rows, err := db.pool.Query(ctx, layoutColumns+` ORDER BY v.city, v.name, l.name, l.id`)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := []core.VenueLayout{}
+	for rows.Next() {
+		vl, _, err := scanLayout(rows)
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, *vl)
+	}
+	return out, translate(rows.Err())
+}
+
+// CreateShows creates plan's shows as drafts on layout l (the plan's, as
+// read by VenueLayout), one per start, sharing a series id (the first
+// show's), each audited, in one transaction.
+func (db *DB) CreateShows(ctx context.Context, plan core.ShowPlan, vl *core.VenueLayout, l *layout.Layout, by core.Actor) ([]core.Event, error) {
+	var ids []int64
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		ids = ids[:0]
+		var series *int64
+		for _, start := range plan.Starts {
+			id, err := insertEvent(ctx, tx, newEvent{venue: vl.Venue.ID, name: plan.Title, kind: plan.Kind, startsAt: start,
+				onsaleAt: plan.OnsaleAt, maxPerAccount: plan.MaxPerAccount, holdSeconds: plan.HoldSeconds, status: core.ShowDraft,
+				series: series, layout: &vl.ID, bands: plan.Bands}, l)
+			if err != nil {
+				return err
+			}
+			if series == nil {
+				series = &id
+				if _, err := tx.Exec(ctx, `UPDATE events SET series_id = id WHERE id = $1`, id); err != nil {
+					return err
+				}
+			}
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			e, err := scanEvent(tx.QueryRow(ctx, eventSQL, id))
+			if err != nil {
+				return err
+			}
+			if err := audit(ctx, tx, by, "show.create", showSubject(id), nil, e); err != nil {
+				return err
+			}
+		}
+		if l.Seated() {
+			_, err := tx.Exec(ctx, analyzeSeatsSQL)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, translate(fmt.Errorf("create shows %q: %w", plan.Title, err))
+	}
+	out := make([]core.Event, 0, len(ids))
+	for _, id := range ids {
+		e, err := db.Event(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *e)
+	}
+	return out, nil
+}
+
+func showSubject(id int64) string { return "event:" + strconv.FormatInt(id, 10) }
+
+// lockShow reads show id for a change in tx.
+func lockShow(ctx context.Context, tx pgx.Tx, id int64) (*core.Event, error) {
+	e, err := scanEvent(tx.QueryRow(ctx, eventSQL+` FOR UPDATE OF e`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, core.Errorf(core.ENotFound, "no event %d", id)
+	}
+	return e, err
+}
+
+const updateShowSQL = `
+UPDATE events SET name = $2, starts_at = $3, onsale_at = $4, max_per_account = $5, hold_seconds = $6, updated_at = now()
+ WHERE id = $1`
+
+const updatePriceSQL = `UPDATE price_bands SET price_paise = $3 WHERE event_id = $1 AND code = $2`
+
+// UpdateShow edits show id: edit turns the show as it is (locked) into the
+// show as it should be, or refuses; the show must be core.Editable at the
+// database's now. The change and its audit entry commit together.
+func (db *DB) UpdateShow(ctx context.Context, id int64, edit func(before core.Event, now time.Time) (core.Event, error), by core.Actor) (*core.Event, error) {
+	var after *core.Event
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		before, err := lockShow(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return err
+		}
+		if err := before.Editable(now); err != nil {
+			return err
+		}
+		e, err := edit(*before, now)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, updateShowSQL, id, e.Name, e.StartsAt, e.OnsaleAt, e.MaxPerAccount, e.HoldSeconds); err != nil {
+			return err
+		}
+		for _, b := range e.Bands {
+			if _, err := tx.Exec(ctx, updatePriceSQL, id, b.Code, b.PricePaise); err != nil {
+				return err
+			}
+		}
+		if after, err = scanEvent(tx.QueryRow(ctx, eventSQL, id)); err != nil {
+			return err
+		}
+		return audit(ctx, tx, by, "show.update", showSubject(id), before, after)
+	})
+	db.forget(id)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return after, nil
+}
+
+// SetShowStatus moves show id to status to (core.ShowTransition), audited as
+// the transition's action (show.publish, show.close, ...).
+func (db *DB) SetShowStatus(ctx context.Context, id int64, to string, by core.Actor) (*core.Event, error) {
+	var after *core.Event
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		before, err := lockShow(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := core.ShowTransition(before.Status, to); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE events SET status = $2, updated_at = now() WHERE id = $1`, id, to); err != nil {
+			return err
+		}
+		if after, err = scanEvent(tx.QueryRow(ctx, eventSQL, id)); err != nil {
+			return err
+		}
+		return audit(ctx, tx, by, "show."+core.ActionOf(before.Status, to), showSubject(id), before, after)
+	})
+	db.forget(id)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return after, nil
+}
