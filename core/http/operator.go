@@ -53,7 +53,9 @@ const maxLayoutBytes = 4 << 20
 const bcryptCost = 11
 
 // HashPassword hashes an operator password for the store.
-func HashPassword(p string) ([]byte, error) { return bcrypt.GenerateFromPassword([]byte(p), bcryptCost) }
+func HashPassword(p string) ([]byte, error) {
+	return bcrypt.GenerateFromPassword([]byte(p), bcryptCost)
+}
 
 // noOperatorHash is compared against when the name is unknown, so a wrong
 // name takes as long as a wrong password.

@@ -292,7 +292,7 @@ func (m *Main) Run(ctx context.Context) error {
 	srv := &http.Server{Catalog: db, Holds: db, Verifier: verifier, Ready: db.Ping, Log: log, Metrics: met, Layouts: db,
 		Dials:     &http.Dials{Store: db, Token: c.AdminToken},
 		Operators: &http.Operators{Store: db, Shows: db},
-		Tokens: keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
+		Tokens:    keys, Accounts: &http.Accounts{Store: db, LogCodes: c.DevLogCodes, TokenTTL: c.AccountTTL,
 			Limits: core.SignInLimits{SendsPerPhone: c.SendsPerPhone, SendsPerPhoneAddr: c.SendsPhoneAddr, SendsPerAddr: c.SendsPerAddr, VerifiesPerAddr: c.VerifiesPerAddr}}}
 	if sms != nil {
 		srv.Accounts.SMS = sms
