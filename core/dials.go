@@ -16,6 +16,8 @@ type EventDials interface {
 	// ENotFound when there is no such event.
 	Dials(ctx context.Context, event int64) (json.RawMessage, error)
 	// PatchDials merges patch (a JSON object) into the event's stored
-	// dials and returns the result; ENotFound when there is no such event.
-	PatchDials(ctx context.Context, event int64, patch json.RawMessage) (json.RawMessage, error)
+	// dials for by, audited (the dials before and after) in the same
+	// transaction, and returns the result; ENotFound when there is no such
+	// event.
+	PatchDials(ctx context.Context, event int64, patch json.RawMessage, by Actor) (json.RawMessage, error)
 }

@@ -15,7 +15,8 @@ const (
 	EHeadersTooLarge = "headers_too_large"   // request headers (cookies) over the read buffer
 	ENotFound        = "not_found"           // no such event, route, page or seat map
 	EMethod          = "method_not_allowed"  // the route exists, not with this method
-	EUnauthorized    = "unauthorized"        // the operators' API without its token
+	EUnauthorized    = "unauthorized"        // the operators' API without a valid operator token
+	EForbidden       = "forbidden"           // an operator whose role (or a disabled account) may not do this
 	EQueueToken      = "invalid_queue_token" // no, a bad or an expired queue token
 	EIdentity        = "identity_required"   // no or a bad account token where one is needed
 	EPhoneUnverified = "phone_not_verified"  // an account without a verified phone

@@ -236,8 +236,18 @@ func (e Event) Dials() Dials {
 type DialsRecord interface {
 	// SavedDials returns the dials operators set for event (empty: none).
 	SavedDials(ctx context.Context, event int64) (DialPatch, error)
-	// SaveDials merges patch into the event's saved dials.
-	SaveDials(ctx context.Context, event int64, patch DialPatch) error
+	// SaveDials merges patch into the event's saved dials on behalf of
+	// operator by, who must be allowed to set dials (the core judges, and
+	// audits the change under their name): EUnauthorized or EForbidden
+	// when the core refuses them.
+	SaveDials(ctx context.Context, event int64, patch DialPatch, by Operator) error
+}
+
+// Operator is the signed-in operator a change is made for: their name and
+// role (from their token), the token itself (passed to the core, which
+// checks it again against its accounts) and the request's id.
+type Operator struct {
+	Name, Role, Token, RequestID string
 }
 
 // Catalog is the core's catalog as the room sees it. Event returns

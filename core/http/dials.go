@@ -11,16 +11,18 @@ import (
 	"github.com/onsale/onsale/core"
 )
 
-// Dials serves the gateways' durable copy of each event's waiting-room
-// dials (core.EventDials): GET and PATCH /internal/v1/events/{event}/dials.
+// Dials serves the durable copy of each event's waiting-room dials
+// (core.EventDials): GET and PATCH /internal/v1/events/{event}/dials.
 //
-// Authentication: the operators' admin token, the same secret the
-// gateways' operators' API takes (ONSALE_ADMIN_TOKEN on both services), as
-// "Authorization: Bearer <token>", compared in constant time. The gateway
-// sends it on its own reads (setting a room up again after Redis lost it)
-// and on each operator's change, which it stores here before Redis. No
-// token configured: the routes are not served (404), and a gateway with
-// an operators' API then fails closed rather than forget a pause.
+// Authentication: a GET is the gateways' own (setting a room up again
+// after Redis lost it), with the gateways' service token (ONSALE_ADMIN_TOKEN
+// on both services) as "Authorization: Bearer <token>", compared in
+// constant time; or an operator's token that may read shows. A PATCH is an
+// operator's change, which the gateway stores here before Redis with the
+// operator's own token: the operator must have core.PermDials now, and the
+// change is audited under their name. No service token configured: the
+// routes are not served (404), and a gateway with an operators' API then
+// fails closed rather than forget a pause.
 type Dials struct {
 	Store core.EventDials
 	Token string // at least MinDialsToken bytes (main checks it)
@@ -42,21 +44,29 @@ func (s *Server) dialsRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PATCH /internal/v1/events/{event}/dials", s.dialsPatch)
 }
 
-// dialsAuth checks the bearer token and reads the event id.
-func (s *Server) dialsAuth(r *http.Request) (int64, error) {
+// dialsAuth checks the bearer token (the service token, when service is
+// allowed, or an operator's with perm) and reads the event id.
+func (s *Server) dialsAuth(r *http.Request, service bool, perm string) (int64, core.Actor, error) {
+	var by core.Actor
 	want := []byte("Bearer " + s.Dials.Token)
-	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-		return 0, core.Errorf(core.EUnauthorized, "the admin token is required")
+	if !service || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if s.Operators == nil || s.Tokens == nil {
+			return 0, by, core.Errorf(core.EUnauthorized, "the service token is required")
+		}
+		var err error
+		if _, by, err = s.operator(r, perm); err != nil {
+			return 0, by, err
+		}
 	}
 	id, ok := eventID(r)
 	if !ok {
-		return 0, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event"))
+		return 0, by, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event"))
 	}
-	return id, nil
+	return id, by, nil
 }
 
 func (s *Server) dialsGet(w http.ResponseWriter, r *http.Request) {
-	id, err := s.dialsAuth(r)
+	id, _, err := s.dialsAuth(r, true, core.PermReadShows)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -76,7 +86,7 @@ func (s *Server) dialsGet(w http.ResponseWriter, r *http.Request) {
 // a body that is not a JSON object of at most maxDialNames values is
 // refused invalid_request, and nothing is stored.
 func (s *Server) dialsPatch(w http.ResponseWriter, r *http.Request) {
-	id, err := s.dialsAuth(r)
+	id, by, err := s.dialsAuth(r, false, core.PermDials)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -97,7 +107,7 @@ func (s *Server) dialsPatch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	d, err := s.Dials.Store.PatchDials(ctx, id, body)
+	d, err := s.Dials.Store.PatchDials(ctx, id, body, by)
 	if err != nil {
 		s.fail(w, r, err)
 		return

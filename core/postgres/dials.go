@@ -40,10 +40,23 @@ func (db *DB) Dials(ctx context.Context, event int64) (json.RawMessage, error) {
 	return d, translate(err)
 }
 
-// PatchDials implements core.EventDials.
-func (db *DB) PatchDials(ctx context.Context, event int64, patch json.RawMessage) (json.RawMessage, error) {
+// PatchDials implements core.EventDials. The merge stays one statement
+// (two operators changing different dials at once keep both); the dials
+// before it, for the audit, are what the merge replaced, read under the
+// row lock the merge then takes.
+func (db *DB) PatchDials(ctx context.Context, event int64, patch json.RawMessage, by core.Actor) (json.RawMessage, error) {
 	var d json.RawMessage
-	err := db.pool.QueryRow(ctx, mergeDials, event, patch).Scan(&d)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		var before json.RawMessage
+		err := tx.QueryRow(ctx, `SELECT dials FROM event_dials WHERE event_id = $1 FOR UPDATE`, event).Scan(&before)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err := tx.QueryRow(ctx, mergeDials, event, patch).Scan(&d); err != nil {
+			return err
+		}
+		return audit(ctx, tx, by, "dials.update", showSubject(event), before, d)
+	})
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23503" { // foreign key: no such event
 		return nil, core.Errorf(core.ENotFound, "no event %d", event)

@@ -39,7 +39,7 @@ stack_start pollbench -spread-event-ids -core-env ONSALE_SWEEP_INTERVAL=5s -gate
 	-gateway-env ONSALE_TOKEN_RATE=100 -gateway-env ONSALE_LOG_LEVEL=warn
 bin/seed -database-url "$STACK_DATABASE_URL" -json -stadium-seats 1600 >"$RUN/pollbench/seed.json"
 EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/pollbench/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
-ONSALE_ADMIN_TOKEN="$STACK_ADMIN_TOKEN" bin/pollbench -gateway "$STACK_GATEWAY_ADDR" -admin "${STACK_GATEWAY_ADMIN_URL#http://}" -event "$EVENT" \
+ONSALE_OPERATOR_TOKEN="$STACK_OPERATOR_TOKEN" bin/pollbench -gateway "$STACK_GATEWAY_ADDR" -admin "${STACK_GATEWAY_ADMIN_URL#http://}" -event "$EVENT" \
 	-gateway-pid "$(tr ',' '\n' <<<"$STACK_PIDS" | sed -n 's/^gateway=//p')" -out .run/bench/pollbench.json |
 	tee .run/bench/pollbench.txt
 stack_stop

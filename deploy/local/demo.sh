@@ -28,7 +28,8 @@ REPORT=${REPORT:-$PWD/.run/report/index.html} # the screenshot goes beside it
 mkdir -p "$(dirname "$REPORT")"
 FANS=${FANS:-24000}
 need_bin seed flashsale
-# The gateway's admin token, to flashsale and the stack by environment (never argv: ps shows it).
+# The gateways' service token, to the stack by environment (never argv: ps shows it); flashsale sets
+# the dials with the stack's operator token (STACK_OPERATOR_TOKEN), also by environment.
 ADMIN=demo-admin-$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
 export ONSALE_ADMIN_TOKEN=$ADMIN
 # Compressed like the holds: Pay extends a hold by 20 s (not 2 minutes). The simulated
@@ -108,7 +109,7 @@ else
 	EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/demo/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
 	[[ -n $EVENT ]] || { echo "seed: no stadium concert in $RUN/demo/seed.json" >&2; exit 1; }
 	echo "+ flashsale: $FANS fans, event $EVENT"
-	DATABASE_URL=$STACK_DATABASE_URL bin/flashsale -gateway "$STACK_GATEWAY_URL" -admin "$STACK_GATEWAY_ADMIN_URL" -paysim "$STACK_PAYSIM_URL" \
+	DATABASE_URL=$STACK_DATABASE_URL ONSALE_OPERATOR_TOKEN=$STACK_OPERATOR_TOKEN bin/flashsale -gateway "$STACK_GATEWAY_URL" -admin "$STACK_GATEWAY_ADMIN_URL" -paysim "$STACK_PAYSIM_URL" \
 		-event "$EVENT" -watch "$(watch_list)" -redis "$REDIS_URL" "${SALE[@]}"
 fi
 # The report, opened in headless Chromium: a screenshot beside it.

@@ -31,7 +31,7 @@ stack_start hasingle -core-env ONSALE_SWEEP_INTERVAL=1h -gateway-env ONSALE_LOG_
 bin/seed -database-url "$STACK_DATABASE_URL" -json >"$RUN/hasingle/seed.json"
 bin/holdbench -core "$STACK_CORE_URL" -database-url "$STACK_DATABASE_URL" -admit-key "$STACK_ADMIT_KEY" \
 	-rounds "$rounds" -sweeps 1 -out .run/scale/ha-single-holdbench.json | tee .run/scale/ha-single-holdbench.txt || true
-ONSALE_ADMIN_TOKEN="$STACK_ADMIN_TOKEN" bin/joinbench -gateway "$STACK_GATEWAY_ADDR" -admin "${STACK_GATEWAY_ADMIN_URL#http://}" \
+ONSALE_OPERATOR_TOKEN="$STACK_OPERATOR_TOKEN" bin/joinbench -gateway "$STACK_GATEWAY_ADDR" -admin "${STACK_GATEWAY_ADMIN_URL#http://}" \
 	-event "$(stadium "$RUN/hasingle/seed.json")" -fans "$fans" -joins-per-address 16 \
 	-redis "$(sed -E 's#^redis://([^@/]*@)?([^/?]*).*#\2#' <<<"$REDIS_URL")" -watch "$STACK_PIDS" \
 	-out .run/scale/ha-single-joinbench.json | tee .run/scale/ha-single-joinbench.txt
@@ -46,6 +46,6 @@ bin/holdbench -core "$CLUSTER_CORE_URL" -database-url "$CLUSTER_DATABASE_URL" -a
 # every app and HAProxy (the Redis nodes joinbench finds itself, from INFO)
 watch=$(tr ',' '\n' <<<"$CLUSTER_PIDS" | grep -v '^redis-' | paste -sd,)
 read -r admin _ <<<"$CLUSTER_GATEWAY_ADMIN_URLS"
-ONSALE_ADMIN_TOKEN_FILE="$CLUSTER_ADMIN_TOKEN_FILE" bin/joinbench -gateway "${CLUSTER_GATEWAY_URL#http://}" -admin "${admin#http://}" \
+ONSALE_OPERATOR_TOKEN_FILE="$CLUSTER_OPERATOR_TOKEN_FILE" bin/joinbench -gateway "${CLUSTER_GATEWAY_URL#http://}" -admin "${admin#http://}" \
 	-event "$(stadium .run/cluster/seed.json)" -fans "$fans" -joins-per-address 16 -redis "$CLUSTER_REDIS" -watch "$watch" \
 	-out .run/scale/ha-cluster-joinbench.json | tee .run/scale/ha-cluster-joinbench.txt

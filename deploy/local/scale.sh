@@ -24,7 +24,7 @@ bin/seed -database-url "$STACK_DATABASE_URL" -json >"$RUN/scale/seed.json"
 EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/scale/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
 REDIS_ADDR=$(sed -E 's#^redis://([^@/]*@)?([^/?]*).*#\2#' <<<"$REDIS_URL")
 fans=${SCALE_FANS:-100000}
-ONSALE_ADMIN_TOKEN="$STACK_ADMIN_TOKEN" bin/joinbench -gateway "$STACK_GATEWAY_ADDR" -admin "${STACK_GATEWAY_ADMIN_URL#http://}" \
+ONSALE_OPERATOR_TOKEN="$STACK_OPERATOR_TOKEN" bin/joinbench -gateway "$STACK_GATEWAY_ADDR" -admin "${STACK_GATEWAY_ADMIN_URL#http://}" \
 	-event "$EVENT" -fans "$fans" -join-time "${SCALE_JOIN_TIME:-10m}" -mode "${SCALE_MODE:-prequeue}" -redis "$REDIS_ADDR" \
 	-watch "gateway=$(tr ',' '\n' <<<"$STACK_PIDS" | sed -n 's/^gateway=//p')" \
 	-out ".run/scale/joinbench-$fans.json" | tee ".run/scale/joinbench-$fans.txt"

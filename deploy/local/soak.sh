@@ -30,7 +30,8 @@ SEATS=$(awk -v r="$RATE" -v s="$secs" 'BEGIN { n = int(r * s * 3.5 * 1.25) + 1; 
 # Holds of 30 s and the demo's compressed payment timings; a mild payment simulator (UPI
 # approved after 1-4 s, 5% of payments fail, 10% of webhooks twice, some out of order).
 BEHAVIOUR='{"upi_delay_min":"1s","upi_delay_max":"4s","fail_rate":0.05,"duplicate_rate":0.1,"reorder_window":"300ms"}'
-# The gateway's admin token, to the stack and bin/soak by environment (never argv: ps shows it).
+# The gateways' service token, to the stack by environment (never argv: ps shows it); bin/soak sets
+# the dials with the stack's operator token (STACK_OPERATOR_TOKEN), also by environment.
 ADMIN=soak-admin-$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
 export ONSALE_ADMIN_TOKEN=$ADMIN
 # Every fan comes from 127.0.0.1: the gateway's per-address limit is opened up (as for the demo).
@@ -42,5 +43,5 @@ bin/seed -database-url "$STACK_DATABASE_URL" -json -onsale-in 1m -stadium-seats 
 EVENT=$(grep '"name":"Arijit Singh Live"' "$RUN/soak/seed.json" | grep -o '"id":[0-9]*' | cut -d: -f2)
 [[ -n $EVENT ]] || { echo "seed: no stadium concert in $RUN/soak/seed.json" >&2; exit 1; }
 mkdir -p .run/soak
-bin/soak -gateway "$STACK_GATEWAY_URL" -admin "$STACK_GATEWAY_ADMIN_URL" -event "$EVENT" -duration "$SOAK" -rate "$RATE" \
+ONSALE_OPERATOR_TOKEN=$STACK_OPERATOR_TOKEN bin/soak -gateway "$STACK_GATEWAY_URL" -admin "$STACK_GATEWAY_ADMIN_URL" -event "$EVENT" -duration "$SOAK" -rate "$RATE" \
 	-metrics "core=$STACK_CORE_ADMIN_URL/metrics,gateway=$STACK_GATEWAY_ADMIN_URL/metrics" -out .run/soak

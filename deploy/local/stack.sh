@@ -30,7 +30,7 @@
 #                             the unprivileged postgres user cannot reach it)
 #   redis                     Redis working dir
 #   apps/                     (up) the apps' logs and keys: apps/keys/admit.key, ticket.key,
-#                             admin.token; apps/stack.env: their URLs (STACK_*)
+#                             admin.token, operator.password; apps/stack.env: their URLs (STACK_*)
 #
 # Status lines go to stderr, so stdout stays clean for `env` and for `run`'s command.
 set -euo pipefail
@@ -276,7 +276,7 @@ start_apps() {
 	[[ -f $dir/stack.env ]] || { tail -n 20 "$RUN_DIR/apps.log" >&2; die "the apps did not start; see .run/apps.log and .run/apps/*.log"; }
 	"$ROOT/bin/seed" -json >"$RUN_DIR/seed.json"
 	log "apps: demo catalog in .run/seed.json; $(grep -o 'ready: .*' "$RUN_DIR/apps.log" | tail -n 1)"
-	log "apps: the console at http://${ONSALE_ADMIN_ADDR:-127.0.0.1:8090}/admin/, admin token in .run/keys/admin.token"
+	log "apps: the console at http://${ONSALE_ADMIN_ADDR:-127.0.0.1:8090}/admin/: sign in as ops with the password in .run/keys/operator.password"
 }
 
 stop_process() { # NAME

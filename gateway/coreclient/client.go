@@ -254,6 +254,10 @@ func (c *Client) Ready(ctx context.Context) health.Outcome {
 // core, so it trusts this header, which Proxy always sets.
 const ClientAddrHeader = "X-Onsale-Client-Addr"
 
+// RequestIDHeader carries a request's id to the core, which logs it and
+// records it in its audit log.
+const RequestIDHeader = "X-Request-Id"
+
 // Proxy passes the request to the core, with ClientAddrHeader set to
 // clientAddr (whatever the client sent in it is replaced), and its answer
 // back as it is; it returns an error (busy, core_unavailable) only when the

@@ -1,8 +1,10 @@
 package http
 
 import (
+	"bytes"
 	"context"
-	"crypto/subtle"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"math"
 	"sync"
@@ -13,18 +15,19 @@ import (
 
 	"github.com/onsale/onsale/gateway"
 	"github.com/onsale/onsale/gateway/room"
+	"github.com/onsale/onsale/shared/account"
 )
 
 // maxPatchBody bounds a dials PATCH.
 const maxPatchBody = 16 << 10
 
-// MinAdminToken is the shortest admin token NewServer accepts, in bytes:
-// 32 random bytes' worth (a token of 32 characters from a password
-// generator is the least an operator should paste), so that guessing it
-// is hopeless even without the failure limit below.
+// MinAdminToken is the shortest service token (ONSALE_ADMIN_TOKEN, the
+// gateways' own credential for reading dials from the core) the gateway
+// accepts, in bytes: 32 random bytes' worth, so that guessing it is
+// hopeless.
 const MinAdminToken = 32
 
-// Failed admin authentications are limited per client address: a burst of
+// Refused operator tokens are limited per client address: a burst of
 // adminFailBurst, then one more every adminFailEvery. An address over the
 // limit is answered 429 rate_limited, whatever token it sends, until its
 // bucket refills: the right token does not open a locked address, so a
@@ -108,49 +111,68 @@ func (f *authFailures) size() int {
 	return len(f.m)
 }
 
-// adminAuth authorizes an operator: the admin token, compared in constant
-// time (none configured: nobody), from an address not locked by its
-// failures (authFailures). A refusal is logged with the address (never
-// the token sent).
-func (s *Server) adminAuth(ctx *fasthttp.RequestCtx) error {
+// adminAuth authenticates an operator: a session token the core signed
+// at sign-in (account.OperatorClaims), from an address not locked by its
+// failures (authFailures). Every operator may read; a change is also
+// judged by the core, which checks the operator's current role and state
+// in its database and audits it (SaveDials). A refusal is logged with the
+// address (never the token sent).
+func (s *Server) adminAuth(ctx *fasthttp.RequestCtx) (gateway.Operator, error) {
 	addr, now := s.clientIP(ctx), time.Now()
 	if wait := s.adminFails.locked(addr, now); wait > 0 {
-		return &gateway.Error{Code: gateway.ERateLimited, Message: "too many failed admin tokens from this address: wait", RetryAfter: wait}
+		return gateway.Operator{}, &gateway.Error{Code: gateway.ERateLimited, Message: "too many refused operator tokens from this address: wait", RetryAfter: wait}
 	}
-	auth := ctx.Request.Header.Peek("Authorization")
-	if s.cfg.AdminToken == "" || subtle.ConstantTimeCompare(auth, []byte("Bearer "+s.cfg.AdminToken)) != 1 {
+	tok, ok := bytes.CutPrefix(ctx.Request.Header.Peek("Authorization"), []byte("Bearer "))
+	var c account.OperatorClaims
+	err := errors.New("no operator token")
+	if ok && s.cfg.Operators != nil {
+		err = s.cfg.Operators.Parse(string(tok), &c)
+	}
+	switch {
+	case errors.Is(err, account.ErrExpired):
+		return gateway.Operator{}, gateway.Errorf(gateway.EUnauthorized, "your operator session has expired: sign in again")
+	case err != nil:
 		s.adminFails.fail(addr, now)
-		s.log.Warn("admin token refused", "addr", addr, "path", string(ctx.Path()), "sent", len(auth) > 0)
-		return gateway.Errorf(gateway.EUnauthorized, "an admin token is required")
+		s.log.Warn("operator token refused", "addr", addr, "path", string(ctx.Path()), "sent", len(tok) > 0)
+		return gateway.Operator{}, gateway.Errorf(gateway.EUnauthorized, "an operator token is required: sign in")
 	}
-	return nil
+	return gateway.Operator{Name: c.Subject, Role: c.Role, Token: string(tok), RequestID: newRequestID()}, nil
+}
+
+// newRequestID names one operator's request in the gateway's log and the
+// core's audit log.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // adminEvent authorizes an operator (adminAuth) and makes the route's
 // event known, whatever its sale window (room.Operate).
-func (s *Server) adminEvent(c context.Context, ctx *fasthttp.RequestCtx, p params) (int64, room.View, error) {
-	if err := s.adminAuth(ctx); err != nil {
-		return 0, room.View{}, err
+func (s *Server) adminEvent(c context.Context, ctx *fasthttp.RequestCtx, p params) (int64, room.View, gateway.Operator, error) {
+	op, err := s.adminAuth(ctx)
+	if err != nil {
+		return 0, room.View{}, op, err
 	}
 	ev, err := p.event()
 	if err != nil {
-		return 0, room.View{}, err
+		return 0, room.View{}, op, err
 	}
 	v, err := s.room.Operate(c, ev)
 	switch {
 	case errors.Is(err, gateway.ErrNoEvent):
-		return 0, room.View{}, gateway.Errorf(gateway.ENotFound, "no such event")
+		return 0, room.View{}, op, gateway.Errorf(gateway.ENotFound, "no such event")
 	case err != nil:
-		return 0, room.View{}, gateway.Errorf(gateway.EUnavailable, "redis is not answering")
+		return 0, room.View{}, op, gateway.Errorf(gateway.EUnavailable, "redis is not answering")
 	}
-	return ev, v, nil
+	return ev, v, op, nil
 }
 
 // adminGet answers an event's dials and stats.
 func (s *Server) adminGet(ctx *fasthttp.RequestCtx, p params) error {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	ev, v, err := s.adminEvent(c, ctx, p)
+	ev, v, _, err := s.adminEvent(c, ctx, p)
 	if err != nil {
 		return err
 	}
@@ -165,7 +187,7 @@ func (s *Server) adminGet(ctx *fasthttp.RequestCtx, p params) error {
 func (s *Server) adminPatch(ctx *fasthttp.RequestCtx, p params) error {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	ev, v, err := s.adminEvent(c, ctx, p)
+	ev, v, op, err := s.adminEvent(c, ctx, p)
 	if err != nil {
 		return err
 	}
@@ -193,15 +215,18 @@ func (s *Server) adminPatch(ctx *fasthttp.RequestCtx, p params) error {
 	if rec := s.room.Record(); rec != nil && len(patch) > 0 {
 		// The core's database first: Redis is a copy, and a change Redis
 		// has but the record has not would be undone by Redis losing it.
-		if err := rec.SaveDials(c, ev, patch); err != nil {
-			s.log.Error("dials not saved in the core; nothing changed", "event", ev, "err", err)
+		if err := rec.SaveDials(c, ev, patch, op); err != nil {
+			if c := gateway.ErrorCode(err); c == gateway.EUnauthorized || c == gateway.EForbidden {
+				return err
+			}
+			s.log.Error("dials not saved in the core; nothing changed", "event", ev, "operator", op.Name, "request_id", op.RequestID, "err", err)
 			return gateway.Errorf(gateway.EUnavailable, "the core did not store the dials: nothing changed")
 		}
 	}
 	if _, err := s.store.PatchDials(c, ev, cur, patch.Changed()); err != nil {
 		return gateway.Errorf(gateway.EUnavailable, "redis is not answering")
 	}
-	s.audit(ctx, ev, gateway.Diff(before, cur, patch.Changed()))
+	s.audit(ctx, op, ev, gateway.Diff(before, cur, patch.Changed()))
 	if err := s.room.Refresh(c, ev); err == nil {
 		v, _ = s.room.View(ev)
 	}
@@ -213,7 +238,7 @@ func (s *Server) adminPatch(ctx *fasthttp.RequestCtx, p params) error {
 func (s *Server) adminOther(ctx *fasthttp.RequestCtx, p params) error {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, _, err := s.adminEvent(c, ctx, p); err != nil {
+	if _, _, _, err := s.adminEvent(c, ctx, p); err != nil {
 		return err
 	}
 	return gateway.Errorf(gateway.EMethod, "GET or PATCH")
@@ -222,31 +247,57 @@ func (s *Server) adminOther(ctx *fasthttp.RequestCtx, p params) error {
 // adminReply is an event's dials and the numbers an operator steers by:
 // the waiting room's stats, among them the rate the line is let in at
 // (effective_per_minute: the dial times the core-health factor) beside the
-// dial, and the health: why the two differ.
+// dial, what bounds the line now (lineBound) and the drain time that
+// follows from it, and the health: why the rate and the dial differ.
 func (s *Server) adminReply(ev int64, v room.View) map[string]any {
 	tk := v.Tick
 	queued := max(0, tk.Queue-tk.Serving)
-	rate := float64(tk.ClaimsPerMinute)
+	bound, perMinute := lineBound(v, time.Now())
 	drain := int64(-1)
-	if rate > 0 {
-		drain = int64(math.Ceil(float64(queued) / rate * 60))
+	if perMinute > 0 {
+		drain = int64(math.Ceil(float64(queued) / perMinute * 60))
 	}
 	return map[string]any{"event_id": ev, "dials": v.Dials, "stats": map[string]any{
 		"queued": queued, "serving": tk.Serving, "queue_length": tk.Queue, "admitted_per_minute": tk.ClaimsPerMinute,
 		"active": tk.Active, "offered_unclaimed": tk.Offers, "drain_seconds": drain, "as_of": v.Fetched,
-		"effective_per_minute": math.Round(v.Rate()*10) / 10, "factor": tk.Factor},
+		"effective_per_minute": math.Round(v.Rate()*10) / 10, "factor": tk.Factor,
+		"bound": bound, "bound_per_minute": math.Round(perMinute*10) / 10},
 		"health": s.cfg.Health.Status()}
 }
 
-// adminActor names who made a change in the audit log: today every
-// operator shares the admin token; named operator accounts will put the
-// account here, the rest of the record unchanged.
-const adminActor = "admin-token"
+// What bounds the line (adminReply's "bound").
+const (
+	BoundPaused    = "paused"     // nobody is let in: the line does not drain
+	BoundActiveCap = "active_cap" // the room is full: fans go in as sessions end
+	BoundRate      = "rate"       // the rate dial (times the health factor)
+)
 
-// audit logs one dials change: who (actor, and the address it came from),
-// which event, and each dial named with its value before and after. The
-// record's shape (audit, actor, addr, event, changes) is kept when
-// operators get named accounts.
-func (s *Server) audit(ctx *fasthttp.RequestCtx, ev int64, changes []gateway.DialChange) {
-	s.log.Info("dials changed", "audit", "dials", "actor", adminActor, "addr", s.clientIP(ctx), "event", ev, "changes", changes)
+// lineBound says what lets the line in now and how many a minute: nothing
+// while paused; while the room is full (live sessions and open offers at
+// the active-users cap), the sessions' turnover: measured (View.OfferRate)
+// once the room has been full for a whole RateWindow, before that a
+// session's share of the minute (active × 60 / session length), and never
+// more than the rate; otherwise the effective rate.
+func lineBound(v room.View, now time.Time) (string, float64) {
+	d, tk := v.Dials, v.Tick
+	rate := v.Rate()
+	switch {
+	case d.Paused:
+		return BoundPaused, 0
+	case d.TotalActiveUsers > 0 && tk.Active+tk.Offers >= int64(d.TotalActiveUsers):
+		turnover := float64(tk.Active) * 60 / float64(max(1, d.SessionSeconds))
+		if !v.FullSince.IsZero() && now.Sub(v.FullSince) >= room.RateWindow {
+			turnover = v.OfferRate
+		}
+		return BoundActiveCap, min(turnover, rate)
+	}
+	return BoundRate, rate
+}
+
+// audit logs one dials change: who (the operator, and the address it came
+// from), which event, and each dial named with its value before and after.
+// The core's audit log has the same change under the same request id.
+func (s *Server) audit(ctx *fasthttp.RequestCtx, op gateway.Operator, ev int64, changes []gateway.DialChange) {
+	s.log.Info("dials changed", "audit", "dials", "actor", op.Name, "role", op.Role, "request_id", op.RequestID,
+		"addr", s.clientIP(ctx), "event", ev, "changes", changes)
 }

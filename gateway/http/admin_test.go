@@ -9,13 +9,13 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway"
-	"github.com/onsale/onsale/gateway/coreclient"
-	gwhttp "github.com/onsale/onsale/gateway/http"
-	"github.com/onsale/onsale/gateway/token"
+	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/admission"
 )
 
@@ -51,26 +51,29 @@ func TestAdminOnItsOwnListener(t *testing.T) {
 	}
 }
 
-// An admin token shorter than MinAdminToken is refused at start-up; none
-// (no operators' API) and a long one are accepted.
-func TestAdminTokenLength(t *testing.T) {
+// The operators' API takes operators' session tokens only: an account
+// token, an expired operator token, one signed by another key, and the
+// old shared admin token are refused.
+func TestAdminTakesOperatorTokens(t *testing.T) {
 	f := newFake(t, openDials())
-	key, _ := admission.GenerateKey()
-	ring, _ := token.NewRing(key)
-	queue, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
-	core := coreclient.New("http://127.0.0.1:1", nil)
+	other, _ := admission.GenerateKey()
+	foreign, _ := account.NewSigner(other).Sign(account.OperatorClaims{RegisteredClaims: jwt.RegisteredClaims{Issuer: account.Issuer,
+		Audience: jwt.ClaimStrings{account.OperatorAudience}, Subject: "mallory", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}})
 	for _, tc := range []struct {
-		token string
-		ok    bool
+		name, token string
+		want        int
 	}{
-		{"", true},
-		{strings.Repeat("t", gwhttp.MinAdminToken-1), false},
-		{"admin-" + strings.Repeat("0", 24), false}, // what the stacks used to make
-		{strings.Repeat("t", gwhttp.MinAdminToken), true},
+		{"operator", adminToken, 200},
+		{"sale desk", operatorJWT("desk", "sale_desk", time.Hour), 200},
+		{"account token", accountJWT(t, "42", true), 401},
+		{"expired operator token", operatorJWT("ops", "admin", -time.Minute), 401},
+		{"another key's operator token", foreign, 401},
+		{"a shared secret", "admin-secret-of-at-least-32-bytes!", 401},
 	} {
-		_, err := gwhttp.NewServer(gwhttp.Config{Room: f.room, Core: core, Queue: queue, Admit: ring, AdminToken: tc.token})
-		if (err == nil) != tc.ok {
-			t.Errorf("NewServer(admin token of %d bytes) err = %v; want ok %v", len(tc.token), err, tc.ok)
+		ctx := request("GET", fmt.Sprintf("/admin/v1/events/%d", fakeEvent), "", "Authorization", "Bearer "+tc.token)
+		f.admin(ctx)
+		if st, code := answer(ctx); st != tc.want {
+			t.Errorf("%s: GET = %d %s; want %d", tc.name, st, code, tc.want)
 		}
 	}
 }
@@ -134,7 +137,7 @@ func TestAdminAuditLog(t *testing.T) {
 		t.Fatalf("PATCH = %d %s", st, ctx.Response.Body())
 	}
 	var rec struct {
-		Msg, Audit, Actor, Addr string
+		Msg, Audit, Actor, Addr, Role string
 		Event                   int64
 		Changes                 []gateway.DialChange
 	}
@@ -149,7 +152,7 @@ func TestAdminAuditLog(t *testing.T) {
 		{Dial: "new_users_per_minute", Before: float64(d.NewUsersPerMinute), After: float64(250)},
 		{Dial: "paused", Before: false, After: true},
 	}
-	if rec.Audit != "dials" || rec.Actor == "" || rec.Addr != "192.0.2.9" || rec.Event != fakeEvent || fmt.Sprint(rec.Changes) != fmt.Sprint(want) {
+	if rec.Audit != "dials" || rec.Actor != "ops" || rec.Role != "box_office" || rec.Addr != "192.0.2.9" || rec.Event != fakeEvent || fmt.Sprint(rec.Changes) != fmt.Sprint(want) {
 		t.Errorf("audit record = %+v; want actor, addr 192.0.2.9, event %d, changes %v\nlog: %s", rec, fakeEvent, want, buf.String())
 	}
 }

@@ -20,6 +20,7 @@ var status = map[string]int{
 	gateway.ENotFound:        fasthttp.StatusNotFound,
 	gateway.EMethod:          fasthttp.StatusMethodNotAllowed,
 	gateway.EUnauthorized:    fasthttp.StatusUnauthorized,
+	gateway.EForbidden:       fasthttp.StatusForbidden,
 	gateway.EQueueToken:      fasthttp.StatusUnauthorized,
 	gateway.EIdentity:        fasthttp.StatusUnauthorized,
 	gateway.EPhoneUnverified: fasthttp.StatusForbidden,

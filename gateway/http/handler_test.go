@@ -98,7 +98,7 @@ func newFakeWith(t testing.TB, d gateway.Dials, o fakeOpts) *fake {
 	ring, _ := token.NewRing(key)
 	f.queue, _ = token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
 	cfg := gwhttp.Config{Room: f.room, Core: core, Queue: f.queue, Admit: ring, Accounts: accountVerifier(),
-		AdminToken: adminToken, Log: log, IPRate: 1000, IPBurst: 1000}
+		Operators: operatorVerifier(), Log: log, IPRate: 1000, IPBurst: 1000}
 	if o.edit != nil {
 		o.edit(&cfg)
 	}
@@ -388,6 +388,19 @@ var accountSigner = func() *account.Signer {
 func accountVerifier() *account.Verifier {
 	pub := accountSigner.PublicKey()
 	return account.NewVerifier(map[string]ed25519.PublicKey{admission.KeyID(pub): pub})
+}
+
+// operatorVerifier is the gateway's verifier of operators' tokens: the
+// account keys, another audience.
+func operatorVerifier() *account.Verifier { return accountVerifier().Sibling(account.OperatorAudience) }
+
+// operatorJWT is an operator's session token as the core signs it.
+func operatorJWT(name, role string, ttl time.Duration) string {
+	tok, _, err := accountSigner.Operator(name, role, ttl)
+	if err != nil {
+		panic(err)
+	}
+	return tok
 }
 
 // accountJWT is an account token as the core signs it.

@@ -61,6 +61,10 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminGet, admin: true},
 	{method: "PATCH", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminPatch, admin: true},
 	{method: "", pattern: "/admin/v1/events/{id}", name: "admin", limit: limitPage, handle: (*Server).adminOther, admin: true},
+	// The core's operators' API (sign-in, layouts, shows, audit), passed
+	// through on the operators' listener only: the console talks to one
+	// origin, and the core authenticates and audits each call.
+	{method: "", pattern: "/operator/v1/*", name: "operator", limit: limitPage, handle: (*Server).proxy, admin: true},
 
 	{method: "GET", pattern: "/events/{name}", name: "page", limit: limitPage, handle: page("waiting.html")},
 	{method: "GET", pattern: "/events/{name}/book", name: "page", limit: limitPage, handle: page("book.html")},

@@ -59,10 +59,11 @@ type Config struct {
 	Core  *coreclient.Client // the only way to the core
 	Queue *token.QueueSigner
 	Admit *token.Ring
-	// AdminToken guards /admin/ (compared in constant time; at least
-	// MinAdminToken bytes, or NewServer refuses it); empty: no operators'
-	// API.
-	AdminToken string
+	// Operators verifies operators' session tokens (the core's, signed
+	// at sign-in; account.OperatorAudience), which the operators' API
+	// (/admin/v1/*) takes; nil: it refuses everyone. It trusts the keys of
+	// Accounts (account.Verifier.Sibling), refreshed with them.
+	Operators *account.Verifier
 	// Accounts verifies account tokens (the core's, EdDSA, its keys from
 	// the core's JWKS, refreshed by the caller). Nil, or no keys yet: an
 	// account token is answered 503 unavailable (the gateway cannot tell a
@@ -199,8 +200,6 @@ func NewServer(c Config) (*Server, error) {
 		return nil, errors.New("gateway http: a Room over a store, and Core, are required")
 	case c.Queue == nil || c.Admit == nil:
 		return nil, errors.New("gateway http: the queue signer and the admit key ring are required")
-	case c.AdminToken != "" && len(c.AdminToken) < MinAdminToken:
-		return nil, fmt.Errorf("gateway http: the admin token is %d bytes; at least %d are required", len(c.AdminToken), MinAdminToken)
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

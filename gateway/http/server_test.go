@@ -33,7 +33,13 @@ import (
 
 var ctx = context.Background()
 
-const adminToken = "admin-secret-of-at-least-32-bytes!"
+// serviceToken is the gateways' service token: their reads of the saved
+// dials from the core.
+const serviceToken = "admin-secret-of-at-least-32-bytes!"
+
+// adminToken is an operator's session token as the core signs it at
+// sign-in (with the key of account tokens): what the operators' API takes.
+var adminToken = operatorJWT("ops", "box_office", time.Hour)
 
 // onAdmin says whether a test request goes to the operators' listener
 // (AdminHandler): the fans' one does not serve these paths.
@@ -96,8 +102,8 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	queue, _ := token.NewQueueSigner([]byte(strings.Repeat("q", 32)))
 	log := slog.New(slog.DiscardHandler)
 	core := coreclient.New(coreSrv.URL, log)
-	rm := room.New(store, core, log).WithRecord(coreclient.NewDials(core, adminToken))
-	cfg := gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: adminToken, Log: log}
+	rm := room.New(store, core, log).WithRecord(coreclient.NewDials(core, serviceToken))
+	cfg := gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, Operators: operatorVerifier(), Log: log}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -127,15 +133,19 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 }
 
 // savedDials stands in for the core's dials record (core/http/dials.go,
-// tested on a real database there): the admin token, a JSON object of
-// dials merged per dial.
+// tested on a real database there): read with the service token, changed
+// with an operator's, a JSON object of dials merged per dial.
 type savedDials struct {
 	mu sync.Mutex
 	m  map[string]map[string]json.RawMessage // by path
 }
 
 func (d *savedDials) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+adminToken {
+	want := serviceToken
+	if r.Method == "PATCH" {
+		want = adminToken
+	}
+	if r.Header.Get("Authorization") != "Bearer "+want {
 		w.WriteHeader(401)
 		return
 	}

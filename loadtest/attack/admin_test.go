@@ -13,7 +13,7 @@ import (
 // there changes nothing.
 func adminOnFansListener(t *testing.T, s *attackStack) string {
 	c := client(50)
-	auth := []string{"Authorization", "Bearer " + s.apps.AdminToken}
+	auth := []string{"Authorization", "Bearer " + s.apps.OperatorToken}
 	before := s.snap(t, s.event)
 	admin := fmt.Sprintf("%s/admin/v1/events/%d", s.gateway, s.event)
 	var seen []string
@@ -57,7 +57,7 @@ func adminTokenGuessing(t *testing.T, s *attackStack) string {
 	if counts["429 rate_limited"] == 0 {
 		t.Errorf("30 wrong admin tokens from one address were never limited: %v", counts)
 	}
-	right := []string{"Authorization", "Bearer " + s.apps.AdminToken}
+	right := []string{"Authorization", "Bearer " + s.apps.OperatorToken}
 	locked := do(t, guesser, "GET", url, nil, right...)
 	if locked.status != 429 || locked.header.Get("Retry-After") == "" {
 		t.Errorf("the right token from the locked address = %s %s; want 429 with Retry-After", locked.seen(), locked.raw)

@@ -73,15 +73,26 @@ func TestOperatorPause(t *testing.T) {
 	op, fan := tab(t, b), tab(t, b)
 	if err := chromedp.Do(op,
 		chromedp.Navigate(fmt.Sprintf("%s/admin/?event=%d", s.console, ev)),
-		chromedp.SendKeys(chromedp.ID("admin-token"), s.admin),
-		chromedp.Click(chromedp.ID("signin")),
 	); err != nil {
 		t.Fatal(err)
 	}
+	s.operatorSignIn(t, op)
 	until(t, op, "the console's stats", `document.body.dataset.ready === "1"`, 15*time.Second)
+	until(t, op, "the show acted on, named", fmt.Sprintf(`/^Acting on: .+, Mumbai · .+ · published · #%d$/.test(document.getElementById("acting-on").textContent)`, ev), 5*time.Second)
+	until(t, op, "what bounds the line", `/Bound by/.test(document.getElementById("bound").textContent)`, 5*time.Second)
 	look(t, op, "console") // the dials form, phone and desktop
 	until(t, op, "the pause button", `/Pause/.test(document.getElementById("pause").textContent)`, 10*time.Second)
+	// Pausing asks first, naming the show; cancelling changes nothing.
 	if err := chromedp.Do(op, chromedp.Click(chromedp.ID("pause"))); err != nil {
+		t.Fatal(err)
+	}
+	until(t, op, "a confirmation naming the show", fmt.Sprintf(`document.getElementById("confirm").open && / · #%d\?/.test(document.getElementById("confirm-text").textContent)`, ev), 5*time.Second)
+	shot(t, op, "console-confirm-pause")
+	if err := chromedp.Do(op, chromedp.Click(chromedp.ID("confirm-no"))); err != nil {
+		t.Fatal(err)
+	}
+	until(t, op, "still admitting after cancelling", `!document.getElementById("confirm").open && /Pause/.test(document.getElementById("pause").textContent)`, 5*time.Second)
+	if err := chromedp.Do(op, chromedp.Click(chromedp.ID("pause")), chromedp.WaitVisible(chromedp.ID("confirm-yes")), chromedp.Click(chromedp.ID("confirm-yes"))); err != nil {
 		t.Fatal(err)
 	}
 	until(t, op, "admission paused", `/Resume/.test(document.getElementById("pause").textContent)`, 10*time.Second)
@@ -98,6 +109,20 @@ func TestOperatorPause(t *testing.T) {
 	until(t, fan, "admission after resuming", `document.body.dataset.state === "admitted"`, 30*time.Second)
 	shot(t, fan, "fan-admitted")
 	shot(t, op, "console-resumed")
+}
+
+// operatorSignIn signs the stack's operator in on the console's page.
+func (s *browserStack) operatorSignIn(t *testing.T, op context.Context) {
+	t.Helper()
+	if err := chromedp.Do(op,
+		chromedp.WaitVisible(chromedp.ID("operator-name")),
+		chromedp.SendKeys(chromedp.ID("operator-name"), s.opName),
+		chromedp.SendKeys(chromedp.ID("operator-password"), s.opPassword),
+		chromedp.Click(chromedp.ID("signin")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	until(t, op, "signed in", `!document.getElementById("signed-in").hidden && /ops/.test(document.getElementById("signed-in-as").textContent)`, 10*time.Second)
 }
 
 // Scenario 5: a phone-sized viewport renders the waiting room, the booking

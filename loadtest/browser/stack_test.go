@@ -35,7 +35,8 @@ type browserStack struct {
 	gateway string // base URL
 	console string // the gateway's operators' listener (base URL): the console /admin/ and its API
 	paysim  string
-	admin   string // admin token
+	// the stack's operator: the console's sign-in, and a session token
+	opName, opPassword, opToken string
 }
 
 func newStack(t *testing.T) *browserStack {
@@ -64,7 +65,8 @@ func newStack(t *testing.T) *browserStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return &browserStack{db: db, dbURL: dbURL, redis: redis, gateway: apps.GatewayURL, console: apps.GatewayAdminURL, paysim: apps.PaysimURL, admin: apps.AdminToken}
+	return &browserStack{db: db, dbURL: dbURL, redis: redis, gateway: apps.GatewayURL, console: apps.GatewayAdminURL, paysim: apps.PaysimURL,
+		opName: apps.OperatorName, opPassword: apps.OperatorPassword, opToken: apps.OperatorToken}
 }
 
 // event seeds the demo catalog (bin/seed, the stadium cut to a few rows)
@@ -164,7 +166,7 @@ func shot(t *testing.T, c context.Context, name string) {
 func (s *browserStack) dial(t *testing.T, ev int64, body string) {
 	t.Helper()
 	req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s/admin/v1/events/%d", s.console, ev), strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.admin)
+	req.Header.Set("Authorization", "Bearer "+s.opToken)
 	r, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("PATCH %s: %v", body, err)

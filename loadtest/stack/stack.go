@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/admission"
 )
 
@@ -53,7 +54,10 @@ type Options struct {
 	DatabaseURL string   // the core's database (required with Core)
 	RedisURL    string   // the gateway's (required with Gateway) and the core's seat-map cache ("" = none)
 	PaysimURL   string   // a payment simulator run by the caller (e.g. in process); Paysim is then not started
-	AdminToken  string   // the gateway's admin token; "" = a random one
+	AdminToken  string   // the gateways' service token (their reads of saved dials); "" = a random one
+	// OperatorPassword is the password of the stack's first operator
+	// (OperatorName, an admin, created by the core); "" = a random one.
+	OperatorPassword string
 
 	PaysimAddr, CoreAddr, GatewayAddr string // listen addresses; "" = a free port on 127.0.0.1
 	// The operators' listeners (/metrics; the gateway's console and admin
@@ -83,6 +87,10 @@ type Stack struct {
 	PaysimURL, CoreURL, GatewayURL string
 	CoreAdminURL, GatewayAdminURL  string
 	AdminToken                     string
+	// The stack's operator (an admin the core creates at its first start):
+	// its name and password (the console's sign-in) and a session token
+	// minted with the signing key (the load tools' dials).
+	OperatorName, OperatorPassword, OperatorToken string
 	Keys
 	// The processes, nil when not started (started in this order, stopped in reverse).
 	Paysim, Core, Gateway *Proc
@@ -191,6 +199,9 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 	if s.AdminToken == "" {
 		s.AdminToken = "admin-" + randomHex(16) // over the gateway's minimum (gwhttp.MinAdminToken)
 	}
+	if s.OperatorName, s.OperatorPassword, s.OperatorToken, err = StackOperator(o.Dir, s.Keys, o.OperatorPassword); err != nil {
+		return nil, err
+	}
 	addrs := map[string]*string{Paysim: &o.PaysimAddr, Core: &o.CoreAddr, Gateway: &o.GatewayAddr}
 	picked := map[string]bool{}
 	for _, app := range apps {
@@ -250,8 +261,9 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 			publicURL = "http://" + o.GatewayAddr
 		}
 		env := CoreEnv(s.Keys, o.CoreAddr, o.DatabaseURL, o.RedisURL, publicURL, s.PaysimURL)
-		env = append(env, "ONSALE_ADMIN_TOKEN="+s.AdminToken, // the gateway stores its dials in the core with it
+		env = append(env, "ONSALE_ADMIN_TOKEN="+s.AdminToken, // the gateway reads saved dials from the core with it
 			"ONSALE_CORE_ADMIN_ADDR="+admins[Core])
+		env = append(env, OperatorEnv(s.OperatorName, s.OperatorPassword)...)
 		s.CoreAdminURL = "http://" + admins[Core]
 		if s.Core, err = start(ctx, o, Core, append(env, o.CoreEnv...), coreURL+"/readyz"); err != nil {
 			return nil, err
@@ -270,6 +282,43 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// OperatorName is the first operator of every local stack and topology.
+const OperatorName = "ops"
+
+// OperatorTTL is the life of the stack's own operator token: a stack left
+// up (make up) outlives an operator's working day.
+const OperatorTTL = 7 * 24 * time.Hour
+
+// StackOperator returns the stack's operator: its name, its password (the
+// one given, else the one kept in dir/keys/operator.password from an
+// earlier start, else a new random one, kept there 0600) and a session
+// token signed with the stack's signing key (the core's own key, so the
+// core and the gateways take it as one the core signed at sign-in).
+func StackOperator(dir string, k Keys, password string) (name, pw, token string, err error) {
+	path := filepath.Join(dir, "keys", "operator.password")
+	if password == "" {
+		if b, err := os.ReadFile(path); err == nil && len(b) >= 12 {
+			password = strings.TrimSpace(string(b))
+		} else {
+			password = "ops-" + randomHex(12)
+		}
+	}
+	if err := os.WriteFile(path, []byte(password), 0o600); err != nil {
+		return "", "", "", err
+	}
+	key, err := admission.ReadPrivateKeyFile(k.SigningKey)
+	if err != nil {
+		return "", "", "", err
+	}
+	token, _, err = account.NewSigner(key).Operator(OperatorName, "admin", OperatorTTL)
+	return OperatorName, password, token, err
+}
+
+// OperatorEnv is the core's environment that creates the first operator.
+func OperatorEnv(name, password string) []string {
+	return []string{"ONSALE_FIRST_OPERATOR=" + name, "ONSALE_FIRST_OPERATOR_PASSWORD=" + password}
 }
 
 // WriteKeys writes the admit, ticket and signing key pairs into dir/keys,

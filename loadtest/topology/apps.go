@@ -62,8 +62,9 @@ func (t *Topology) startCores(ctx context.Context) error {
 	for i := range apps {
 		port := t.base + 61 + i
 		env := stack.CoreEnv(t.Keys, addr(port), t.DatabaseURL, t.Redis.Addrs(), t.GatewayURL, t.PaysimURL)
-		env = append(env, "ONSALE_ADMIN_TOKEN="+t.AdminToken, // the gateways store their dials in the core with it
+		env = append(env, "ONSALE_ADMIN_TOKEN="+t.AdminToken, // the gateways read saved dials from the core with it
 			"ONSALE_CORE_ADMIN_ADDR="+addr(t.base+90+i))
+		env = append(env, stack.OperatorEnv(t.OperatorName, t.OperatorPassword)...)
 		apps[i] = t.app(fmt.Sprintf("core%d", i+1), stack.Core, port, append(env, t.o.CoreEnv...), "/readyz")
 	}
 	ps, err := startAll(ctx, apps)

@@ -51,8 +51,11 @@ type Topology struct {
 	PaysimURL   string
 	DatabaseURL string // the cores' multi-host DSN (target_session_attrs=read-write)
 	AdminToken  string
-	QueueSecret string // the gateways' shared HMAC secret (queue tokens, visitor cookies)
-	stack.Keys         // key files under Dir/keys, shared by every gateway (admit) and core (ticket, signing)
+	// The topology's first operator (stack.StackOperator): the console's
+	// sign-in and the load tools' session token.
+	OperatorName, OperatorPassword, OperatorToken string
+	QueueSecret                                   string // the gateways' shared HMAC secret (queue tokens, visitor cookies)
+	stack.Keys                                           // key files under Dir/keys, shared by every gateway (admit) and core (ticket, signing)
 
 	o    Options
 	dir  string
@@ -164,8 +167,11 @@ func (t *Topology) secrets() error {
 	if t.AdminToken == "" {
 		t.AdminToken = "admin-" + stack.RandomHex(16) // over the gateway's minimum (gwhttp.MinAdminToken)
 	}
+	if t.OperatorName, t.OperatorPassword, t.OperatorToken, err = stack.StackOperator(t.dir, t.Keys, ""); err != nil {
+		return err
+	}
 	t.QueueSecret = stack.RandomHex(32)
-	for name, v := range map[string]string{"admin.token": t.AdminToken, "queue.secret": t.QueueSecret} {
+	for name, v := range map[string]string{"admin.token": t.AdminToken, "queue.secret": t.QueueSecret, "operator.token": t.OperatorToken} {
 		if err := os.WriteFile(filepath.Join(t.dir, "keys", name), []byte(v+"\n"), 0o600); err != nil {
 			return err
 		}

@@ -102,7 +102,7 @@ func (s *Signer) Sign(c jwt.Claims) (string, error) {
 // onsale-core, aud onsale, exp required, a non-empty sub. Safe for
 // concurrent use; it implements admission.KeySet for JWKS refresh.
 type Verifier struct {
-	keys   atomic.Pointer[map[string]ed25519.PublicKey]
+	keys   *atomic.Pointer[map[string]ed25519.PublicKey]
 	parser *jwt.Parser
 }
 
@@ -114,12 +114,23 @@ func NewVerifier(keys map[string]ed25519.PublicKey) *Verifier {
 // NewVerifierFor verifies the core's tokens of another audience with the
 // same rules (the core's own grants and links).
 func NewVerifierFor(audience string, keys map[string]ed25519.PublicKey) *Verifier {
-	v := &Verifier{parser: jwt.NewParser(
-		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
-		jwt.WithAudience(audience), jwt.WithIssuer(Issuer), jwt.WithExpirationRequired(),
-	)}
+	v := &Verifier{keys: new(atomic.Pointer[map[string]ed25519.PublicKey]), parser: parser(audience)}
 	v.SetKeys(keys)
 	return v
+}
+
+func parser(audience string) *jwt.Parser {
+	return jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+		jwt.WithAudience(audience), jwt.WithIssuer(Issuer), jwt.WithExpirationRequired(),
+	)
+}
+
+// Sibling returns a Verifier of the core's tokens of another audience
+// (an operator's token beside account tokens) that trusts v's keys, now
+// and after every SetKeys on either: one JWKS refresh keeps both.
+func (v *Verifier) Sibling(audience string) *Verifier {
+	return &Verifier{keys: v.keys, parser: parser(audience)}
 }
 
 // Keys returns the trusted keys (not to be modified).
@@ -172,6 +183,18 @@ func (v *Verifier) Parse(token string, c jwt.Claims) error {
 // (every operators' route) and the gateway (the console's dials and live
 // view) verify it with the same keys as account tokens.
 const OperatorAudience = "onsale-operator"
+
+// Operator mints an operator's session token for name with role, valid
+// for ttl (the core at sign-in; a local stack for its own operator).
+func (s *Signer) Operator(name, role string, ttl time.Duration) (string, time.Time, error) {
+	now := time.Now()
+	exp := now.Add(ttl)
+	tok, err := s.Sign(OperatorClaims{RegisteredClaims: jwt.RegisteredClaims{
+		Issuer: Issuer, Audience: jwt.ClaimStrings{OperatorAudience}, Subject: name,
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
+	}, Role: role})
+	return tok, exp, err
+}
 
 // OperatorClaims are an operator token's claims: Subject is the operator's
 // name, Role the role at sign-in. The core reads the operator's current

@@ -63,7 +63,7 @@ type Config struct {
 	CheckoutURL     string        `env:"ONSALE_CHECKOUT_URL" flag:"checkout-url" default:"http://127.0.0.1:18090/checkout" secret:"url" help:"the payment provider's hosted checkout, linked from the booking page"`
 	AdmitKeys       []string      `env:"ONSALE_ADMIT_KEYS" flag:"admit-keys" help:"Ed25519 PEM key files, comma-separated: the first signs admit tokens, all are published (required)"`
 	QueueSecret     string        `env:"ONSALE_QUEUE_SECRET" flag:"queue-secret" secret:"true" help:"HMAC secret of queue tokens, 32 bytes or more, the same on every gateway (required)"`
-	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"bearer token of the operators' API; empty: the API refuses everyone"`
+	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateways' service token (at least 32 bytes), the same as the core's: the gateway reads each event's saved dials from the core with it, to set a room up again after Redis lost it; empty: no operators' API (operators sign in with their own accounts: the console and /admin/v1 take their session tokens)"`
 	AdminAddr       string        `env:"ONSALE_ADMIN_ADDR" flag:"admin-addr" help:"the operators' listener (host:port): the console /admin/, its API /admin/v1/* and /metrics, never served on the fans' address; empty: off. No default port: several gateways share a machine (give each its own, e.g. 127.0.0.1:9080); keep it off the fans' network"`
 	AccountJWKSURL  string        `env:"ONSALE_ACCOUNT_JWKS_URL" flag:"account-jwks-url" secret:"url" help:"the core's JWKS, the keys of account tokens (signed-in fans): https (plain http only to a loopback address); empty: the core URL with /.well-known/jwks.json. Until it is read, an account token is answered 503 (guests still join)"`
 	JWKSRefresh     time.Duration `env:"ONSALE_JWKS_REFRESH" flag:"jwks-refresh" default:"1m" min:"10ms" max:"24h" help:"how often to re-read the account JWKS once read (duration); until the first read works it is retried every second or so"`
@@ -107,6 +107,8 @@ func (c *Config) Validate() error {
 		return errors.New("ONSALE_ADMIT_KEYS (-admit-keys) is required")
 	case len(c.QueueSecret) < 32:
 		return errors.New("ONSALE_QUEUE_SECRET (-queue-secret) of at least 32 bytes is required")
+	case c.AdminToken != "" && len(c.AdminToken) < gwhttp.MinAdminToken:
+		return fmt.Errorf("ONSALE_ADMIN_TOKEN (-admin-token) is %d bytes; at least %d are required", len(c.AdminToken), gwhttp.MinAdminToken)
 	}
 	if _, _, err := coreclient.ParseURL(c.CoreURL); err != nil {
 		return fmt.Errorf("ONSALE_CORE_URL (-core-url): %w", err)
@@ -254,7 +256,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv, err := gwhttp.NewServer(gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, AdminToken: c.AdminToken,
+	var operators *account.Verifier
+	if c.AdminToken != "" {
+		operators = accounts.Sibling(account.OperatorAudience) // the same keys, one refresh
+	}
+	srv, err := gwhttp.NewServer(gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, Operators: operators,
 		Accounts: accounts, Log: log, CheckoutURL: c.CheckoutURL,
 		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate),
 		TrustedProxies: trusted, Health: monitor})

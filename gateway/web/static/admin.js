@@ -1,8 +1,12 @@
 /*
  * admin.js: the onsale operator console (served at /admin/).
  *
- * The operator signs in with the admin token (kept in sessionStorage, so a
- * reload stays signed in) and picks an event (or opens /admin/?event=<id>).
+ * The operator signs in with their name and password (POST
+ * /operator/v1/sessions, passed to the core): the session token is kept in
+ * sessionStorage, so a reload stays signed in. They pick a show (or open
+ * /admin/?event=<id>); every show of every status is listed by title,
+ * venue, date and time in the venue's zone, status and id, and the show
+ * acted on is named above the console and in every confirmation.
  * The page shows the event's dials as a form and PATCHes only the dials the
  * operator changed. Beside the rate dial it shows the rate the line is let
  * in at now (the dial times the core-health factor every gateway shares)
@@ -11,6 +15,9 @@
  * GET /admin/v1/events/{id} (dials and waiting-room stats) and one
  * GET /v1/events/{id}/stats (seats available, held, sold), and draws the last
  * five minutes on small canvas charts with plot(), a helper at the end.
+ * Pausing, and a large change of the rate dial, ask for confirmation
+ * naming the show. The live view says what bounds the line (the rate dial,
+ * the active-users cap or a pause) and the drain time that follows.
  *
  * No dependencies and nothing inline: the page runs under a strict CSP.
  * document.body.dataset.ready becomes "1" after the first stats render.
@@ -18,6 +25,10 @@
 "use strict";
 
 const TOKEN_KEY = "onsale.admin";
+const OPERATOR_KEY = "onsale.operator"; // { name, role, display_name } of the signed-in operator
+const ROLE_LABELS = { admin: "admin", box_office: "box office", sale_desk: "sale desk" };
+// A rate change of more than this factor either way, or to 0, asks first.
+const LARGE_RATE_CHANGE = 2;
 const ZERO_TIME = "0001-01-01T00:00:00Z"; // the API's "unset" time
 const POLL_MS = 1000;
 const WINDOW_MS = 5 * 60 * 1000;          // what the charts show
@@ -39,7 +50,9 @@ const DIALS = [
 
 const $ = (id) => document.getElementById(id);
 const ui = {
-  signinForm: $("signin-form"), token: $("admin-token"), signedIn: $("signed-in"), signout: $("signout"),
+  signinForm: $("signin-form"), name: $("operator-name"), password: $("operator-password"), signedIn: $("signed-in"),
+  signout: $("signout"), signedInAs: $("signed-in-as"), signedInRole: $("signed-in-role"), actingOn: $("acting-on"),
+  bound: $("bound"), confirm: $("confirm"), confirmText: $("confirm-text"), confirmYes: $("confirm-yes"),
   event: $("event"), message: $("message"), console: $("console"), state: $("state"), updated: $("updated"),
   dials: $("dials"), fields: $("dials-fields"), pause: $("pause"), save: $("save"), revert: $("revert"),
   tzNote: $("tz-note"),
@@ -50,7 +63,9 @@ const charts = {
 
 const state = {
   token: "",
+  operator: null,    // { name, role, display_name }
   eventId: "",
+  events: new Map(), // id -> the show as listed (title, venue, times, status)
   dials: null,       // the dials last applied
   version: -1,       // their version: an older poll reply never overwrites a newer PATCH reply
   baseline: {},      // dial id -> input value as last loaded from the server (what "changed" compares to)
@@ -138,11 +153,20 @@ function loadToken() {
   try { return sessionStorage.getItem(TOKEN_KEY) || ""; } catch { return ""; }
 }
 
-function storeToken(token) {
+function storeToken(token, operator) {
   try {
-    if (token) sessionStorage.setItem(TOKEN_KEY, token);
-    else sessionStorage.removeItem(TOKEN_KEY);
+    if (token) {
+      sessionStorage.setItem(TOKEN_KEY, token);
+      sessionStorage.setItem(OPERATOR_KEY, JSON.stringify(operator || null));
+    } else {
+      sessionStorage.removeItem(TOKEN_KEY);
+      sessionStorage.removeItem(OPERATOR_KEY);
+    }
   } catch { /* storage disabled: the token lives for this page only */ }
+}
+
+function loadOperator() {
+  try { return JSON.parse(sessionStorage.getItem(OPERATOR_KEY) || "null"); } catch { return null; }
 }
 
 /* ---------- API ---------- */
@@ -151,7 +175,7 @@ function storeToken(token) {
 // server's message when the reply is not 2xx.
 async function api(method, path, body) {
   const headers = { Accept: "application/json" };
-  if (path.startsWith("/admin/")) headers.Authorization = `Bearer ${state.token}`;
+  if ((path.startsWith("/admin/") || path.startsWith("/operator/")) && state.token) headers.Authorization = `Bearer ${state.token}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), REQUEST_TIMEOUT_MS);
@@ -182,11 +206,30 @@ const countsPath = () => `/v1/events/${encodeURIComponent(state.eventId)}/stats`
 
 /* ---------- events ---------- */
 
+// showTime is a show's start in its venue's zone: "Sat 20 Dec 2026, 18:30".
+function showTime(ev) {
+  const ms = timeMs(ev.starts_at);
+  if (ms === null) return "";
+  const zone = ev.venue && ev.venue.timezone;
+  try {
+    return new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric", month: "short", year: "numeric",
+      hour: "2-digit", minute: "2-digit", timeZone: zone || undefined }).format(ms);
+  } catch {
+    return dateFmt.format(ms);
+  }
+}
+
+// eventLabel names a show so that four shows of one film tell apart:
+// title, venue, date and time (the venue's), status and id.
 function eventLabel(ev) {
   const venue = ev.venue ? [ev.venue.name, ev.venue.city].filter(Boolean).join(", ") : "";
-  const onsale = timeMs(ev.onsale_at);
-  return [ev.name || `Event ${ev.id}`, venue, onsale === null ? "" : `on sale ${dateFmt.format(onsale)}`]
-    .filter(Boolean).join(" · ");
+  return [ev.name || `Show ${ev.id}`, venue, showTime(ev), ev.status || "", `#${ev.id}`].filter(Boolean).join(" · ");
+}
+
+// showName is the short name of the selected show for confirmations.
+function showName() {
+  const ev = state.events.get(state.eventId);
+  return ev ? `${ev.name} · ${showTime(ev)} · #${ev.id}` : `show #${state.eventId}`;
 }
 
 function addEventOption(id, label) {
@@ -201,13 +244,23 @@ function addEventOption(id, label) {
 async function loadEvents() {
   const wanted = new URLSearchParams(location.search).get("event");
   const preset = wanted && /^\d+$/.test(wanted) ? wanted : "";
+  ui.event.textContent = "";
+  state.events.clear();
   try {
-    const data = await api("GET", "/v1/events");
-    for (const ev of (data && data.events) || []) addEventOption(ev.id, eventLabel(ev));
+    const data = await api("GET", "/operator/v1/events?limit=200");
+    for (const ev of (data && data.events) || []) {
+      state.events.set(String(ev.id), ev);
+      addEventOption(ev.id, eventLabel(ev));
+    }
   } catch (err) {
-    showMessage(`Could not load the events: ${err.message}`, "error");
+    if (err.status === 401) {
+      signOut("Your session was refused or has expired. Sign in again.");
+      return;
+    }
+    showMessage(`Could not load the shows: ${err.message}`, "error");
   }
-  if (preset && ![...ui.event.options].some((o) => o.value === preset)) addEventOption(preset, `Event ${preset}`);
+  ui.event.disabled = false;
+  if (preset && ![...ui.event.options].some((o) => o.value === preset)) addEventOption(preset, `Show #${preset}`);
   if (!ui.event.options.length) {
     addEventOption("", "No events");
     ui.event.disabled = true;
@@ -219,8 +272,16 @@ async function loadEvents() {
 function selectEvent(id) {
   state.eventId = id;
   if (id) history.replaceState(null, "", `?event=${encodeURIComponent(id)}`);
+  renderActingOn();
   resetConsole();
   startPolling();
+}
+
+// renderActingOn names the show every control below acts on.
+function renderActingOn() {
+  const ev = state.events.get(state.eventId);
+  ui.actingOn.hidden = !state.token || !state.eventId;
+  setText(ui.actingOn, ev ? `Acting on: ${eventLabel(ev)}` : `Acting on: show #${state.eventId}`);
 }
 
 // resetConsole forgets the previous event: form, numbers and charts.
@@ -248,27 +309,38 @@ function resetConsole() {
 
 /* ---------- sign in / out ---------- */
 
-function signIn(event) {
+async function signIn(event) {
   event.preventDefault();
-  const token = ui.token.value.trim();
-  if (!token) return;
-  state.token = token;
-  storeToken(token);
-  ui.token.value = "";
+  const name = ui.name.value.trim(), password = ui.password.value;
+  if (!name || !password) return;
+  showMessage("Signing in…", "info");
+  let reply;
+  try {
+    reply = await api("POST", "/operator/v1/sessions", { name, password });
+  } catch (err) {
+    showMessage(err.status === 401 ? "Wrong name or password, or the account is disabled." : err.message, "error");
+    ui.password.select();
+    return;
+  }
+  state.token = reply.token;
+  state.operator = reply.operator;
+  storeToken(state.token, state.operator);
+  ui.password.value = "";
   state.verifying = true;
-  showMessage(state.eventId ? "Signing in…" : "Signed in. Choose an event.", "info");
   renderAuth();
-  startPolling();
+  await loadEvents();
+  showMessage(state.eventId ? "Signed in." : "Signed in. Choose a show.", "ok");
 }
 
 function signOut(message) {
   stopPolling();
   state.token = "";
+  state.operator = null;
   state.verifying = false;
   storeToken("");
   renderAuth();
   showMessage(message || "Signed out.", message ? "error" : "info");
-  ui.token.focus();
+  ui.name.focus();
 }
 
 function renderAuth() {
@@ -276,7 +348,26 @@ function renderAuth() {
   ui.signinForm.hidden = signedIn;
   ui.signedIn.hidden = !signedIn;
   ui.console.hidden = !signedIn || !state.eventId;
+  const op = state.operator || {};
+  setText(ui.signedInAs, op.display_name || op.name || "an operator");
+  setText(ui.signedInRole, op.role ? `(${ROLE_LABELS[op.role] || op.role})` : "");
+  renderActingOn();
   if (!ui.console.hidden) drawCharts();
+}
+
+// confirmAction asks before a dangerous change, naming the show; resolves
+// true when the operator confirms.
+function confirmAction(title, text, yes) {
+  if (typeof ui.confirm.showModal !== "function") return Promise.resolve(true);
+  setText($("confirm-title"), title);
+  setText(ui.confirmText, text);
+  setText(ui.confirmYes, yes);
+  return new Promise((resolve) => {
+    ui.confirm.addEventListener("close", () => resolve(ui.confirm.returnValue === "yes"), { once: true });
+    ui.confirm.returnValue = "";
+    ui.confirm.showModal();
+    $("confirm-no").focus();
+  });
 }
 
 /* ---------- polling ---------- */
@@ -307,7 +398,7 @@ async function refresh(gen) {
   const [admin, counts] = await Promise.allSettled([api("GET", adminPath()), api("GET", countsPath())]);
   if (gen !== state.gen) return; // signed out, switched event or hid the tab meanwhile
   if (admin.status === "rejected" && admin.reason.status === 401) {
-    signOut("The admin token was refused. Sign in again.");
+    signOut("Your session was refused or has expired. Sign in again.");
     return;
   }
   const a = admin.status === "fulfilled" ? admin.value : null;
@@ -365,7 +456,8 @@ function applyAdmin(reply, force) {
   setText($("stat-queued"), fmtInt(stats.queued));
   setText($("stat-admitted"), fmtInt(stats.admitted_per_minute));
   setText($("stat-active"), fmtInt(stats.active));
-  setText($("stat-drain"), fmtDuration(stats.drain_seconds));
+  setText($("stat-drain"), stats.bound === "paused" ? "never (paused)" : fmtDuration(stats.drain_seconds));
+  renderBound(state.dials, stats);
   renderRate(state.dials, stats, reply.health);
   renderSaleState();
 }
@@ -410,6 +502,29 @@ function renderRate(dials, stats, health) {
   state.factor = dial > 0 ? factor : 1;
   $("rate").dataset.health = kind;
   setText($("rate-why"), why);
+}
+
+// renderBound says what lets the line in now, so the drain time reads
+// right: a full room drains as sessions end, whatever the rate dial says.
+function renderBound(dials, stats) {
+  const per = typeof stats.bound_per_minute === "number" ? fmtInt(Math.round(stats.bound_per_minute)) : "—";
+  let text;
+  switch (stats.bound) {
+    case "paused":
+      text = "Bound by the pause: nobody is let in and the line does not drain until admission resumes.";
+      break;
+    case "active_cap":
+      text = `Bound by the active-users cap: ${fmtInt(stats.active)} of ${fmtInt(dials.total_active_users)} sessions in use, ` +
+        `so fans go in as sessions end, about ${per} a minute. Raising the rate dial will not drain the line faster.`;
+      break;
+    case "rate":
+      text = `Bound by the rate dial: ${per} a minute` + (state.factor < 1 ? " (lowered by the core's health)." : ".");
+      break;
+    default:
+      text = "";
+  }
+  ui.bound.dataset.bound = stats.bound || "unknown";
+  setText(ui.bound, text);
 }
 
 function renderCounts(c) {
@@ -517,6 +632,15 @@ async function save(event) {
     }
     patch[d.id] = value;
   }
+  const before = state.dials ? state.dials.new_users_per_minute : 0, after = patch.new_users_per_minute;
+  if (after !== undefined && before > 0 && (after === 0 || after > before * LARGE_RATE_CHANGE || after * LARGE_RATE_CHANGE < before)) {
+    const ok = await confirmAction("Change the rate a lot?",
+      `Change the rate dial of ${showName()} from ${fmtInt(before)} to ${fmtInt(after)} a minute?`, "Change the rate");
+    if (!ok) {
+      showMessage("Nothing saved.", "info");
+      return;
+    }
+  }
   await send(patch, true, `Saved: ${changed.map((d) => d.label).join(", ")}.`);
 }
 
@@ -525,9 +649,14 @@ function revert() {
   showMessage("Changes discarded.", "info");
 }
 
-function togglePause() {
+async function togglePause() {
   if (!state.dials) return;
   const paused = !state.dials.paused;
+  if (paused && !(await confirmAction("Pause admission?",
+    `Pause admission to ${showName()}? Nobody is let in from the line until you resume; nobody loses their place.`, "Pause admission"))) {
+    showMessage("Admission not paused.", "info");
+    return;
+  }
   send({ paused }, false, paused ? "Admission paused." : "Admission resumed.");
 }
 
@@ -546,7 +675,7 @@ async function send(patch, force, okText) {
     drawCharts();
     showMessage(okText, "ok");
   } catch (err) {
-    if (err.status === 401) signOut("The admin token was refused. Sign in again.");
+    if (err.status === 401) signOut("Your session was refused or has expired. Sign in again.");
     else showMessage(err.message, "error");
   } finally {
     state.busy = false;
@@ -684,8 +813,13 @@ function init() {
     for (const c of Object.values(charts)) ro.observe(c);
   }
   state.token = loadToken();
+  state.operator = loadOperator();
   renderAuth();
-  loadEvents();
+  if (state.token) loadEvents();
+  else {
+    addEventOption("", "Sign in to see the shows");
+    ui.event.disabled = true;
+  }
 }
 
 init();

@@ -145,6 +145,8 @@ func writeEnv(path string, t *topology.Topology) error {
 	put("PG_REPLICAS", fmt.Sprintf("127.0.0.1:%d", t.Base()+9))
 	put("REDIS", t.Redis.Addrs())
 	put("ADMIN_TOKEN_FILE", filepath.Join(t.Dir(), "keys", "admin.token"))
+	put("OPERATOR_TOKEN_FILE", filepath.Join(t.Dir(), "keys", "operator.token"))
+	put("OPERATOR_PASSWORD_FILE", filepath.Join(t.Dir(), "keys", "operator.password"))
 	put("ADMIT_KEY", t.AdmitKey)
 	put("TICKET_KEY", t.TicketKey)
 	put("TICKET_PUB", t.TicketPub)

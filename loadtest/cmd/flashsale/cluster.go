@@ -41,7 +41,7 @@ func startCluster(ctx context.Context, c *Config) (*topology.Topology, error) {
 		c.Dir, base, base+topology.BlockSize-1, c.Gateways, c.Cores)
 	t0 := time.Now()
 	t, err := topology.Start(ctx, topology.Options{Dir: c.Dir, Base: base, Gateways: c.Gateways, Cores: c.Cores, Bin: c.Bin,
-		AdminToken: c.AdminToken, GatewayEnv: c.GatewayEnv, CoreEnv: c.CoreEnv, PaysimEnv: paysimEnv})
+		GatewayEnv: c.GatewayEnv, CoreEnv: c.CoreEnv, PaysimEnv: paysimEnv})
 	if err != nil {
 		return nil, fmt.Errorf("start the topology: %w", err)
 	}
@@ -51,7 +51,7 @@ func startCluster(ctx context.Context, c *Config) (*topology.Topology, error) {
 		t.Stop()
 		return nil, err
 	}
-	c.Gateway, c.Paysim, c.AdminToken, c.DatabaseURL, c.Redis, c.Event = t.GatewayURL, t.PaysimURL, t.AdminToken, t.DatabaseURL, t.Redis.Addrs(), event
+	c.Gateway, c.Paysim, c.OperatorToken, c.DatabaseURL, c.Redis, c.Event = t.GatewayURL, t.PaysimURL, t.OperatorToken, t.DatabaseURL, t.Redis.Addrs(), event
 	c.Admin = t.GatewayAdminURLs[0] // the operators' dials and screens: any gateway's listener (they share Redis)
 	if c.Watch == "" {
 		c.Watch = watchList(t)

@@ -28,34 +28,34 @@ import (
 // as flags. A tool run by scripts: its settings have no variables of their
 // own (but DATABASE_URL) and no README table; -h lists them.
 type Config struct {
-	Gateway     string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
-	Admin       string        `flag:"admin" help:"the gateway's operators' listener, base URL (its ONSALE_ADMIN_ADDR): the dials and the operators' screens (required with -topology single; the cluster's is its first gateway's)"`
-	Paysim      string        `flag:"paysim" default:"http://127.0.0.1:18090" help:"payment simulator base URL"`
-	ProviderKey string        `flag:"provider-key" default:"sk_test_paysim" secret:"true" help:"payment simulator API key (for its ledger)"`
-	AdminToken  string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"gateway admin token (by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
-	DatabaseURL string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"the core's database (for the checker)"`
-	Event       int64         `flag:"event" default:"1" min:"1" help:"the event on sale"`
-	Fans        int           `flag:"fans" default:"4000" min:"0" help:"fans in the crowd"`
-	Bots        int           `flag:"bots" default:"4" min:"0" help:"bots hammering the queue"`
-	OnsaleIn    time.Duration `flag:"onsale-in" default:"10s" min:"1s" help:"time until onsale (the pre-queue crowd arrives before)"`
-	Wall        time.Duration `flag:"wall" default:"10s" min:"0s" help:"half the crowd arrives within this long after onsale"`
-	Claim       time.Duration `flag:"claim" default:"30s" min:"1s" help:"the claim_seconds dial (a far-back fan polls about every third of it)"`
-	Tail        time.Duration `flag:"tail" default:"30s" min:"0s" help:"late arrivals keep coming this long after onsale"`
-	Deadline    time.Duration `flag:"deadline" default:"4m" min:"1s" help:"stop the sale after this long, whatever is left"`
-	PerMinute   int           `flag:"per-minute" default:"3000" min:"0" help:"the new_users_per_minute dial"`
-	MaxActive   int           `flag:"max-active" default:"600" min:"0" help:"the total_active_users dial"`
-	Session     time.Duration `flag:"session" default:"2m" min:"1s" help:"the session_seconds dial: how long an admitted fan may shop"`
-	Report      string        `flag:"report" help:"write the HTML report here"`
-	Sweep       time.Duration `flag:"sweep" default:"5s" min:"100ms" help:"the core's sweep interval (for the checker's margin)"`
-	Conns       int           `flag:"conns" default:"1024" min:"1" help:"connections the crowd opens to the gateway at most"`
-	Watch       string        `flag:"watch" help:"processes to sample for CPU and memory, name=pid,... (children count with their parent)"`
-	Accounts    bool          `flag:"accounts" default:"true" help:"the event requires an account (sets the account_required dial) and every fan signs in first: a code by SMS, read from the payment simulator's sink; false: fans join as guests"`
-	Ahead       bool          `flag:"sign-in-ahead" default:"true" help:"with -accounts: the fans sign in before the pre-queue opens (as fans urged to sign in before onsale do), -sign-in-conc at a time; false: each at its arrival, in the wall"`
-	SignInConc  int           `flag:"sign-in-conc" default:"256" min:"1" help:"fans signing in at once ahead of the sale (each mostly waits for its SMS: no goroutine a fan, so many at once cost the crowd little)"`
-	Addrs       int           `flag:"addrs" default:"1" min:"1" max:"65000" help:"the fans come from this many loopback addresses (127.0.0.1 up): the per-address limits of the gateway and the core see a crowd's many addresses"`
-	Note        string        `flag:"note" help:"a line the summary and the report show first (what the run changed, e.g. limits raised for the demo)"`
-	Redis       string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"the gateway's Redis, where the checker counts the places in line per account (no such check when empty)"`
-	Result      string        `flag:"result" help:"write the outcome here as key value lines (sold_out_s, all_taken_s, took_s, failed, and a line per fault), for scripts comparing sales"`
+	Gateway       string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
+	Admin         string        `flag:"admin" help:"the gateway's operators' listener, base URL (its ONSALE_ADMIN_ADDR): the dials and the operators' screens (required with -topology single; the cluster's is its first gateway's)"`
+	Paysim        string        `flag:"paysim" default:"http://127.0.0.1:18090" help:"payment simulator base URL"`
+	ProviderKey   string        `flag:"provider-key" default:"sk_test_paysim" secret:"true" help:"payment simulator API key (for its ledger)"`
+	OperatorToken string        `env:"ONSALE_OPERATOR_TOKEN" flag:"operator-token" secret:"true" help:"an operator's session token, to set the dials through the gateway's operators' API (a stack's: STACK_OPERATOR_TOKEN; by env or ONSALE_OPERATOR_TOKEN_FILE: a flag is visible in ps)"`
+	DatabaseURL   string        `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"the core's database (for the checker)"`
+	Event         int64         `flag:"event" default:"1" min:"1" help:"the event on sale"`
+	Fans          int           `flag:"fans" default:"4000" min:"0" help:"fans in the crowd"`
+	Bots          int           `flag:"bots" default:"4" min:"0" help:"bots hammering the queue"`
+	OnsaleIn      time.Duration `flag:"onsale-in" default:"10s" min:"1s" help:"time until onsale (the pre-queue crowd arrives before)"`
+	Wall          time.Duration `flag:"wall" default:"10s" min:"0s" help:"half the crowd arrives within this long after onsale"`
+	Claim         time.Duration `flag:"claim" default:"30s" min:"1s" help:"the claim_seconds dial (a far-back fan polls about every third of it)"`
+	Tail          time.Duration `flag:"tail" default:"30s" min:"0s" help:"late arrivals keep coming this long after onsale"`
+	Deadline      time.Duration `flag:"deadline" default:"4m" min:"1s" help:"stop the sale after this long, whatever is left"`
+	PerMinute     int           `flag:"per-minute" default:"3000" min:"0" help:"the new_users_per_minute dial"`
+	MaxActive     int           `flag:"max-active" default:"600" min:"0" help:"the total_active_users dial"`
+	Session       time.Duration `flag:"session" default:"2m" min:"1s" help:"the session_seconds dial: how long an admitted fan may shop"`
+	Report        string        `flag:"report" help:"write the HTML report here"`
+	Sweep         time.Duration `flag:"sweep" default:"5s" min:"100ms" help:"the core's sweep interval (for the checker's margin)"`
+	Conns         int           `flag:"conns" default:"1024" min:"1" help:"connections the crowd opens to the gateway at most"`
+	Watch         string        `flag:"watch" help:"processes to sample for CPU and memory, name=pid,... (children count with their parent)"`
+	Accounts      bool          `flag:"accounts" default:"true" help:"the event requires an account (sets the account_required dial) and every fan signs in first: a code by SMS, read from the payment simulator's sink; false: fans join as guests"`
+	Ahead         bool          `flag:"sign-in-ahead" default:"true" help:"with -accounts: the fans sign in before the pre-queue opens (as fans urged to sign in before onsale do), -sign-in-conc at a time; false: each at its arrival, in the wall"`
+	SignInConc    int           `flag:"sign-in-conc" default:"256" min:"1" help:"fans signing in at once ahead of the sale (each mostly waits for its SMS: no goroutine a fan, so many at once cost the crowd little)"`
+	Addrs         int           `flag:"addrs" default:"1" min:"1" max:"65000" help:"the fans come from this many loopback addresses (127.0.0.1 up): the per-address limits of the gateway and the core see a crowd's many addresses"`
+	Note          string        `flag:"note" help:"a line the summary and the report show first (what the run changed, e.g. limits raised for the demo)"`
+	Redis         string        `env:"REDIS_URL" flag:"redis" secret:"url" help:"the gateway's Redis, where the checker counts the places in line per account (no such check when empty)"`
+	Result        string        `flag:"result" help:"write the outcome here as key value lines (sold_out_s, all_taken_s, took_s, failed, and a line per fault), for scripts comparing sales"`
 
 	// The HA topology (-topology cluster): started in this process, seeded
 	// as deploy/local/demo.sh seeds the single one, then sold.
@@ -162,7 +162,7 @@ func run(ctx context.Context, c Config) error {
 	}
 	defer stopWatch()
 	me := watchSelf(ctx)
-	ops := crowd.NewOperators(c.Admin, c.AdminToken, c.Event, st)
+	ops := crowd.NewOperators(c.Admin, c.OperatorToken, c.Event, st)
 	cr := crowd.New(c.Gateway, c.Event, ops.Event(ctx).BandCodes(), c.Conns, st)
 	if c.Addrs > 1 {
 		cr.Spread(c.Addrs, c.Conns)

@@ -13,7 +13,7 @@ func TestConfig(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": "postgres://x/y"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	// The flags deploy/local/demo.sh passes.
-	args := []string{"-gateway", "http://127.0.0.1:18080", "-admin", "http://127.0.0.1:18081", "-paysim", "http://127.0.0.1:18090", "-admin-token", "a", "-event", "1",
+	args := []string{"-gateway", "http://127.0.0.1:18080", "-admin", "http://127.0.0.1:18081", "-paysim", "http://127.0.0.1:18090", "-operator-token", "a", "-event", "1",
 		"-fans", "24000", "-per-minute", "6000", "-max-active", "2000", "-session", "90s", "-onsale-in", "10s", "-wall", "10s",
 		"-claim", "30s", "-deadline", "4m", "-sweep", "5s", "-report", "/tmp/r/index.html", "-watch", "paysim=1,core=2", "-redis", "redis://127.0.0.1:6379/3"}
 	if err := config.Load(&c, args, lookup); err != nil {

@@ -38,22 +38,22 @@ import (
 // config is the benchmark's setup (shared/config); a tool run by a script
 // (deploy/local/scale.sh): -h lists the settings.
 type config struct {
-	Gateway      string        `flag:"gateway" default:"127.0.0.1:18080" help:"the fans' address: a gateway, or HAProxy in front of several (host:port)"`
-	Admin        string        `flag:"admin" help:"a gateway's operators' listener (host:port, its ONSALE_ADMIN_ADDR), where the dials are set (required)"`
-	AdminToken   string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateway's admin token (by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
-	Event        int64         `flag:"event" default:"1" min:"1" help:"an event the core knows"`
-	Fans         int           `flag:"fans" default:"100000" min:"1" max:"10000000" help:"fresh visitors who join"`
-	Conns        int           `flag:"conns" default:"64" min:"1" max:"4096" help:"concurrent connections"`
-	Mode         string        `flag:"mode" default:"prequeue" help:"prequeue (joins enter the draw, onsale an hour away) or line (onsale past: a place at the back)"`
-	PerMinute    int           `flag:"per-minute" default:"4020" min:"0" help:"the new_users_per_minute dial (4020: seed 001's 67 a second)"`
-	JoinTime     time.Duration `flag:"join-time" default:"10m" min:"1s" help:"stop joining after this long even if fewer than -fans joined (the figures are per fan joined; bounds the run)"`
-	PollDuration time.Duration `flag:"poll-duration" default:"10s" min:"0s" help:"how long the joined fans' status is polled afterwards (0s: no polls)"`
-	Idle         time.Duration `flag:"idle" default:"3s" min:"0s" help:"first measure each process at rest this long (admission ticks, seat-map upkeep) and charge joins and polls only the CPU above that (0s: charge everything)"`
-	PollFans     int           `flag:"poll-fans" default:"200000" min:"1" help:"queue tokens kept for the polls (the first ones joined; bounds the tool's memory)"`
-	Redis        string        `flag:"redis" help:"the Redis servers holding the event, host:port,...: INFO memory, commands and (when local) the process's CPU"`
-	Watch        string        `flag:"watch" help:"other processes to charge CPU to, name=pid,... (the gateways, HAProxy); a name's CPU counts its descendants"`
-	PerAddress   int           `flag:"joins-per-address" default:"0" min:"0" help:"spread the joins over loopback source addresses 127.1.x.y, this many each, for a gateway whose per-address join limit was not raised (0: one address)"`
-	Out          string        `flag:"out" help:"also write the results as JSON to this file"`
+	Gateway       string        `flag:"gateway" default:"127.0.0.1:18080" help:"the fans' address: a gateway, or HAProxy in front of several (host:port)"`
+	Admin         string        `flag:"admin" help:"a gateway's operators' listener (host:port, its ONSALE_ADMIN_ADDR), where the dials are set (required)"`
+	OperatorToken string        `env:"ONSALE_OPERATOR_TOKEN" flag:"operator-token" secret:"true" help:"an operator's session token, to set the dials through the gateway's operators' API (a stack's: STACK_OPERATOR_TOKEN; by env or ONSALE_OPERATOR_TOKEN_FILE: a flag is visible in ps)"`
+	Event         int64         `flag:"event" default:"1" min:"1" help:"an event the core knows"`
+	Fans          int           `flag:"fans" default:"100000" min:"1" max:"10000000" help:"fresh visitors who join"`
+	Conns         int           `flag:"conns" default:"64" min:"1" max:"4096" help:"concurrent connections"`
+	Mode          string        `flag:"mode" default:"prequeue" help:"prequeue (joins enter the draw, onsale an hour away) or line (onsale past: a place at the back)"`
+	PerMinute     int           `flag:"per-minute" default:"4020" min:"0" help:"the new_users_per_minute dial (4020: seed 001's 67 a second)"`
+	JoinTime      time.Duration `flag:"join-time" default:"10m" min:"1s" help:"stop joining after this long even if fewer than -fans joined (the figures are per fan joined; bounds the run)"`
+	PollDuration  time.Duration `flag:"poll-duration" default:"10s" min:"0s" help:"how long the joined fans' status is polled afterwards (0s: no polls)"`
+	Idle          time.Duration `flag:"idle" default:"3s" min:"0s" help:"first measure each process at rest this long (admission ticks, seat-map upkeep) and charge joins and polls only the CPU above that (0s: charge everything)"`
+	PollFans      int           `flag:"poll-fans" default:"200000" min:"1" help:"queue tokens kept for the polls (the first ones joined; bounds the tool's memory)"`
+	Redis         string        `flag:"redis" help:"the Redis servers holding the event, host:port,...: INFO memory, commands and (when local) the process's CPU"`
+	Watch         string        `flag:"watch" help:"other processes to charge CPU to, name=pid,... (the gateways, HAProxy); a name's CPU counts its descendants"`
+	PerAddress    int           `flag:"joins-per-address" default:"0" min:"0" help:"spread the joins over loopback source addresses 127.1.x.y, this many each, for a gateway whose per-address join limit was not raised (0: one address)"`
+	Out           string        `flag:"out" help:"also write the results as JSON to this file"`
 }
 
 func main() {
@@ -119,7 +119,7 @@ func run(c config) error {
 	dials := fmt.Sprintf(`{"prequeue_at":%q,"onsale_at":%q,"new_users_per_minute":%d,"account_required":false}`,
 		now.Add(-time.Hour).Format(time.RFC3339), onsale.Format(time.RFC3339), c.PerMinute)
 	admin := "/admin/v1/events/" + strconv.FormatInt(c.Event, 10)
-	if code, body := call(ops, "PATCH", admin, dials, c.AdminToken); code != 200 {
+	if code, body := call(ops, "PATCH", admin, dials, c.OperatorToken); code != 200 {
 		return fmt.Errorf("PATCH %s: %d %s", admin, code, body)
 	}
 	time.Sleep(500 * time.Millisecond) // the dials reach every gateway's view

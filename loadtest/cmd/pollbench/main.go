@@ -36,17 +36,17 @@ import (
 // passes it as flags. A tool run by a script: no variables, no README
 // table; -h lists the settings.
 type config struct {
-	Gateway    string        `flag:"gateway" default:"127.0.0.1:18080" help:"the running gateway (host:port)"`
-	Admin      string        `flag:"admin" help:"the gateway's operators' listener (host:port, its ONSALE_ADMIN_ADDR), where the dials are set (required)"`
-	AdminToken string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateway's admin token (to set the dials; by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps)"`
-	Event      int64         `flag:"event" default:"1" min:"1" help:"a seated event the core knows"`
-	Fans       int           `flag:"fans" default:"20000" min:"1" help:"fans who join (their queue tokens are polled in turn)"`
-	Conns      int           `flag:"conns" default:"64" min:"1" help:"concurrent connections"`
-	Rounds     int           `flag:"rounds" default:"3" min:"1" help:"rounds of each, alternating"`
-	Duration   time.Duration `flag:"duration" default:"5s" min:"100ms" help:"length of a round"`
-	GatewayPID int           `flag:"gateway-pid" default:"0" min:"0" help:"the gateway's process, for CPU time per poll (0: not measured)"`
-	Out        string        `flag:"out" help:"also write the results as JSON to this file"`
-	ServeHello bool          `flag:"serve-hello" help:"serve the hello-world only (pollbench starts itself so, as its baseline's process): print its address, serve until stdin closes"`
+	Gateway       string        `flag:"gateway" default:"127.0.0.1:18080" help:"the running gateway (host:port)"`
+	Admin         string        `flag:"admin" help:"the gateway's operators' listener (host:port, its ONSALE_ADMIN_ADDR), where the dials are set (required)"`
+	OperatorToken string        `env:"ONSALE_OPERATOR_TOKEN" flag:"operator-token" secret:"true" help:"an operator's session token, to set the dials through the gateway's operators' API (a stack's: STACK_OPERATOR_TOKEN; by env or ONSALE_OPERATOR_TOKEN_FILE: a flag is visible in ps)"`
+	Event         int64         `flag:"event" default:"1" min:"1" help:"a seated event the core knows"`
+	Fans          int           `flag:"fans" default:"20000" min:"1" help:"fans who join (their queue tokens are polled in turn)"`
+	Conns         int           `flag:"conns" default:"64" min:"1" help:"concurrent connections"`
+	Rounds        int           `flag:"rounds" default:"3" min:"1" help:"rounds of each, alternating"`
+	Duration      time.Duration `flag:"duration" default:"5s" min:"100ms" help:"length of a round"`
+	GatewayPID    int           `flag:"gateway-pid" default:"0" min:"0" help:"the gateway's process, for CPU time per poll (0: not measured)"`
+	Out           string        `flag:"out" help:"also write the results as JSON to this file"`
+	ServeHello    bool          `flag:"serve-hello" help:"serve the hello-world only (pollbench starts itself so, as its baseline's process): print its address, serve until stdin closes"`
 }
 
 func main() {
@@ -86,10 +86,10 @@ func run(c config) error {
 	dials := fmt.Sprintf(`{"prequeue_at":%q,"onsale_at":%q,"new_users_per_minute":0,"claim_seconds":90}`,
 		time.Now().Add(-time.Hour).Format(time.RFC3339), time.Now().Add(-time.Second).Format(time.RFC3339))
 	admin := "/admin/v1/events/" + fmt.Sprint(c.Event)
-	if code, body := call(ops, "GET", admin, "", c.AdminToken); code != 200 {
+	if code, body := call(ops, "GET", admin, "", c.OperatorToken); code != 200 {
 		return fmt.Errorf("GET %s: %d %s", admin, code, body)
 	}
-	if code, body := call(ops, "PATCH", admin, dials, c.AdminToken); code != 200 {
+	if code, body := call(ops, "PATCH", admin, dials, c.OperatorToken); code != 200 {
 		return fmt.Errorf("PATCH %s: %d %s", admin, code, body)
 	}
 	time.Sleep(300 * time.Millisecond) // the dials reach the gateway's view

@@ -12,7 +12,7 @@ func TestConfig(t *testing.T) {
 	none := func(string) (string, bool) { return "", false }
 	var c config
 	// The flags deploy/local/bench.sh passes.
-	if err := shconfig.Load(&c, []string{"-gateway", "127.0.0.1:18080", "-admin-token", "a", "-gateway-pid", "42", "-out", "x.json"}, none); err != nil {
+	if err := shconfig.Load(&c, []string{"-gateway", "127.0.0.1:18080", "-operator-token", "a", "-gateway-pid", "42", "-out", "x.json"}, none); err != nil {
 		t.Fatal(err)
 	}
 	if c.GatewayPID != 42 || c.Fans != 20000 || c.Conns != 64 || c.Rounds != 3 || c.Duration != 5*time.Second {

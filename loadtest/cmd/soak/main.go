@@ -34,21 +34,21 @@ import (
 // as flags. A tool run by a script: no variables, no README table; -h lists
 // the settings.
 type Config struct {
-	Gateway    string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
-	Admin      string        `flag:"admin" help:"the gateway's operators' listener (ONSALE_ADMIN_ADDR) base URL: the dials are set there (required)"`
-	AdminToken string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"gateway admin token (to set the dials), by env or ONSALE_ADMIN_TOKEN_FILE: a flag is visible in ps"`
-	Event      int64         `flag:"event" default:"1" min:"1" help:"the seated event the fans shop for (it must have seats enough for the whole soak: see -rate)"`
-	Metrics    string        `flag:"metrics" help:"the services to watch, name=URL of its Prometheus page, separated by commas (core=http://.../metrics,gateway=...)"`
-	Duration   time.Duration `flag:"duration" default:"20m" min:"30s" max:"24h" help:"how long the traffic runs and the services are sampled, the warm-up included"`
-	Warmup     time.Duration `flag:"warmup" default:"0s" min:"0s" help:"the start of the soak shown but not judged (the stack warming up: pools opening, the first fans' sessions filling); 0 = a tenth of -duration, at least 30 s"`
-	Every      time.Duration `flag:"every" default:"0s" min:"0s" help:"sample the services this often; 0 = -duration/100 within 2 s to 5 s"`
-	Rate       float64       `flag:"rate" default:"2" min:"0.1" max:"200" help:"fans arriving each second, steadily"`
-	Bots       int           `flag:"bots" default:"1" min:"0" help:"bots hammering the queue (with no token, a forged one, joins without an account) for the whole soak"`
-	Session    time.Duration `flag:"session" default:"60s" min:"5s" help:"the session_seconds dial: how long an admitted fan may shop"`
-	Claim      time.Duration `flag:"claim" default:"30s" min:"1s" help:"the claim_seconds dial"`
-	Conns      int           `flag:"conns" default:"256" min:"1" help:"connections the crowd opens to the gateway at most"`
-	Rows       int           `flag:"rows" default:"13" min:"2" help:"rows of the table over time"`
-	Out        string        `flag:"out" default:".run/soak" help:"directory for samples.csv (every round) and summary.txt (what is printed at the end)"`
+	Gateway       string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
+	Admin         string        `flag:"admin" help:"the gateway's operators' listener (ONSALE_ADMIN_ADDR) base URL: the dials are set there (required)"`
+	OperatorToken string        `env:"ONSALE_OPERATOR_TOKEN" flag:"operator-token" secret:"true" help:"an operator's session token, to set the dials through the gateway's operators' API (a stack's: STACK_OPERATOR_TOKEN; by env or ONSALE_OPERATOR_TOKEN_FILE: a flag is visible in ps)"`
+	Event         int64         `flag:"event" default:"1" min:"1" help:"the seated event the fans shop for (it must have seats enough for the whole soak: see -rate)"`
+	Metrics       string        `flag:"metrics" help:"the services to watch, name=URL of its Prometheus page, separated by commas (core=http://.../metrics,gateway=...)"`
+	Duration      time.Duration `flag:"duration" default:"20m" min:"30s" max:"24h" help:"how long the traffic runs and the services are sampled, the warm-up included"`
+	Warmup        time.Duration `flag:"warmup" default:"0s" min:"0s" help:"the start of the soak shown but not judged (the stack warming up: pools opening, the first fans' sessions filling); 0 = a tenth of -duration, at least 30 s"`
+	Every         time.Duration `flag:"every" default:"0s" min:"0s" help:"sample the services this often; 0 = -duration/100 within 2 s to 5 s"`
+	Rate          float64       `flag:"rate" default:"2" min:"0.1" max:"200" help:"fans arriving each second, steadily"`
+	Bots          int           `flag:"bots" default:"1" min:"0" help:"bots hammering the queue (with no token, a forged one, joins without an account) for the whole soak"`
+	Session       time.Duration `flag:"session" default:"60s" min:"5s" help:"the session_seconds dial: how long an admitted fan may shop"`
+	Claim         time.Duration `flag:"claim" default:"30s" min:"1s" help:"the claim_seconds dial"`
+	Conns         int           `flag:"conns" default:"256" min:"1" help:"connections the crowd opens to the gateway at most"`
+	Rows          int           `flag:"rows" default:"13" min:"2" help:"rows of the table over time"`
+	Out           string        `flag:"out" default:".run/soak" help:"directory for samples.csv (every round) and summary.txt (what is printed at the end)"`
 }
 
 // seatsPerFan bounds the seats one fan of the crowd takes for good: 3.5
@@ -76,8 +76,8 @@ func (c *Config) Validate() error {
 	if _, err := soak.ParseTargets(c.Metrics); err != nil {
 		return fmt.Errorf("-metrics: %w", err)
 	}
-	if c.Admin == "" || c.AdminToken == "" {
-		return fmt.Errorf("-admin (the gateway's operators' listener) and the admin token (ONSALE_ADMIN_TOKEN) are required: the soak sets the dials")
+	if c.Admin == "" || c.OperatorToken == "" {
+		return fmt.Errorf("-admin (the gateway's operators' listener) and an operator token (ONSALE_OPERATOR_TOKEN) are required: the soak sets the dials")
 	}
 	if c.warmup() >= c.Duration/2 {
 		return fmt.Errorf("-warmup %v: must be under half of -duration %v (the rest is judged in two halves)", c.warmup(), c.Duration)
@@ -102,7 +102,7 @@ func (c *Config) every() time.Duration {
 func run(ctx context.Context, c Config) error {
 	targets, _ := soak.ParseTargets(c.Metrics) // checked by Validate
 	st := crowd.NewStats(time.Now(), c.Duration+time.Minute)
-	ops := crowd.NewOperators(c.Admin, c.AdminToken, c.Event, st)
+	ops := crowd.NewOperators(c.Admin, c.OperatorToken, c.Event, st)
 	ev := ops.Event(ctx)
 	if ev.Capacity == 0 || len(ev.BandCodes()) == 0 {
 		return fmt.Errorf("event %d: the gateway at %s shows no seats or price bands", c.Event, c.Gateway)

@@ -173,7 +173,10 @@ func writeEnv(path, dbURL string, s *stack.Stack) error {
 	put("PAYSIM_ADDR", addr(s.Paysim))
 	put("CORE_ADDR", addr(s.Core))
 	put("GATEWAY_ADDR", addr(s.Gateway))
-	put("ADMIN_TOKEN", s.AdminToken)
+	put("ADMIN_TOKEN", s.AdminToken)             // the gateways' service token
+	put("OPERATOR_NAME", s.OperatorName)         // the console's sign-in: this name,
+	put("OPERATOR_PASSWORD", s.OperatorPassword) // this password (also in DIR/keys/operator.password)
+	put("OPERATOR_TOKEN", s.OperatorToken)       // the load tools' session token
 	put("ADMIT_KEY", s.AdmitKey)
 	put("TICKET_KEY", s.TicketKey)
 	put("TICKET_PUB", s.TicketPub)
