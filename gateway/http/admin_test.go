@@ -138,8 +138,8 @@ func TestAdminAuditLog(t *testing.T) {
 	}
 	var rec struct {
 		Msg, Audit, Actor, Addr, Role string
-		Event                   int64
-		Changes                 []gateway.DialChange
+		Event                         int64
+		Changes                       []gateway.DialChange
 	}
 	for line := range strings.SplitSeq(buf.String(), "\n") {
 		if strings.Contains(line, `"dials changed"`) {
