@@ -33,6 +33,8 @@ type Event struct {
 	// SeriesID groups the shows an operator created together (one title's
 	// shows); 0 for shows from before operators created them.
 	SeriesID int64 `json:"series_id,omitempty"`
+	// CancelReason is what the operator told fans when cancelling.
+	CancelReason string `json:"cancel_reason,omitempty"`
 }
 
 // Venue is where events take place. Timezone is an IANA name; an event's

@@ -57,10 +57,14 @@ const (
 	// the booking's payment, or one of another amount or currency. It
 	// names its payment (Job.PaymentID) and does not move the booking.
 	JobStrayRefund JobKind = "refund_stray"
+	// JobCancelEmail and JobCancelSMS tell a ticket holder their show was
+	// cancelled and their money is on its way back.
+	JobCancelEmail JobKind = "cancel_email"
+	JobCancelSMS   JobKind = "cancel_sms"
 )
 
 // JobKinds lists every job kind.
-var JobKinds = []JobKind{JobRefund, JobVoid, JobCapture, JobEmail, JobSMS, JobStrayRefund}
+var JobKinds = []JobKind{JobRefund, JobVoid, JobCapture, JobEmail, JobSMS, JobStrayRefund, JobCancelEmail, JobCancelSMS}
 
 // GiveBackJobs are the jobs a move to REFUND_DUE may queue: the refund of
 // an async payment, the void of a card authorization (Transition picks one
@@ -143,10 +147,11 @@ const (
 	OutcomeCaptureRefused Outcome = "capture_refused" // the provider refused the capture for good: no money will come
 	OutcomeRefunded       Outcome = "refunded"        // the refund job gave the money back
 	OutcomeVoided         Outcome = "voided"          // the void job released (or refunded) the authorization
+	OutcomeCancelled      Outcome = "cancelled"       // an operator cancelled the show: the money goes back, the tickets die
 )
 
 // Outcomes lists every outcome.
-var Outcomes = []Outcome{OutcomeApproved, OutcomeLate, OutcomeDeclined, OutcomeCaptured, OutcomeCaptureRefused, OutcomeRefunded, OutcomeVoided}
+var Outcomes = []Outcome{OutcomeApproved, OutcomeLate, OutcomeDeclined, OutcomeCaptured, OutcomeCaptureRefused, OutcomeRefunded, OutcomeVoided, OutcomeCancelled}
 
 // Step is one transition of a booking.
 type Step struct {
@@ -213,6 +218,12 @@ func Transition(from BookingStatus, flow Flow, o Outcome) (Step, bool) {
 		}
 	case BookingConfirmed:
 		switch {
+		case o == OutcomeCancelled:
+			// The show will not take place: the money goes back (a card's
+			// void refunds what was captured, and releases what was not)
+			// and the holder is told. The tickets stay, revoked: the
+			// gates' lists name them.
+			return Step{Next: BookingRefundDue, Jobs: []JobKind{giveBack, JobCancelEmail, JobCancelSMS}}, true
 		case sync && o == OutcomeCaptured:
 			return Step{Next: BookingConfirmed, Jobs: []JobKind{JobEmail, JobSMS}, Captured: true}, true
 		case sync && o == OutcomeCaptureRefused:

@@ -285,3 +285,30 @@ type VenueLayout struct {
 	CreatedAt time.Time   `json:"created_at"`
 	CreatedBy string      `json:"created_by"`
 }
+
+// MaxCancelReason bounds the reason a cancellation gives fans.
+const MaxCancelReason = 500
+
+// Cancellation is how far a show's cancellation has come: its bookings by
+// where their money is (due back, back in the fan's account as the
+// provider confirmed), the messages sent, and jobs that gave up. Done once
+// every booking's money is back and every holder told.
+type Cancellation struct {
+	EventID     int64     `json:"event_id"`
+	Cancelled   bool      `json:"cancelled"`
+	CancelledAt time.Time `json:"cancelled_at,omitzero"`
+	Reason      string    `json:"reason"`
+	// Bookings were confirmed when the show was cancelled.
+	Bookings       int   `json:"bookings"`
+	RefundDue      int   `json:"refund_due"`
+	Refunded       int   `json:"refunded"`
+	DuePaise       int64 `json:"due_paise"`
+	RefundedPaise  int64 `json:"refunded_paise"`
+	StillConfirmed int   `json:"still_confirmed"` // must be 0 once cancelled
+	Notified       int   `json:"notified"`        // emails and SMS sent (or skipped: no address)
+	NotifyPending  int   `json:"notify_pending"`
+	DeadJobs       int   `json:"dead_jobs"` // jobs past their attempts: an operator looks
+	// OldestDue is when the oldest refund still due was queued.
+	OldestDue time.Time `json:"oldest_due,omitzero"`
+	Done      bool      `json:"done"`
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type ShowStore interface {
 	CreateShows(ctx context.Context, plan core.ShowPlan, vl *core.VenueLayout, l *layout.Layout, by core.Actor) ([]core.Event, error)
 	UpdateShow(ctx context.Context, id int64, edit func(before core.Event, now time.Time) (core.Event, error), by core.Actor) (*core.Event, error)
 	SetShowStatus(ctx context.Context, id int64, to string, by core.Actor) (*core.Event, error)
+	CancelShow(ctx context.Context, id int64, reason string, by core.Actor) (*core.Event, *core.Cancellation, error)
+	Cancellation(ctx context.Context, id int64) (*core.Cancellation, error)
 }
 
 // Operators wires the operators' API.
@@ -80,6 +83,8 @@ func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PATCH /operator/v1/events/{event}", s.patchShow)
 	mux.HandleFunc("POST /operator/v1/events/{event}/publish", s.showStatus(core.ShowPublished))
 	mux.HandleFunc("POST /operator/v1/events/{event}/close", s.showStatus(core.ShowClosed))
+	mux.HandleFunc("POST /operator/v1/events/{event}/cancel", s.cancelShow)
+	mux.HandleFunc("GET /operator/v1/events/{event}/cancellation", s.cancellation)
 	mux.HandleFunc("GET /operator/v1/events/{event}/audit", s.showAudit)
 }
 
@@ -562,6 +567,69 @@ func (s *Server) showStatus(to string) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, e)
 	}
+}
+
+type cancelBody struct {
+	Reason string `json:"reason"`
+}
+
+// cancelShow cancels a show: every confirmed booking is refunded through
+// the outbox and its holder told; the answer has the progress so far
+// (GET .../cancellation follows it).
+func (s *Server) cancelShow(w http.ResponseWriter, r *http.Request) {
+	_, by, err := s.operator(r, core.PermCancel)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	var body cancelBody
+	if err := decode(w, r, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	body.Reason = strings.TrimSpace(body.Reason)
+	if len(body.Reason) > core.MaxCancelReason {
+		s.fail(w, r, core.Errorf(core.EInvalid, "reason is at most %d characters", core.MaxCancelReason))
+		return
+	}
+	// A show of 40,000 bookings moves them all in one transaction.
+	ctx, cancel := context.WithTimeout(r.Context(), 6*requestTimeout)
+	defer cancel()
+	e, c, err := s.Operators.Shows.CancelShow(ctx, id, body.Reason, by)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.Log.Warn("show cancelled", "audit", "show.cancel", "operator", by.Operator, "request_id", by.RequestID, "event", id,
+		"bookings", c.Bookings, "due_paise", c.DuePaise)
+	writeJSON(w, http.StatusOK, map[string]any{"event": e, "cancellation": c})
+}
+
+// cancellation reports how far a show's cancellation has come.
+func (s *Server) cancellation(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.operator(r, core.PermReadShows); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	c, err := s.Operators.Shows.Cancellation(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, c)
 }
 
 // Failed operator sign-ins are limited per address and name: a burst of

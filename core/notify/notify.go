@@ -95,6 +95,49 @@ func (m *Mailer) SendTickets(ctx context.Context, b *core.Booking, event, link s
 			return fmt.Errorf("attach: %w", err)
 		}
 	}
+	return m.send(ctx, msg)
+}
+
+// SendCancellation tells a booking's holder by email that the show was
+// cancelled, why, and that the whole amount is being refunded to how they
+// paid. link opens the booking's page.
+func (m *Mailer) SendCancellation(ctx context.Context, b *core.Booking, event, reason, link string) error {
+	msg := mail.NewMsg()
+	if err := msg.From(m.From); err != nil {
+		return fmt.Errorf("mail from: %w", err)
+	}
+	if err := msg.To(b.Email); err != nil {
+		return fmt.Errorf("mail to: %w", err)
+	}
+	msg.Subject(fmt.Sprintf("Cancelled: %s (booking %d): your money is on its way back", event, b.ID))
+	msg.SetBodyString(mail.TypeTextPlain, CancelText(b, event, reason, link))
+	return m.send(ctx, msg)
+}
+
+// CancelText is the message of a cancelled show's booking.
+func CancelText(b *core.Booking, event, reason, link string) string {
+	var body strings.Builder
+	fmt.Fprintf(&body, "%s has been cancelled.", event)
+	if reason != "" {
+		fmt.Fprintf(&body, " %s", reason)
+	}
+	fmt.Fprintf(&body, "\n\nBooking %d: your %d ticket(s) are no longer valid, and the full amount, Rs %d.%02d, is being refunded to the account you paid from. ",
+		b.ID, b.Quantity, b.AmountPaise/100, b.AmountPaise%100)
+	body.WriteString("Banks usually show it within 5 to 7 working days. You need to do nothing.\n")
+	if link != "" {
+		fmt.Fprintf(&body, "\nYour booking: %s\n", link)
+	}
+	return body.String()
+}
+
+// CancelSMS is the text message of a cancelled show's booking.
+func CancelSMS(b *core.Booking, event, link string) string {
+	return fmt.Sprintf("onsale: %s is CANCELLED. Booking %d: Rs %d.%02d is being refunded to you; your tickets are void. Details: %s",
+		event, b.ID, b.AmountPaise/100, b.AmountPaise%100, link)
+}
+
+// send delivers one message through the relay.
+func (m *Mailer) send(ctx context.Context, msg *mail.Msg) error {
 	opts := []mail.Option{mail.WithPort(m.Port), mail.WithTimeout(10 * time.Second),
 		mail.WithTLSConfig(&tls.Config{ServerName: m.Host, RootCAs: m.RootCAs, MinVersion: tls.VersionTLS12})}
 	switch m.Security {

@@ -65,6 +65,7 @@ type Tickets interface {
 // Mailer sends a booking's tickets by email (core/notify's Mailer).
 type Mailer interface {
 	SendTickets(ctx context.Context, b *core.Booking, event, link string, tickets []notify.Ticket) error
+	SendCancellation(ctx context.Context, b *core.Booking, event, reason, link string) error
 }
 
 // Links mints a booking's ticket link token (core/token's Keys).
@@ -359,6 +360,8 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 			return err
 		}
 		return w.Mailer.SendTickets(ctx, b, ev.Name, link, tickets)
+	case core.JobCancelEmail, core.JobCancelSMS:
+		return w.tellCancelled(ctx, j.Kind, b)
 	case core.JobSMS:
 		if b.Phone == "" || w.SMS == nil {
 			w.Log.Info("ticket SMS skipped", "booking", b.ID, "has_phone", b.Phone != "", "gateway", w.SMS != nil)
@@ -472,6 +475,28 @@ func (w *Worker) link(b *core.Booking, ev *core.Event) (string, error) {
 		}
 	}
 	return notify.TicketLink(w.PublicURL, b.ID, tok), nil
+}
+
+// tellCancelled sends a cancelled show's booking holder its email or SMS
+// (none without an address or a channel: the job is done, as for tickets).
+func (w *Worker) tellCancelled(ctx context.Context, kind core.JobKind, b *core.Booking) error {
+	email := kind == core.JobCancelEmail
+	if (email && (b.Email == "" || w.Mailer == nil)) || (!email && (b.Phone == "" || w.SMS == nil)) {
+		w.Log.Info("cancellation message skipped", "kind", kind, "booking", b.ID, "has_address", b.Email != "" || b.Phone != "")
+		return nil
+	}
+	ev, err := w.DB.Event(ctx, b.EventID)
+	if err != nil {
+		return err
+	}
+	link, err := w.link(b, ev)
+	if err != nil {
+		return err
+	}
+	if email {
+		return w.Mailer.SendCancellation(ctx, b, ev.Name, ev.CancelReason, link)
+	}
+	return w.SMS.Send(ctx, b.Phone, notify.CancelSMS(b, ev.Name, link))
 }
 
 // ReconcileStore is what a Reconciler needs of the database

@@ -209,6 +209,9 @@ type failingSender struct{}
 func (failingSender) SendTickets(context.Context, *core.Booking, string, string, []notify.Ticket) error {
 	return errors.New("smtp down")
 }
+func (failingSender) SendCancellation(context.Context, *core.Booking, string, string, string) error {
+	return errors.New("smtp down")
+}
 func (failingSender) Send(context.Context, string, string) error {
 	return errors.New("sms gateway down")
 }
@@ -972,8 +975,15 @@ func TestKickIsOwnedByRun(t *testing.T) {
 
 // recordingSender keeps the messages it was given.
 type recordingSender struct {
-	mu         sync.Mutex
-	sms, links []string
+	mu                    sync.Mutex
+	sms, links, cancelled []string
+}
+
+func (r *recordingSender) SendCancellation(_ context.Context, b *core.Booking, event, reason, link string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancelled = append(r.cancelled, notify.CancelText(b, event, reason, link))
+	return nil
 }
 
 func (r *recordingSender) SendTickets(_ context.Context, _ *core.Booking, _, link string, _ []notify.Ticket) error {

@@ -135,7 +135,7 @@ func insertEvent(ctx context.Context, tx pgx.Tx, e newEvent, l *layout.Layout) (
 // first); scanEvent scans a row of it. eventsSQL and eventSQL add the WHERE.
 const eventColumns = `
 SELECT e.id, e.name, e.kind, e.starts_at, e.onsale_at, e.seated, e.capacity, e.max_per_account, e.hold_seconds,
-       e.status, coalesce(e.series_id, 0), v.id, v.name, v.city, v.timezone,
+       e.status, coalesce(e.series_id, 0), e.cancel_reason, v.id, v.name, v.city, v.timezone,
        coalesce((SELECT json_agg(json_build_object('code', b.code, 'name', b.name, 'price_paise', b.price_paise)
                                  ORDER BY b.price_paise DESC)
                    FROM price_bands b WHERE b.event_id = e.id), '[]')
@@ -144,7 +144,7 @@ SELECT e.id, e.name, e.kind, e.starts_at, e.onsale_at, e.seated, e.capacity, e.m
 func scanEvent(row pgx.Row) (*core.Event, error) {
 	var e core.Event
 	err := row.Scan(&e.ID, &e.Name, &e.Kind, &e.StartsAt, &e.OnsaleAt, &e.Seated, &e.Capacity, &e.MaxPerAccount, &e.HoldSeconds,
-		&e.Status, &e.SeriesID, &e.Venue.ID, &e.Venue.Name, &e.Venue.City, &e.Venue.Timezone, &e.Bands)
+		&e.Status, &e.SeriesID, &e.CancelReason, &e.Venue.ID, &e.Venue.Name, &e.Venue.City, &e.Venue.Timezone, &e.Bands)
 	return &e, err
 }
 

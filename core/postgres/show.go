@@ -249,3 +249,124 @@ func (db *DB) SetShowStatus(ctx context.Context, id int64, to string, by core.Ac
 	}
 	return after, nil
 }
+
+// endHoldsSQL ends every live hold of a cancelled show: a booking that
+// would take one (bookSQL asks for an ACTIVE hold) can no longer, so the
+// money of a payment still in flight comes back as late (refunded). A
+// booking committing as this runs holds its hold's row lock: this waits
+// for it, and the next statement's snapshot sees its booking.
+const endHoldsSQL = `
+UPDATE holds SET status = 'RELEASED', version = version + 1, ended_at = now()
+ WHERE event_id = $1 AND status = 'ACTIVE'`
+
+// confirmedSQL locks a cancelled show's confirmed bookings, by id.
+const confirmedSQL = lockedColumns + ` WHERE event_id = $1 AND status = 'CONFIRMED' ORDER BY id FOR UPDATE`
+
+// CancelShow cancels show id for by, in one transaction: the show becomes
+// cancelled (no hold, no booking from then), its live holds end, and each
+// confirmed booking moves to REFUND_DUE with its give-back job and its
+// holder's email and SMS queued in the outbox (core.Transition,
+// OutcomeCancelled). The outbox carries them out after commit, each under
+// its booking's idempotency key, so a core killed at any point refunds each
+// booking exactly once when it (or another core) resumes. Its tickets are
+// left in place, revoked: the gates' lists name them.
+func (db *DB) CancelShow(ctx context.Context, id int64, reason string, by core.Actor) (*core.Event, *core.Cancellation, error) {
+	var after *core.Event
+	var bookings int
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		bookings = 0
+		before, err := lockShow(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := core.ShowTransition(before.Status, core.ShowCancelled); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE events SET status = 'cancelled', cancelled_at = now(), cancel_reason = $2, updated_at = now() WHERE id = $1`,
+			id, reason); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, endHoldsSQL, id); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, confirmedSQL, id)
+		if err != nil {
+			return err
+		}
+		confirmed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*core.Booking, error) { return scanLocked(r) })
+		if err != nil {
+			return err
+		}
+		for _, b := range confirmed {
+			if _, moved, err := advance(ctx, tx, b, core.OutcomeCancelled, ""); err != nil {
+				return err
+			} else if moved {
+				bookings++
+			}
+		}
+		if after, err = scanEvent(tx.QueryRow(ctx, eventSQL, id)); err != nil {
+			return err
+		}
+		type cancel struct {
+			*core.Event
+			Reason   string `json:"cancel_reason"`
+			Bookings int    `json:"bookings_refunded"`
+		}
+		return audit(ctx, tx, by, "show.cancel", showSubject(id), before, cancel{after, reason, bookings})
+	})
+	db.forget(id)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	c, err := db.Cancellation(ctx, id)
+	return after, c, err
+}
+
+// cancellationSQL counts a show's cancelled bookings (those the
+// cancellation moved: each has its one cancel_email job) by where their
+// money is, the messages to their holders, and the jobs that gave up.
+const cancellationSQL = `
+WITH c AS (
+  SELECT b.id, b.status, b.amount_paise FROM bookings b
+   WHERE b.event_id = $1 AND EXISTS (SELECT 1 FROM outbox o WHERE o.booking_id = b.id AND o.kind = 'cancel_email')
+), j AS (
+  SELECT o.kind, o.status, o.created_at FROM outbox o JOIN c ON c.id = o.booking_id
+)
+SELECT e.status, e.cancelled_at, e.cancel_reason,
+       (SELECT count(*) FROM c),
+       (SELECT count(*) FROM c WHERE status = 'REFUND_DUE'),
+       (SELECT count(*) FROM c WHERE status = 'REFUNDED'),
+       (SELECT coalesce(sum(amount_paise), 0) FROM c WHERE status = 'REFUNDED'),
+       (SELECT coalesce(sum(amount_paise), 0) FROM c WHERE status = 'REFUND_DUE'),
+       (SELECT count(*) FROM bookings WHERE event_id = $1 AND status = 'CONFIRMED'),
+       (SELECT count(*) FROM j WHERE kind IN ('cancel_email', 'cancel_sms') AND status = 'DONE'),
+       (SELECT count(*) FROM j WHERE kind IN ('cancel_email', 'cancel_sms') AND status = 'PENDING'),
+       (SELECT count(*) FROM j WHERE status = 'DEAD'),
+       (SELECT min(created_at) FROM j WHERE kind IN ('refund', 'void') AND status = 'PENDING')
+  FROM events e
+ WHERE e.id = $1`
+
+// Cancellation reports how far a show's cancellation has come (for any
+// show: a show not cancelled reports nothing due).
+func (db *DB) Cancellation(ctx context.Context, id int64) (*core.Cancellation, error) {
+	var c core.Cancellation
+	var status string
+	var at, oldest *time.Time
+	err := db.pool.QueryRow(ctx, cancellationSQL, id).Scan(&status, &at, &c.Reason, &c.Bookings, &c.RefundDue, &c.Refunded,
+		&c.RefundedPaise, &c.DuePaise, &c.StillConfirmed, &c.Notified, &c.NotifyPending, &c.DeadJobs, &oldest)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, core.Errorf(core.ENotFound, "no event %d", id)
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	c.EventID, c.Cancelled = id, status == core.ShowCancelled
+	if at != nil {
+		c.CancelledAt = *at
+	}
+	if oldest != nil {
+		c.OldestDue = *oldest
+	}
+	c.Done = c.Cancelled && c.RefundDue == 0 && c.StillConfirmed == 0 && c.NotifyPending == 0
+	return &c, nil
+}

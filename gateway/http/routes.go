@@ -76,6 +76,7 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/gate-sw.js", name: "page", limit: limitPage, handle: page("gate-sw.js")},
 	{method: "GET", pattern: "/admin", name: "page", limit: limitPage, handle: page("admin.html"), admin: true},
 	{method: "GET", pattern: "/admin/", name: "page", limit: limitPage, handle: page("admin.html"), admin: true},
+	{method: "GET", pattern: "/admin/shows", name: "page", limit: limitPage, handle: page("shows.html"), admin: true},
 	{method: "GET", pattern: "/static/{name}", name: "static", limit: limitPage, handle: (*Server).static},
 	{method: "GET", pattern: "/web-config.json", name: "page", limit: limitPage, handle: (*Server).webConfig},
 

@@ -1,0 +1,463 @@
+/*
+ * shows.js: the box office's page (served at /admin/shows): the shows of
+ * every status, a new show (one or many start times of a title on a venue's
+ * layout), the venues' seat layouts (import a layout file, see its seat
+ * map), and each show's history (the core's audit log).
+ *
+ * It uses the session the operator console (/admin/) signed in
+ * (sessionStorage), and talks to the core's operators' API through the
+ * gateway's operators' listener (/operator/v1/*). Every time an operator
+ * types or reads is the venue's local time: the API takes local times in
+ * the venue's zone. Closing a show asks first, naming it.
+ *
+ * No dependencies and nothing inline: the page runs under a strict CSP.
+ * document.body.dataset.ready becomes "1" once shows and layouts are shown.
+ */
+"use strict";
+
+const TOKEN_KEY = "onsale.admin";
+const OPERATOR_KEY = "onsale.operator";
+const ROLE_LABELS = { admin: "admin", box_office: "box office", sale_desk: "sale desk" };
+const REQUEST_TIMEOUT_MS = 15000;
+
+const $ = (id) => document.getElementById(id);
+const state = { token: "", operator: null, layouts: [], shows: new Map(), next: "", editing: null };
+
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
+function showMessage(text, kind = "info") {
+  $("message").textContent = text;
+  $("message").dataset.kind = kind;
+}
+
+/* ---------- API ---------- */
+
+async function api(method, path, body, raw) {
+  const headers = { Accept: "application/json", Authorization: `Bearer ${state.token}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), REQUEST_TIMEOUT_MS);
+  let res;
+  try {
+    res = await fetch(path, { method, headers, cache: "no-store", credentials: "same-origin", signal: abort.signal,
+      body: body === undefined ? undefined : raw ? body : JSON.stringify(body) });
+  } catch {
+    throw Object.assign(new Error(abort.signal.aborted ? "The server did not answer in time." : "The server could not be reached."), { status: 0 });
+  } finally {
+    clearTimeout(timer);
+  }
+  const data = await res.json().catch(() => null);
+  if (!res.ok) {
+    const err = new Error((data && data.message) || `The server answered ${res.status}.`);
+    err.status = res.status;
+    err.data = data || {};
+    if (res.status === 401) signedOut("Your session was refused or has expired: sign in on the console again.");
+    throw err;
+  }
+  return data;
+}
+
+/* ---------- times in the venue's zone ---------- */
+
+// localParts is an RFC 3339 time as the venue's wall clock: "2026-12-20T18:30".
+function venueLocal(iso, zone) {
+  const ms = Date.parse(iso || "");
+  if (Number.isNaN(ms)) return "";
+  const parts = {};
+  for (const p of new Intl.DateTimeFormat("en-GB", { timeZone: zone || undefined, hourCycle: "h23",
+    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit" }).formatToParts(ms)) {
+    parts[p.type] = p.value;
+  }
+  return `${parts.year}-${parts.month}-${parts.day}T${parts.hour}:${parts.minute}`;
+}
+
+// venueTime is a readable start in the venue's zone: "Sat 20 Dec 2026, 18:30".
+function venueTime(iso, zone) {
+  const ms = Date.parse(iso || "");
+  if (Number.isNaN(ms)) return "—";
+  try {
+    return new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric", month: "short", year: "numeric",
+      hour: "2-digit", minute: "2-digit", timeZone: zone || undefined }).format(ms);
+  } catch {
+    return new Date(ms).toISOString();
+  }
+}
+
+const rupees = (paise) => (paise / 100).toLocaleString("en-IN", { minimumFractionDigits: paise % 100 ? 2 : 0 });
+
+function showLabel(ev) {
+  return `${ev.name} · ${venueTime(ev.starts_at, ev.venue && ev.venue.timezone)} · #${ev.id}`;
+}
+
+/* ---------- sign-in state ---------- */
+
+function signedOut(message) {
+  state.token = "";
+  $("signed-out").hidden = false;
+  $("signed-in").hidden = true;
+  $("work").hidden = true;
+  if (message) showMessage(message, "error");
+}
+
+function may(perm) {
+  const role = state.operator && state.operator.role;
+  return role === "admin" || (role === "box_office" && perm !== "operators") || (role === "sale_desk" && perm === "read");
+}
+
+/* ---------- shows ---------- */
+
+async function loadShows(more) {
+  const params = new URLSearchParams({ limit: "50" });
+  const status = $("status-filter").value;
+  if (status) params.set("status", status);
+  if (more && state.next) params.set("cursor", state.next);
+  const data = await api("GET", `/operator/v1/events?${params}`);
+  if (!more) {
+    $("shows").textContent = "";
+    state.shows.clear();
+  }
+  for (const ev of data.events) {
+    state.shows.set(String(ev.id), ev);
+    $("shows").append(showRow(ev));
+  }
+  if (!state.shows.size) {
+    const tr = document.createElement("tr");
+    const td = document.createElement("td");
+    td.colSpan = 6;
+    td.textContent = status ? `No ${status} shows to come.` : "No shows to come yet: create one below.";
+    tr.append(td);
+    $("shows").append(tr);
+  }
+  state.next = data.next_cursor || "";
+  $("shows-more").hidden = !state.next;
+}
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  return td;
+}
+
+function button(text, cls, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = text;
+  if (cls) b.className = cls;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function showRow(ev) {
+  const zone = ev.venue && ev.venue.timezone;
+  const tr = document.createElement("tr");
+  tr.id = `show-${ev.id}`;
+  const name = cell("");
+  const strong = document.createElement("strong");
+  strong.textContent = ev.name;
+  name.append(strong, document.createElement("br"));
+  const small = document.createElement("small");
+  small.textContent = `#${ev.id} · ${ev.kind} · ${ev.capacity.toLocaleString()} ${ev.seated ? "seats" : "tickets"}`;
+  name.append(small);
+  tr.append(name, cell(ev.venue ? `${ev.venue.name}, ${ev.venue.city}` : ""), cell(venueTime(ev.starts_at, zone)),
+    cell(venueTime(ev.onsale_at, zone)));
+  const st = cell(ev.status, "status");
+  st.dataset.status = ev.status;
+  tr.append(st);
+  const actions = document.createElement("td");
+  actions.className = "actions";
+  if (may("write")) {
+    if (ev.status === "draft" || ev.status === "closed") actions.append(button("Publish", "", () => setStatus(ev, "publish")));
+    if (ev.status === "published") actions.append(button("Close sale", "secondary", () => setStatus(ev, "close")));
+    if (ev.status === "draft" || ev.status === "published") actions.append(button("Edit", "secondary", () => openEdit(ev)));
+  }
+  const live = document.createElement("a");
+  live.href = `/admin/?event=${ev.id}`;
+  live.textContent = "Live";
+  actions.append(live, button("History", "secondary", () => showHistory(ev)));
+  tr.append(actions);
+  return tr;
+}
+
+async function setStatus(ev, action) {
+  if (action === "close" && !(await confirmAction("Close the sale?",
+    `Close the sale of ${showLabel(ev)}? No more seats are sold; tickets sold stand. You can publish it again.`, "Close sale"))) {
+    return;
+  }
+  try {
+    const after = await api("POST", `/operator/v1/events/${ev.id}/${action}`);
+    showMessage(`${showLabel(after)} is ${after.status}.`, "ok");
+    await loadShows(false);
+  } catch (err) {
+    showMessage(`${showLabel(ev)}: ${err.message}`, "error");
+  }
+}
+
+async function showHistory(ev) {
+  try {
+    const data = await api("GET", `/operator/v1/events/${ev.id}/audit`);
+    const list = $("history");
+    list.textContent = "";
+    setText($("history-h"), `History of ${showLabel(ev)}`);
+    for (const e of data.entries) {
+      const li = document.createElement("li");
+      const when = new Date(e.at).toLocaleString();
+      li.textContent = `${when}: ${e.actor} — ${e.action}${describeChange(e)}`;
+      list.append(li);
+    }
+    if (!data.entries.length) list.append(Object.assign(document.createElement("li"), { textContent: "No changes recorded." }));
+    $("history-panel").hidden = false;
+    $("history-panel").scrollIntoView({ behavior: "smooth", block: "start" });
+  } catch (err) {
+    showMessage(err.message, "error");
+  }
+}
+
+// describeChange names the fields an audit entry changed.
+function describeChange(e) {
+  if (!e.before || !e.after || typeof e.before !== "object") return "";
+  const changed = Object.keys(e.after).filter((k) => JSON.stringify(e.before[k]) !== JSON.stringify(e.after[k]));
+  return changed.length ? ` (${changed.join(", ")})` : "";
+}
+
+/* ---------- edit ---------- */
+
+function pricesInto(fieldset, bands, prefix) {
+  for (const el of fieldset.querySelectorAll(".field")) el.remove();
+  for (const b of bands) {
+    const f = document.createElement("div");
+    f.className = "field";
+    const label = document.createElement("label");
+    label.htmlFor = `${prefix}-${b.code}`;
+    label.textContent = `${b.name || b.code} (${b.code})`;
+    const input = document.createElement("input");
+    input.id = `${prefix}-${b.code}`;
+    input.type = "number";
+    input.min = "0";
+    input.step = "0.01";
+    input.required = true;
+    input.dataset.band = b.code;
+    input.value = String(b.price_paise / 100);
+    f.append(label, input);
+    fieldset.append(f);
+  }
+}
+
+function pricesFrom(fieldset) {
+  const prices = {};
+  for (const input of fieldset.querySelectorAll("input[data-band]")) prices[input.dataset.band] = Math.round(Number(input.value) * 100);
+  return prices;
+}
+
+function openEdit(ev) {
+  const zone = ev.venue && ev.venue.timezone;
+  state.editing = ev;
+  setText($("edit-which"), `${showLabel(ev)} at ${ev.venue.name}, ${ev.venue.city} (times in ${zone})`);
+  $("ed-title").value = ev.name;
+  $("ed-starts").value = venueLocal(ev.starts_at, zone);
+  $("ed-onsale").value = venueLocal(ev.onsale_at, zone);
+  pricesInto($("ed-prices"), ev.price_bands, "ed");
+  $("edit").showModal();
+}
+
+async function saveEdit() {
+  const ev = state.editing;
+  if (!ev || $("edit").returnValue !== "save") return;
+  const zone = ev.venue && ev.venue.timezone;
+  const patch = {};
+  if ($("ed-title").value.trim() !== ev.name) patch.title = $("ed-title").value.trim();
+  if ($("ed-starts").value !== venueLocal(ev.starts_at, zone)) patch.starts_at = $("ed-starts").value;
+  if ($("ed-onsale").value !== venueLocal(ev.onsale_at, zone)) patch.onsale_at = $("ed-onsale").value;
+  const prices = pricesFrom($("ed-prices"));
+  if (ev.price_bands.some((b) => prices[b.code] !== b.price_paise)) patch.prices = prices;
+  if (!Object.keys(patch).length) {
+    showMessage("Nothing changed.", "info");
+    return;
+  }
+  try {
+    const after = await api("PATCH", `/operator/v1/events/${ev.id}`, patch);
+    showMessage(`Saved ${showLabel(after)}.`, "ok");
+    await loadShows(false);
+  } catch (err) {
+    showMessage(`${showLabel(ev)} not changed: ${err.message}`, "error");
+  }
+}
+
+/* ---------- new show ---------- */
+
+function selectedLayout() {
+  return state.layouts.find((l) => String(l.id) === $("ns-layout").value);
+}
+
+function layoutChanged() {
+  const l = selectedLayout();
+  pricesInto($("ns-prices"), l ? l.price_bands : [], "ns");
+  setText($("ns-zone"), l ? `Times are ${l.venue.name}'s local time (${l.venue.timezone}).` : "");
+}
+
+async function createShow(event) {
+  event.preventDefault();
+  const l = selectedLayout();
+  if (!l) {
+    showMessage("Import a venue's layout first.", "error");
+    return;
+  }
+  const starts = $("ns-starts").value.split("\n").map((s) => s.trim().replace(" ", "T")).filter(Boolean);
+  const body = { title: $("ns-title").value.trim(), kind: $("ns-kind").value, layout_id: l.id, starts,
+    onsale_at: $("ns-onsale").value, prices: pricesFrom($("ns-prices")),
+    max_per_account: Number($("ns-max").value), hold_seconds: Number($("ns-hold").value) };
+  $("ns-create").disabled = true;
+  try {
+    const data = await api("POST", "/operator/v1/events", body);
+    showMessage(`Created ${data.events.length} draft show${data.events.length > 1 ? "s" : ""}: ` +
+      data.events.map(showLabel).join("; ") + ". Publish each when it is ready.", "ok");
+    $("new-show").reset();
+    layoutChanged();
+    await loadShows(false);
+  } catch (err) {
+    showMessage(`Not created: ${err.message}`, "error");
+  } finally {
+    $("ns-create").disabled = false;
+  }
+}
+
+/* ---------- layouts ---------- */
+
+async function loadLayouts() {
+  const data = await api("GET", "/operator/v1/layouts");
+  state.layouts = data.layouts;
+  const list = $("layouts");
+  list.textContent = "";
+  const keep = $("ns-layout").value;
+  $("ns-layout").textContent = "";
+  for (const l of data.layouts) {
+    const li = document.createElement("li");
+    const bands = l.price_bands.map((b) => `${b.name || b.code} ₹${rupees(b.price_paise)}`).join(", ");
+    li.textContent = `${l.venue.name}, ${l.venue.city} (${l.venue.timezone}) — layout “${l.name}”: ` +
+      `${l.capacity.toLocaleString()} ${l.seated ? "seats" : "tickets (general admission)"}; ${bands}. `;
+    if (l.seated) li.append(button("Seat map", "secondary", () => showSeatMap(l)));
+    list.append(li);
+    const opt = document.createElement("option");
+    opt.value = String(l.id);
+    opt.textContent = `${l.venue.name}, ${l.venue.city} — ${l.name} (${l.capacity.toLocaleString()})`;
+    $("ns-layout").append(opt);
+  }
+  if (!data.layouts.length) {
+    list.append(Object.assign(document.createElement("li"), { textContent: "No layouts yet: import one below." }));
+    $("ns-layout").append(Object.assign(document.createElement("option"), { value: "", textContent: "Import a layout first" }));
+  }
+  if (keep && [...$("ns-layout").options].some((o) => o.value === keep)) $("ns-layout").value = keep;
+  layoutChanged();
+}
+
+async function importLayout(event) {
+  event.preventDefault();
+  const file = $("import-file").files[0];
+  if (!file) return;
+  const problems = $("problems");
+  problems.hidden = true;
+  problems.textContent = "";
+  try {
+    const text = await file.text();
+    const l = await api("POST", `/operator/v1/layouts?name=${encodeURIComponent($("import-name").value.trim())}`, text, true);
+    showMessage(`Imported ${l.venue.name}, ${l.venue.city}: layout “${l.name}”, ${l.capacity.toLocaleString()} places.`, "ok");
+    $("import").reset();
+    await loadLayouts();
+  } catch (err) {
+    showMessage(`${file.name} was not imported: ${err.message}`, "error");
+    for (const p of (err.data && err.data.problems) || []) {
+      problems.append(Object.assign(document.createElement("li"), { textContent: `${p.path}: ${p.message}` }));
+    }
+    problems.hidden = !problems.childElementCount;
+  }
+}
+
+// showSeatMap draws a layout's rows as seen from the stage: one square per
+// seat, coloured by band, each row labelled.
+async function showSeatMap(l) {
+  try {
+    const data = await api("GET", `/operator/v1/layouts/${l.id}`);
+    const doc = data.document;
+    const bands = doc.bands.map((b) => b.code);
+    const body = $("seatmap-body");
+    body.textContent = "";
+    for (const sec of doc.sections) {
+      const block = document.createElement("div");
+      block.className = "sm-section";
+      block.append(Object.assign(document.createElement("h3"), { textContent: `${sec.name || sec.code} (${sec.code})` }));
+      for (const row of sec.rows) {
+        const r = document.createElement("div");
+        r.className = "sm-row";
+        r.append(Object.assign(document.createElement("span"), { className: "sm-label", textContent: row.label }));
+        const band = row.band || sec.band;
+        const n = row.numbers && row.numbers.length ? row.numbers.length : row.to - row.from + 1;
+        const seats = document.createElement("span");
+        seats.className = "sm-seats";
+        seats.dataset.band = String(bands.indexOf(band) % 6);
+        seats.style.setProperty("--n", String(n));
+        seats.title = `Row ${row.label}: ${n} seats, ${band}`;
+        r.append(seats);
+        block.append(r);
+      }
+      body.append(block);
+    }
+    setText($("seatmap-caption"), `${l.venue.name}, ${l.venue.city} — “${l.name}”: ${l.capacity.toLocaleString()} seats; ` +
+      doc.bands.map((b, i) => `${b.name || b.code} (colour ${i + 1})`).join(", "));
+    $("seatmap").hidden = false;
+  } catch (err) {
+    showMessage(err.message, "error");
+  }
+}
+
+/* ---------- confirmation ---------- */
+
+function confirmAction(title, text, yes) {
+  const d = $("confirm");
+  if (typeof d.showModal !== "function") return Promise.resolve(true);
+  setText($("confirm-title"), title);
+  setText($("confirm-text"), text);
+  setText($("confirm-yes"), yes);
+  return new Promise((resolve) => {
+    d.addEventListener("close", () => resolve(d.returnValue === "yes"), { once: true });
+    d.returnValue = "";
+    d.showModal();
+    $("confirm-no").focus();
+  });
+}
+
+/* ---------- start ---------- */
+
+async function init() {
+  try {
+    state.token = sessionStorage.getItem(TOKEN_KEY) || "";
+    state.operator = JSON.parse(sessionStorage.getItem(OPERATOR_KEY) || "null");
+  } catch { /* storage off: signed out */ }
+  $("status-filter").addEventListener("change", () => loadShows(false).catch((e) => showMessage(e.message, "error")));
+  $("shows-next").addEventListener("click", () => loadShows(true).catch((e) => showMessage(e.message, "error")));
+  $("ns-layout").addEventListener("change", layoutChanged);
+  $("new-show").addEventListener("submit", createShow);
+  $("import").addEventListener("submit", importLayout);
+  $("edit").addEventListener("close", saveEdit);
+  if (!state.token) {
+    signedOut("");
+    return;
+  }
+  $("signed-out").hidden = true;
+  $("signed-in").hidden = false;
+  const op = state.operator || {};
+  setText($("signed-in-as"), op.display_name || op.name || "an operator");
+  setText($("signed-in-role"), op.role ? `(${ROLE_LABELS[op.role] || op.role})` : "");
+  $("work").hidden = false;
+  $("new-show-panel").hidden = !may("write");
+  $("import").hidden = !may("write");
+  try {
+    await Promise.all([loadShows(false), loadLayouts()]);
+    document.body.dataset.ready = "1";
+  } catch (err) {
+    if (err.status !== 401) showMessage(err.message, "error");
+  }
+}
+
+init();
