@@ -59,6 +59,10 @@ type BookingEvent struct {
 	Kind     string    `json:"kind"`
 	StartsAt time.Time `json:"starts_at"`
 	Venue    Venue     `json:"venue"`
+	// Status is the show's (ShowCancelled: it will not take place, and
+	// CancelReason says why).
+	Status       string `json:"status"`
+	CancelReason string `json:"cancel_reason,omitempty"`
 }
 
 // Reference is the order reference the provider knows the booking by.

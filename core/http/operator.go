@@ -42,6 +42,12 @@ type Operators struct {
 	Store    core.Operators
 	Shows    ShowStore
 	TokenTTL time.Duration // 0: core.OperatorTokenTTL
+	// PasswordCost is bcrypt's work factor for the passwords it stores
+	// (0: DefaultPasswordCost; tests lower it).
+	PasswordCost int
+	// SignInEvery is how often a locked name and address may try again
+	// (0: every 6 s after a burst of 10 failures; tests lengthen it).
+	SignInEvery time.Duration
 
 	failures *signInFailures
 }
@@ -51,22 +57,30 @@ type Operators struct {
 // venue fits too.
 const maxLayoutBytes = 4 << 20
 
-// bcryptCost is the work factor of operator passwords (about 50-100 ms a
-// hash on the machines onsale is measured on).
-const bcryptCost = 11
+// DefaultPasswordCost is the work factor of operator passwords (about
+// 50-100 ms a hash on the machines onsale is measured on).
+const DefaultPasswordCost = 11
 
-// HashPassword hashes an operator password for the store.
-func HashPassword(p string) ([]byte, error) {
-	return bcrypt.GenerateFromPassword([]byte(p), bcryptCost)
+// HashPassword hashes an operator password for the store at cost (0:
+// DefaultPasswordCost).
+func HashPassword(p string, cost int) ([]byte, error) {
+	if cost == 0 {
+		cost = DefaultPasswordCost
+	}
+	return bcrypt.GenerateFromPassword([]byte(p), cost)
 }
 
 // noOperatorHash is compared against when the name is unknown, so a wrong
 // name takes as long as a wrong password.
-var noOperatorHash, _ = bcrypt.GenerateFromPassword([]byte("no such operator, no such password"), bcryptCost)
+var noOperatorHash, _ = bcrypt.GenerateFromPassword([]byte("no such operator, no such password"), DefaultPasswordCost)
 
 func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	if s.Operators.failures == nil {
-		s.Operators.failures = newSignInFailures()
+		every := s.Operators.SignInEvery
+		if every == 0 {
+			every = signInEvery
+		}
+		s.Operators.failures = newSignInFailures(every)
 	}
 	mux.HandleFunc("POST /operator/v1/sessions", s.operatorSignIn)
 	mux.HandleFunc("GET /operator/v1/me", s.operatorMe)
@@ -227,7 +241,7 @@ func (s *Server) createOperator(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	hash, err := HashPassword(n.Password)
+	hash, err := HashPassword(n.Password, s.Operators.PasswordCost)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -266,7 +280,7 @@ func (s *Server) patchOperator(w http.ResponseWriter, r *http.Request) {
 	}
 	var hash []byte
 	if p.Password != nil {
-		if hash, err = HashPassword(*p.Password); err != nil {
+		if hash, err = HashPassword(*p.Password, s.Operators.PasswordCost); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -643,12 +657,13 @@ const (
 
 type signInFailures struct {
 	mu       sync.Mutex
+	every    time.Duration
 	m        map[string]*rate.Limiter
 	overflow *rate.Limiter
 }
 
-func newSignInFailures() *signInFailures {
-	return &signInFailures{m: make(map[string]*rate.Limiter), overflow: rate.NewLimiter(rate.Every(signInEvery), signInBurst)}
+func newSignInFailures(every time.Duration) *signInFailures {
+	return &signInFailures{every: every, m: make(map[string]*rate.Limiter), overflow: rate.NewLimiter(rate.Every(every), signInBurst)}
 }
 
 func (f *signInFailures) bucket(key string, create bool) *rate.Limiter {
@@ -669,7 +684,7 @@ func (f *signInFailures) bucket(key string, create bool) *rate.Limiter {
 	if !create {
 		return nil
 	}
-	b := rate.NewLimiter(rate.Every(signInEvery), signInBurst)
+	b := rate.NewLimiter(rate.Every(f.every), signInBurst)
 	f.m[key] = b
 	return b
 }
@@ -682,7 +697,7 @@ func (f *signInFailures) locked(key string) time.Duration {
 		return 0
 	}
 	if t := b.TokensAt(time.Now()); t < 1 {
-		return time.Duration((1 - t) * float64(signInEvery))
+		return time.Duration((1 - t) * float64(f.every))
 	}
 	return 0
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/onsale/onsale/core"
 	corehttp "github.com/onsale/onsale/core/http"
 	"github.com/onsale/onsale/core/seed"
@@ -23,8 +25,10 @@ func withOperators(f *fixture, s *corehttp.Server) {
 	}
 	f.keys = token.New(priv)
 	s.Tokens = f.keys
-	s.Operators = &corehttp.Operators{Store: f.db, Shows: f.db}
-	hash, err := corehttp.HashPassword(rootPassword)
+	// Cheap hashes (bcrypt's least cost: the test's many sign-ins, under
+	// -race) and a lock that does not lift during the test.
+	s.Operators = &corehttp.Operators{Store: f.db, Shows: f.db, PasswordCost: bcrypt.MinCost, SignInEvery: time.Hour}
+	hash, err := corehttp.HashPassword(rootPassword, bcrypt.MinCost)
 	if err != nil {
 		panic(err)
 	}

@@ -67,10 +67,10 @@ const bookingColumns = `SELECT id, hold_id::text, event_id, account, seat_ids, q
        coalesce(payment_id, ''), coalesce(email, ''), coalesce(phone, ''), created_at, captured_at IS NOT NULL,
        (SELECT count(*) FROM bookings x WHERE x.hold_id = bookings.hold_id AND x.id <= bookings.id)::int,
        coalesce(ev.ev_name, ''), coalesce(ev.ev_kind, ''), ev.ev_starts_at, coalesce(ev.venue_id, 0), coalesce(ev.venue_name, ''),
-       coalesce(ev.venue_city, ''), coalesce(ev.venue_tz, '')
+       coalesce(ev.venue_city, ''), coalesce(ev.venue_tz, ''), coalesce(ev.ev_status, ''), coalesce(ev.ev_reason, '')
   FROM bookings LEFT JOIN LATERAL (
        SELECT e.name AS ev_name, e.kind AS ev_kind, e.starts_at AS ev_starts_at, v.id AS venue_id, v.name AS venue_name,
-              v.city AS venue_city, v.timezone AS venue_tz
+              v.city AS venue_city, v.timezone AS venue_tz, e.status AS ev_status, e.cancel_reason AS ev_reason
          FROM events e JOIN venues v ON v.id = e.venue_id WHERE e.id = bookings.event_id) ev ON true`
 
 // bookingByIDSQL reads one booking (scanBooking).
@@ -90,7 +90,7 @@ func scanBooking(row pgx.Row) (*core.Booking, error) {
 	var starts *time.Time
 	err := row.Scan(&b.ID, &b.HoldID, &b.EventID, &b.Account, &b.Seats, &b.Quantity, &b.AmountPaise, &b.Currency, &b.Flow,
 		&b.Status, &b.PaymentID, &b.Email, &b.Phone, &b.CreatedAt, &b.Captured, &b.Attempt,
-		&ev.Name, &ev.Kind, &starts, &ev.Venue.ID, &ev.Venue.Name, &ev.Venue.City, &ev.Venue.Timezone)
+		&ev.Name, &ev.Kind, &starts, &ev.Venue.ID, &ev.Venue.Name, &ev.Venue.City, &ev.Venue.Timezone, &ev.Status, &ev.CancelReason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, core.Errorf(core.ENotFound, "no such booking")
 	}

@@ -160,7 +160,7 @@ func firstOperator(ctx context.Context, db *postgres.DB, c Config, log *slog.Log
 	if err != nil || n > 0 {
 		return err
 	}
-	hash, err := http.HashPassword(c.FirstOperatorPassword)
+	hash, err := http.HashPassword(c.FirstOperatorPassword, 0)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ func newFakeCore(t *testing.T, slow time.Duration) *fakeCore {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mode := c.mode.Load().(string)
 		switch {
+		case serveJWKS(w, r):
 		case mode == "503":
 			w.Header().Set("Retry-After", "2")
 			w.WriteHeader(http.StatusServiceUnavailable)

@@ -35,7 +35,26 @@ import (
 
 var ctx = context.Background()
 
-const admin = "proof-admin-token-of-32-bytes-or-more"
+// serviceToken is the gateways' service credential (ONSALE_ADMIN_TOKEN).
+const serviceToken = "proof-admin-token-of-32-bytes-or-more"
+
+// opsKey is the fake cores' signing key: every fake core serves its JWKS
+// (serveJWKS), where the gateways read the keys of operators' tokens, and
+// admin is an operator's session token signed with it, as the core signs
+// one at sign-in.
+var (
+	opsKey, _ = admission.GenerateKey()
+	admin, _, _ = account.NewSigner(opsKey).Operator("ops", "admin", time.Hour)
+)
+
+// serveJWKS answers a fake core's JWKS (and reports whether it did).
+func serveJWKS(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path != "/.well-known/jwks.json" {
+		return false
+	}
+	json.NewEncoder(w).Encode(admission.NewJWKS(account.NewSigner(opsKey).PublicKey()))
+	return true
+}
 
 // gatewayBinary is the gateway built by `make build` (bin/ at the top of the
 // repository, or ONSALE_BIN): tests never build, and a missing binary is a
@@ -77,7 +96,11 @@ func startFleet(t testing.TB, n int, redisAddr string, args ...string) *fleet {
 // startFleetOf is startFleet with the gateway binary bin.
 func startFleetOf(t testing.TB, bin string, n int, redisAddr string, args ...string) *fleet {
 	t.Helper()
-	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
+	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !serveJWKS(w, r) {
+			w.Write([]byte(`{}`))
+		}
+	}))
 	t.Cleanup(core.Close)
 	args = append([]string{"-core-url", core.URL}, args...)
 	for i, a := range args {
@@ -98,7 +121,7 @@ func startFleetOf(t testing.TB, bin string, n int, redisAddr string, args ...str
 		logf, _ := os.Create(logPath)
 		cmd := exec.Command(bin, append([]string{"-addr", addr, "-admin-addr", ops, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
 			"-ip-rate", "100000", "-token-rate", "1000"}, args...)...) // the test's crowd comes from one address
-		cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+admin, "ONSALE_LOG_LEVEL=warn")
+		cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+serviceToken, "ONSALE_LOG_LEVEL=warn")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		// A test killed at its timeout takes its gateways with it.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -762,9 +785,13 @@ func TestOperatorsListener(t *testing.T) {
 	key, _ := admission.GenerateKey()
 	keyFile := t.TempDir() + "/admit.key"
 	admission.WritePrivateKeyFile(keyFile, key)
-	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
+	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !serveJWKS(w, r) {
+			w.Write([]byte(`{}`))
+		}
+	}))
 	t.Cleanup(core.Close)
-	env := map[string]string{"ONSALE_QUEUE_SECRET": strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN": admin, "ONSALE_LOG_LEVEL": "warn"}
+	env := map[string]string{"ONSALE_QUEUE_SECRET": strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN": serviceToken, "ONSALE_LOG_LEVEL": "warn"}
 	start := func(args ...string) *Main {
 		m := NewMain()
 		m.Getenv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }

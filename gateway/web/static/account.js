@@ -210,6 +210,17 @@ const onsale = (() => {
     }
   }
 
+  // cancelNote says a cancelled show's booking is void and where its money
+  // is ("" when the show goes ahead).
+  function cancelNote(b) {
+    const ev = b.event || {};
+    if (ev.status !== "cancelled") return "";
+    const money = b.status === "REFUNDED" ? `${rupees(b.amount_paise)} has been refunded to the account you paid from.`
+      : b.status === "REFUND_DUE" ? `${rupees(b.amount_paise)} is on its way back to the account you paid from; banks usually show it within 5 to 7 working days.`
+        : "Nothing was charged for it.";
+    return `This show has been cancelled${ev.cancel_reason ? ": " + ev.cancel_reason.replace(/\.$/, "") : ""}. Your tickets are no longer valid. ${money}`;
+  }
+
   // bookingSummary is a booking's show, date, venue, seats and amount.
   function bookingSummary(b, withShow = true) {
     const ev = b.event || {};
@@ -223,5 +234,5 @@ const onsale = (() => {
       el("dt", { text: "Booking" }), el("dd", { text: "#" + b.booking_id }));
   }
 
-  return { el, account, saveAccount, signOut, identity, who, eventStore, api, rupees, when, timeOfDay, clock, venueLine, showHeader, accountBar, signinForm, ticketCards, bookingSummary };
+  return { el, account, saveAccount, signOut, identity, who, eventStore, api, rupees, when, timeOfDay, clock, venueLine, showHeader, accountBar, signinForm, ticketCards, bookingSummary, cancelNote };
 })();

@@ -74,7 +74,8 @@ async function load() {
     const grid = el("div", { class: "tickets" });
     const card = el("section", { class: "card booking" + (past ? " past" : ""), "aria-label": (ev.name || "Booking") + " " + onsale.when(ev.starts_at, ev.venue && ev.venue.timezone) },
       el("h3", { text: ev.name || "Booking #" + b.booking_id }),
-      el("p", { class: "status", text: words[b.status] || b.status }),
+      el("p", { class: "status", text: ev.status === "cancelled" ? "Show cancelled · " + (words[b.status] || b.status) : words[b.status] || b.status }),
+      onsale.cancelNote(b) ? el("p", { class: "cancelled", role: "note", text: onsale.cancelNote(b) }) : null,
       onsale.bookingSummary(b, false),
       grid);
     box.append(card);

@@ -21,7 +21,7 @@ const ROLE_LABELS = { admin: "admin", box_office: "box office", sale_desk: "sale
 const REQUEST_TIMEOUT_MS = 15000;
 
 const $ = (id) => document.getElementById(id);
-const state = { token: "", operator: null, layouts: [], shows: new Map(), next: "", editing: null };
+const state = { token: "", operator: null, layouts: [], shows: new Map(), next: "", editing: null, cancelling: null, progressTimer: 0 };
 
 function setText(el, text) {
   if (el.textContent !== text) el.textContent = text;
@@ -101,6 +101,8 @@ function signedOut(message) {
   if (message) showMessage(message, "error");
 }
 
+// may mirrors the core's rules (core/operator.go) to show only the buttons
+// an operator can use; the core refuses whatever this gets wrong.
 function may(perm) {
   const role = state.operator && state.operator.role;
   return role === "admin" || (role === "box_office" && perm !== "operators") || (role === "sale_desk" && perm === "read");
@@ -141,9 +143,10 @@ function cell(text, cls) {
   return td;
 }
 
-function button(text, cls, onClick) {
+function button(text, cls, onClick, id) {
   const b = document.createElement("button");
   b.type = "button";
+  if (id) b.id = id;
   b.textContent = text;
   if (cls) b.className = cls;
   b.addEventListener("click", onClick);
@@ -169,14 +172,16 @@ function showRow(ev) {
   const actions = document.createElement("td");
   actions.className = "actions";
   if (may("write")) {
-    if (ev.status === "draft" || ev.status === "closed") actions.append(button("Publish", "", () => setStatus(ev, "publish")));
-    if (ev.status === "published") actions.append(button("Close sale", "secondary", () => setStatus(ev, "close")));
-    if (ev.status === "draft" || ev.status === "published") actions.append(button("Edit", "secondary", () => openEdit(ev)));
+    if (ev.status === "draft" || ev.status === "closed") actions.append(button("Publish", "", () => setStatus(ev, "publish"), `publish-${ev.id}`));
+    if (ev.status === "published") actions.append(button("Close sale", "secondary", () => setStatus(ev, "close"), `close-${ev.id}`));
+    if (ev.status === "draft" || ev.status === "published") actions.append(button("Edit", "secondary", () => openEdit(ev), `edit-${ev.id}`));
   }
+  if (may("cancel") && ev.status !== "cancelled") actions.append(button("Cancel show", "danger", () => openCancel(ev), `cancel-${ev.id}`));
+  if (ev.status === "cancelled") actions.append(button("Refunds", "secondary", () => watchCancellation(ev), `refunds-${ev.id}`));
   const live = document.createElement("a");
   live.href = `/admin/?event=${ev.id}`;
   live.textContent = "Live";
-  actions.append(live, button("History", "secondary", () => showHistory(ev)));
+  actions.append(live, button("History", "secondary", () => showHistory(ev), `history-${ev.id}`));
   tr.append(actions);
   return tr;
 }
@@ -220,6 +225,61 @@ function describeChange(e) {
   if (!e.before || !e.after || typeof e.before !== "object") return "";
   const changed = Object.keys(e.after).filter((k) => JSON.stringify(e.before[k]) !== JSON.stringify(e.after[k]));
   return changed.length ? ` (${changed.join(", ")})` : "";
+}
+
+/* ---------- cancel ---------- */
+
+function openCancel(ev) {
+  state.cancelling = ev;
+  setText($("cancel-which"), `${showLabel(ev)} at ${ev.venue.name}, ${ev.venue.city}`);
+  $("cancel-reason").value = "";
+  $("cancel").returnValue = "";
+  $("cancel").showModal();
+  $("cancel-no").focus();
+}
+
+async function cancelShow() {
+  const ev = state.cancelling;
+  if (!ev || $("cancel").returnValue !== "yes") return;
+  try {
+    const reply = await api("POST", `/operator/v1/events/${ev.id}/cancel`, { reason: $("cancel-reason").value.trim() });
+    showMessage(`${showLabel(ev)} is cancelled: ${reply.cancellation.bookings} booking(s) to refund.`, "ok");
+    await loadShows(false);
+    watchCancellation(ev);
+  } catch (err) {
+    showMessage(`${showLabel(ev)} not cancelled: ${err.message}`, "error");
+  }
+}
+
+// watchCancellation shows a cancelled show's refunds and messages, polled
+// every two seconds until every refund has settled at the provider.
+async function watchCancellation(ev) {
+  clearTimeout(state.progressTimer);
+  $("progress-panel").hidden = false;
+  setText($("progress-h"), `Cancellation of ${showLabel(ev)}`);
+  let c;
+  try {
+    c = await api("GET", `/operator/v1/events/${ev.id}/cancellation`);
+  } catch (err) {
+    setText($("progress-line"), `Not updating: ${err.message}`);
+    state.progressTimer = setTimeout(() => watchCancellation(ev), 5000);
+    return;
+  }
+  const total = c.bookings, done = c.refunded;
+  setText($("pg-bookings"), total.toLocaleString());
+  setText($("pg-refunded"), `${done.toLocaleString()} (₹${rupees(c.refunded_paise)})`);
+  setText($("pg-due"), `${c.refund_due.toLocaleString()} (₹${rupees(c.due_paise)})`);
+  setText($("pg-notified"), `${c.notified.toLocaleString()} of ${(2 * total).toLocaleString()}`);
+  setText($("pg-dead"), c.dead_jobs.toLocaleString());
+  $("progress-bar").max = Math.max(1, total);
+  $("progress-bar").value = total ? done : 1;
+  const line = c.done
+    ? `Done: all ${total.toLocaleString()} booking(s) refunded (₹${rupees(c.refunded_paise)}) and every holder told.`
+    : `Refunding: ${done.toLocaleString()} of ${total.toLocaleString()} refunded so far` +
+      (c.dead_jobs ? `; ${c.dead_jobs} job(s) gave up: see the runbook.` : ".");
+  setText($("progress-line"), line);
+  $("progress-panel").dataset.done = String(c.done);
+  if (!c.done) state.progressTimer = setTimeout(() => watchCancellation(ev), 2000);
 }
 
 /* ---------- edit ---------- */
@@ -440,6 +500,7 @@ async function init() {
   $("new-show").addEventListener("submit", createShow);
   $("import").addEventListener("submit", importLayout);
   $("edit").addEventListener("close", saveEdit);
+  $("cancel").addEventListener("close", cancelShow);
   if (!state.token) {
     signedOut("");
     return;

@@ -50,6 +50,9 @@ async function start() {
   if (b.status === "CONFIRMED" && b.captured) {
     $("title").textContent = `${b.quantity} ticket${b.quantity === 1 ? "" : "s"}`;
     await onsale.ticketCards($("tickets"), b, token);
+  } else if (onsale.cancelNote(b)) {
+    $("title").textContent = "This show has been cancelled";
+    $("summary").prepend(onsale.el("p", { class: "cancelled", role: "note", text: onsale.cancelNote(b) }));
   } else {
     $("title").textContent = b.status === "REFUNDED" || b.status === "REFUND_DUE" ? "This booking was refunded" : "This booking has no tickets yet";
   }
