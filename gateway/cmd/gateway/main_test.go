@@ -43,7 +43,7 @@ const serviceToken = "proof-admin-token-of-32-bytes-or-more"
 // admin is an operator's session token signed with it, as the core signs
 // one at sign-in.
 var (
-	opsKey, _ = admission.GenerateKey()
+	opsKey, _   = admission.GenerateKey()
 	admin, _, _ = account.NewSigner(opsKey).Operator("ops", "admin", time.Hour)
 )
 
