@@ -71,7 +71,7 @@ type Config struct {
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"log level: debug, info, warn or error; logs are JSON on stderr"`
 	AdminAddr       string        `env:"ONSALE_CORE_ADMIN_ADDR" flag:"admin-addr" help:"the operators' listener (host:port): /metrics, never served on the API's address; empty: off. No default port: two cores may share a machine (give each its own, e.g. 127.0.0.1:9081); keep it off the fans' network"`
 	DebugAddr       string        `env:"ONSALE_DEBUG_ADDR" flag:"debug-addr" help:"serve /debug/pprof on this address (host:port); off when empty"`
-	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateways' admin token (at least 32 bytes): they read and store each event's dials here with it (the dials survive Redis); empty: no dials routes, and gateways with an operators' API refuse to set a room up"`
+	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateways' service token (at least 32 bytes): they read each event's saved dials here with it, to set a room up again after Redis lost it (an operator's change comes with the operator's own token, checked and audited here); empty: no dials routes, and gateways with an operators' API refuse to set a room up"`
 	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,...; off when empty"`
 
 	// Payments: on when ProviderURL is set.

@@ -9,7 +9,7 @@ ALTER TABLE outbox ADD CONSTRAINT outbox_kind_check
 
 -- A show's bookings: its cancellation, its progress and its sales figures
 -- read them by show (until now only by hold, payment and account).
-CREATE INDEX bookings_event ON bookings (event_id, status);
+CREATE INDEX IF NOT EXISTS bookings_event ON bookings (event_id, status);
 
 -- Why and when a show was cancelled, for the fans' pages and the messages.
 ALTER TABLE events ADD COLUMN cancelled_at timestamptz, ADD COLUMN cancel_reason text NOT NULL DEFAULT '';
