@@ -3,8 +3,10 @@ package http
 import (
 	"context"
 	"crypto/rand"
+	"encoding/csv"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -35,6 +37,8 @@ type ShowStore interface {
 	SetShowStatus(ctx context.Context, id int64, to string, by core.Actor) (*core.Event, error)
 	CancelShow(ctx context.Context, id int64, reason string, by core.Actor) (*core.Event, *core.Cancellation, error)
 	Cancellation(ctx context.Context, id int64) (*core.Cancellation, error)
+	Sales(ctx context.Context, id int64) (*core.Sales, error)
+	Attendees(ctx context.Context, id int64) ([]core.Attendee, error)
 }
 
 // Operators wires the operators' API.
@@ -100,6 +104,8 @@ func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /operator/v1/events/{event}/cancel", s.cancelShow)
 	mux.HandleFunc("GET /operator/v1/events/{event}/cancellation", s.cancellation)
 	mux.HandleFunc("GET /operator/v1/events/{event}/audit", s.showAudit)
+	mux.HandleFunc("GET /operator/v1/events/{event}/sales", s.sales)
+	mux.HandleFunc("GET /operator/v1/events/{event}/attendees", s.attendees)
 }
 
 // RequestIDHeader carries a request's id: the gateway sets it on what it
@@ -644,6 +650,108 @@ func (s *Server) cancellation(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, c)
+}
+
+// wantCSV reads a report's format: format=csv, or format=json (the default).
+func wantCSV(r *http.Request) (bool, error) {
+	switch r.URL.Query().Get("format") {
+	case "", "json":
+		return false, nil
+	case "csv":
+		return true, nil
+	}
+	return false, core.Errorf(core.EInvalid, "format must be json or csv")
+}
+
+// writeCSV answers rows as a CSV download named name.
+func writeCSV(w http.ResponseWriter, name string, rows [][]string) {
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	w.Header().Set("Cache-Control", "no-store")
+	cw := csv.NewWriter(w)
+	_ = cw.WriteAll(rows) // the header is sent: a broken connection cannot be answered
+}
+
+func inr(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }
+
+// sales answers a show's figures per band (JSON, or CSV with format=csv).
+func (s *Server) sales(w http.ResponseWriter, r *http.Request) {
+	id, csvOut, ok := s.report(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	sales, err := s.Operators.Shows.Sales(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !csvOut {
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, sales)
+		return
+	}
+	rows := [][]string{{"band", "name", "price_inr", "capacity", "sold", "held", "available", "revenue_inr", "refunded", "refunded_inr"}}
+	for _, b := range append(sales.Bands, sales.Total) {
+		code, name, price := b.Code, b.Name, inr(b.PricePaise)
+		if code == "" {
+			code, name, price = "TOTAL", "", ""
+		}
+		rows = append(rows, []string{code, name, price, strconv.Itoa(b.Capacity), strconv.Itoa(b.Sold), strconv.Itoa(b.Held),
+			strconv.Itoa(b.Available), inr(b.RevenuePaise), strconv.Itoa(b.Refunded), inr(b.RefundedPaise)})
+	}
+	writeCSV(w, fmt.Sprintf("show-%d-sales.csv", id), rows)
+}
+
+// attendees answers a show's valid tickets, with their holders' contacts
+// and check-ins: the gate's list (JSON, or CSV with format=csv).
+func (s *Server) attendees(w http.ResponseWriter, r *http.Request) {
+	id, csvOut, ok := s.report(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*requestTimeout)
+	defer cancel()
+	list, err := s.Operators.Shows.Attendees(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !csvOut {
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, map[string]any{"event_id": id, "attendees": list})
+		return
+	}
+	rows := [][]string{{"ticket", "booking", "seat", "band", "phone", "email", "checked_in_at", "gate"}}
+	for _, a := range list {
+		at := ""
+		if a.CheckedInAt != nil {
+			at = a.CheckedInAt.UTC().Format(time.RFC3339)
+		}
+		rows = append(rows, []string{a.Ticket, strconv.FormatInt(a.Booking, 10), a.Seat, a.Band, a.Phone, a.Email, at, a.Gate})
+	}
+	writeCSV(w, fmt.Sprintf("show-%d-attendees.csv", id), rows)
+}
+
+// report authorizes a report (PermSales: it names fans' contacts) and
+// reads its show and format.
+func (s *Server) report(w http.ResponseWriter, r *http.Request) (int64, bool, bool) {
+	if _, _, err := s.operator(r, core.PermSales); err != nil {
+		s.fail(w, r, err)
+		return 0, false, false
+	}
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+		return 0, false, false
+	}
+	csvOut, err := wantCSV(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return 0, false, false
+	}
+	return id, csvOut, true
 }
 
 // Failed operator sign-ins are limited per address and name: a burst of

@@ -106,11 +106,14 @@ func TestBoxOfficeCancel(t *testing.T) {
 	checkout(t, fan, true)
 	until(t, fan, "two tickets", `document.body.dataset.tickets === "2"`, 20*time.Second)
 
-	// The operator cancels the show and watches the refunds.
+	// The operator reads the sales, then cancels the show and watches the refunds.
 	if err := chromedp.Do(op, chromedp.Navigate(s.console+"/admin/shows")); err != nil {
 		t.Fatal(err)
 	}
 	until(t, op, "the box office page", `document.body.dataset.ready === "1"`, 15*time.Second)
+	click(t, op, fmt.Sprintf("sales-%d", ev))
+	until(t, op, "the sales: two sold", `!document.getElementById("sales-panel").hidden && /^Total.*₹[\d,]+.*$/.test(document.querySelector("#sales-rows tr:last-child").textContent) && document.querySelector("#sales-rows tr:last-child td:nth-child(4)").textContent === "2"`, 10*time.Second)
+	look(t, op, "shows-sales")
 	click(t, op, fmt.Sprintf("cancel-%d", ev))
 	until(t, op, "the cancel dialog naming the show", fmt.Sprintf(`document.getElementById("cancel").open && /Dune: Part Two .* #%d/.test(document.getElementById("cancel-which").textContent)`, ev), 5*time.Second)
 	if err := chromedp.Do(op, chromedp.SendKeys(chromedp.ID("cancel-reason"), "The projector has failed.")); err != nil {

@@ -29,6 +29,21 @@ func TestCancelShowRefundsEachBookingOnce(t *testing.T) {
 	// A hold not yet paid for.
 	s.hold(t, "cancel-holder", "WU2-A-2")
 
+	// The box office's figures before: 30 sold, the unpaid holds held, 30
+	// attendees with their phones, as JSON and as CSV.
+	sales := s.operatorCall(t, "GET", fmt.Sprintf("/operator/v1/events/%d/sales", s.event), nil)
+	total, _ := sales.body["total"].(map[string]any)
+	if sales.status != 200 || total["sold"] != float64(n) || total["held"].(float64) < 2 || total["refunded"] != 0.0 {
+		t.Errorf("sales before = %d %s; want %d sold, the 2 unpaid holds held, none refunded", sales.status, sales.raw, n)
+	}
+	att := s.operatorCall(t, "GET", fmt.Sprintf("/operator/v1/events/%d/attendees", s.event), nil)
+	if list, _ := att.body["attendees"].([]any); att.status != 200 || len(list) != n || list[0].(map[string]any)["phone"] == "" {
+		t.Errorf("attendees = %d, %d; want %d tickets with their holders' phones", att.status, len(list), n)
+	}
+	csv := s.operatorCall(t, "GET", fmt.Sprintf("/operator/v1/events/%d/attendees?format=csv", s.event), nil)
+	if lines := strings.Count(string(csv.raw), "\n"); csv.status != 200 || lines != n+1 || csv.header.Get("Content-Type") != "text/csv; charset=utf-8" {
+		t.Errorf("attendees CSV = %d, %d lines, %s; want a header and %d rows", csv.status, lines, csv.header.Get("Content-Type"), n)
+	}
 	// The provider answers slowly (each refund is carried out, its answer
 	// held back a second), so the kill finds refunds done and refunds not.
 	beh := s.sim.Behaviour()
@@ -65,6 +80,17 @@ func TestCancelShowRefundsEachBookingOnce(t *testing.T) {
 		return r.status == 200 && r.body["done"] == true
 	})
 	eventually(t, "the late payment refunded", func() bool { return s.bookingStatus(t, late) == bookingRefunded })
+	sales = s.operatorCall(t, "GET", fmt.Sprintf("/operator/v1/events/%d/sales?format=csv", s.event), nil)
+	var totalLine string
+	for _, l := range strings.Split(string(sales.raw), "\n") {
+		if strings.HasPrefix(l, "TOTAL,") {
+			totalLine = l
+		}
+	}
+	// band,name,price,capacity,sold,held,available,revenue,refunded,refunded_inr
+	if f := strings.Split(totalLine, ","); len(f) != 10 || f[4] != "0" || f[5] != "0" || f[7] != "0.00" || f[8] != fmt.Sprint(n) {
+		t.Errorf("sales after, as CSV:\n%s\nwant nothing sold or held, the %d tickets refunded (the late payment booked none)", sales.raw, n)
+	}
 	if bad := s.notRefundedOnce(append(bookings, late)); len(bad) > 0 {
 		t.Errorf("not refunded exactly once: %v", bad)
 	}

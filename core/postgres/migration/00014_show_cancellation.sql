@@ -10,12 +10,14 @@ ALTER TABLE outbox ADD CONSTRAINT outbox_kind_check
 -- A show's bookings: its cancellation, its progress and its sales figures
 -- read them by show (until now only by hold, payment and account).
 CREATE INDEX IF NOT EXISTS bookings_event ON bookings (event_id, status);
+CREATE INDEX IF NOT EXISTS tickets_event ON tickets (event_id);
 
 -- Why and when a show was cancelled, for the fans' pages and the messages.
 ALTER TABLE events ADD COLUMN cancelled_at timestamptz, ADD COLUMN cancel_reason text NOT NULL DEFAULT '';
 
 -- +goose Down
 DROP INDEX bookings_event;
+DROP INDEX tickets_event;
 ALTER TABLE events DROP COLUMN cancelled_at, DROP COLUMN cancel_reason;
 DELETE FROM outbox WHERE kind IN ('cancel_email', 'cancel_sms');
 ALTER TABLE outbox DROP CONSTRAINT outbox_kind_check;

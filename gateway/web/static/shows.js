@@ -181,6 +181,7 @@ function showRow(ev) {
   const live = document.createElement("a");
   live.href = `/admin/?event=${ev.id}`;
   live.textContent = "Live";
+  if (may("sales")) actions.append(button("Sales", "secondary", () => showSales(ev), `sales-${ev.id}`));
   actions.append(live, button("History", "secondary", () => showHistory(ev), `history-${ev.id}`));
   tr.append(actions);
   return tr;
@@ -225,6 +226,56 @@ function describeChange(e) {
   if (!e.before || !e.after || typeof e.before !== "object") return "";
   const changed = Object.keys(e.after).filter((k) => JSON.stringify(e.before[k]) !== JSON.stringify(e.after[k]));
   return changed.length ? ` (${changed.join(", ")})` : "";
+}
+
+/* ---------- sales ---------- */
+
+async function showSales(ev) {
+  state.salesShow = ev;
+  try {
+    const s = await api("GET", `/operator/v1/events/${ev.id}/sales`);
+    const body = $("sales-rows");
+    body.textContent = "";
+    for (const b of [...s.bands, { ...s.total, name: "Total" }]) {
+      const tr = document.createElement("tr");
+      tr.append(cell(b.code ? `${b.name || b.code} (${b.code})` : "Total", b.code ? "" : "total"),
+        cell(b.code ? `₹${rupees(b.price_paise)}` : ""), cell(b.capacity.toLocaleString()), cell(b.sold.toLocaleString()),
+        cell(b.held.toLocaleString()), cell(b.available.toLocaleString()), cell(`₹${rupees(b.revenue_paise)}`),
+        cell(`${b.refunded.toLocaleString()} (₹${rupees(b.refunded_paise)})`));
+      body.append(tr);
+    }
+    setText($("sales-h"), `Sales of ${showLabel(ev)}`);
+    setText($("sales-asof"), `As of ${new Date(s.as_of).toLocaleTimeString()}`);
+    $("sales-panel").hidden = false;
+    $("sales-panel").scrollIntoView({ behavior: "smooth", block: "start" });
+  } catch (err) {
+    showMessage(err.message, "error");
+  }
+}
+
+// download fetches a CSV report (it needs the session's token, so it is
+// no plain link) and saves it under the server's file name.
+async function download(path, fallback) {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), REQUEST_TIMEOUT_MS);
+  try {
+    const res = await fetch(path, { headers: { Authorization: `Bearer ${state.token}` }, cache: "no-store", signal: abort.signal });
+    if (!res.ok) {
+      const data = await res.json().catch(() => null);
+      throw new Error((data && data.message) || `The server answered ${res.status}.`);
+    }
+    const name = /filename="([^"]+)"/.exec(res.headers.get("Content-Disposition") || "");
+    const url = URL.createObjectURL(await res.blob());
+    const a = Object.assign(document.createElement("a"), { href: url, download: name ? name[1] : fallback });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (err) {
+    showMessage(`Download failed: ${err.message}`, "error");
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /* ---------- cancel ---------- */
@@ -501,6 +552,10 @@ async function init() {
   $("import").addEventListener("submit", importLayout);
   $("edit").addEventListener("close", saveEdit);
   $("cancel").addEventListener("close", cancelShow);
+  $("sales-csv").addEventListener("click", () => state.salesShow &&
+    download(`/operator/v1/events/${state.salesShow.id}/sales?format=csv`, "sales.csv"));
+  $("attendees-csv").addEventListener("click", () => state.salesShow &&
+    download(`/operator/v1/events/${state.salesShow.id}/attendees?format=csv`, "attendees.csv"));
   if (!state.token) {
     signedOut("");
     return;
