@@ -114,12 +114,11 @@ const RequestIDHeader = "X-Request-Id"
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// requestID is the request's id (RequestIDHeader when well-formed, else a
-// new random one).
-func requestID(r *http.Request) string {
-	if id := r.Header.Get(RequestIDHeader); requestIDPattern.MatchString(id) {
-		return id
-	}
+// requestID is the request's id (serve made sure it has one).
+func requestID(r *http.Request) string { return r.Header.Get(RequestIDHeader) }
+
+// newRequestID names a request that came without an id.
+func newRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

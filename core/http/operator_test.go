@@ -281,6 +281,9 @@ func TestShowLifecycle(t *testing.T) {
 	if r.status != 200 || r.body["name"] != "Interstellar (U/A) IMAX" || price(r.body, "CLASSIC") != 27500 {
 		t.Fatalf("PATCH = %d %v", r.status, r.body)
 	}
+	if id := r.header.Get("X-Request-Id"); id != "req-edit-1" {
+		t.Errorf("the answer's X-Request-Id = %q; want the caller's req-edit-1", id)
+	}
 	a := f.do(t, "GET", "/operator/v1/events/"+itoa(id)+"/audit", box, nil)
 	entries := a.body["entries"].([]any)
 	if len(entries) != 2 {

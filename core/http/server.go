@@ -18,6 +18,7 @@ import (
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/metrics"
 	"github.com/onsale/onsale/shared/admission"
+	"github.com/onsale/onsale/shared/problem"
 )
 
 // MaxBodyBytes bounds every request body.
@@ -151,6 +152,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// The request's id: the gateway's (the edge names every request it
+	// passes on), else one of the core's own; logged, audited, answered.
+	if !requestIDPattern.MatchString(r.Header.Get(RequestIDHeader)) {
+		r.Header.Set(RequestIDHeader, newRequestID())
+	}
+	w.Header().Set(RequestIDHeader, r.Header.Get(RequestIDHeader))
 	h, pattern := s.mux.Handler(r)
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	if pattern == "" {
@@ -525,7 +532,7 @@ var status = map[string]int{
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *core.Error
 	if !errors.As(err, &e) {
-		s.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request_id", requestID(r), "err", err)
 		e = core.Errorf(core.EInternal, "internal error")
 	}
 	code, ok := status[e.Code]
@@ -535,7 +542,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case code == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "2")
-		s.Log.Warn("failing closed", "path", r.URL.Path, "err", err)
+		s.Log.Warn("failing closed", "path", r.URL.Path, "request_id", requestID(r), "err", err)
 	case code == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="onsale"`)
 	case code == http.StatusTooManyRequests:
@@ -544,20 +551,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, e, code)
 }
 
+// writeError answers e as an RFC 9457 problem (shared/problem), naming
+// the request's id.
 func writeError(w http.ResponseWriter, e *core.Error, code int) {
-	body := map[string]any{"error": e.Code, "message": e.Message}
+	body := problem.New(e.Code, e.Message, code, w.Header().Get(RequestIDHeader))
 	for k, v := range e.Detail {
 		body[k] = v
 	}
-	writeJSON(w, code, body)
+	writeBody(w, code, problem.ContentType, body)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+func writeJSON(w http.ResponseWriter, code int, v any) { writeBody(w, code, "application/json", v) }
+
+func writeBody(w http.ResponseWriter, code int, contentType string, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"encode response"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(code)
 	w.Write(append(b, '\n'))

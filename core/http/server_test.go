@@ -135,11 +135,22 @@ func (f *fixture) do(t *testing.T, method, path, token string, body any, hdr ...
 	}
 	defer resp.Body.Close()
 	out := response{status: resp.StatusCode, header: resp.Header}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Fatalf("%s %s: Content-Type %q; every response is JSON", method, path, ct)
+	ct, want := resp.Header.Get("Content-Type"), "application/json"
+	if resp.StatusCode >= 400 {
+		want = "application/problem+json" // RFC 9457
+	}
+	if ct != want {
+		t.Fatalf("%s %s = %d: Content-Type %q; want %s", method, path, resp.StatusCode, ct, want)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out.body); err != nil {
 		t.Fatalf("%s %s: body is not JSON: %v", method, path, err)
+	}
+	if id := resp.Header.Get("X-Request-Id"); id == "" {
+		t.Fatalf("%s %s: no X-Request-Id in the answer", method, path)
+	}
+	if resp.StatusCode >= 400 && (out.body["type"] != "urn:onsale:problem:"+fmt.Sprint(out.body["error"]) || out.body["title"] == "" ||
+		out.body["status"] != float64(resp.StatusCode) || out.body["detail"] != out.body["message"] || out.body["request_id"] != resp.Header.Get("X-Request-Id")) {
+		t.Fatalf("%s %s = %d: %v; want an RFC 9457 problem with the error code, the status and the request id", method, path, resp.StatusCode, out.body)
 	}
 	return out
 }

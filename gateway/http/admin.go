@@ -3,8 +3,6 @@ package http
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"math"
 	"sync"
@@ -136,15 +134,7 @@ func (s *Server) adminAuth(ctx *fasthttp.RequestCtx) (gateway.Operator, error) {
 		s.log.Warn("operator token refused", "addr", addr, "path", string(ctx.Path()), "sent", len(tok) > 0)
 		return gateway.Operator{}, gateway.Errorf(gateway.EUnauthorized, "an operator token is required: sign in")
 	}
-	return gateway.Operator{Name: c.Subject, Role: c.Role, Token: string(tok), RequestID: newRequestID()}, nil
-}
-
-// newRequestID names one operator's request in the gateway's log and the
-// core's audit log.
-func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return gateway.Operator{Name: c.Subject, Role: c.Role, Token: string(tok), RequestID: requestIDOf(ctx)}, nil
 }
 
 // adminEvent authorizes an operator (adminAuth) and makes the route's

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/onsale/onsale/gateway"
+	"github.com/onsale/onsale/shared/problem"
 )
 
 // status maps each error code to its one HTTP status.
@@ -68,7 +69,7 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 		code = fasthttp.StatusInternalServerError
 	}
 	if code == fasthttp.StatusInternalServerError {
-		s.log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
+		s.log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()), "request_id", requestIDOf(ctx), "err", err)
 	}
 	switch {
 	case code == fasthttp.StatusTooManyRequests || code == fasthttp.StatusServiceUnavailable:
@@ -80,11 +81,12 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	case e.Code == gateway.EUnauthorized:
 		ctx.Response.Header.Set("WWW-Authenticate", adminRealm)
 	}
-	body := map[string]any{"error": e.Code, "message": e.Message}
+	body := problem.New(e.Code, e.Message, code, requestIDOf(ctx))
 	for k, v := range e.Detail {
 		body[k] = v
 	}
 	writeJSON(ctx, code, body)
+	ctx.SetContentType(problem.ContentType)
 }
 
 // writeJSON answers with v as JSON.

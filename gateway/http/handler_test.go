@@ -343,8 +343,12 @@ func TestHandlerPanic(t *testing.T) {
 	if r.status != 500 || r.body["error"] != gateway.EInternal || r.body["message"] != "internal error" {
 		t.Fatalf("POST %s with a panicking store = %d %s; want 500 internal", path, r.status, r.raw)
 	}
-	if c := r.header.Get("Content-Type"); c != "application/json" {
-		t.Errorf("Content-Type = %q; want application/json", c)
+	if c := r.header.Get("Content-Type"); c != "application/problem+json" {
+		t.Errorf("Content-Type = %q; want application/problem+json (RFC 9457)", c)
+	}
+	if r.body["type"] != "urn:onsale:problem:internal" || r.body["status"] != 500.0 || r.body["request_id"] == nil ||
+		r.body["request_id"] != r.header.Get("X-Request-Id") {
+		t.Errorf("body %s; want a problem naming the request id of its X-Request-Id header", r.raw)
 	}
 	mu.Lock()
 	got := logs.String()

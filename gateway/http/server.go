@@ -244,12 +244,18 @@ func (s *Server) handler(admin bool) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := requestTime(ctx)
 		r, p := match(ctx, admin)
+		if r.name != "status" {
+			nameRequest(ctx)
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				s.metrics.panics.WithLabelValues(r.name).Inc()
 				s.log.Error("handler panicked", "route", r.name, "method", string(ctx.Method()), "path", string(ctx.Path()),
 					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				ctx.Response.Reset() // nothing half-written goes out
+				if r.name != "status" {
+					nameRequest(ctx) // the answer's id again (the request keeps it)
+				}
 				s.writeError(ctx, &gateway.Error{Code: gateway.EInternal, Message: plainMessage[gateway.EInternal]})
 			}
 			s.metrics.observe(r, ctx.Response.StatusCode(), time.Since(start))
