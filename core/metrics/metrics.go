@@ -26,6 +26,9 @@ type Metrics struct {
 	SweepLag      prometheus.Gauge
 	SweptHolds    prometheus.Counter
 	SweepErrors   prometheus.Counter
+	// CancelStragglers counts confirmed bookings of cancelled shows the
+	// sweeper's backstop moved to refund.
+	CancelStragglers prometheus.Counter
 
 	// OutboxJobs counts outbox job runs by kind and result (done, retry, dead).
 	OutboxJobs *prometheus.CounterVec
@@ -73,6 +76,8 @@ func New() *Metrics {
 		}),
 		SweptHolds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_swept_holds_total", Help: "Expired GA holds whose tickets the sweeper returned to sale (an expired seated hold needs no sweep)."}),
 		SweepErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_sweep_errors_total", Help: "Sweeps that failed."}),
+		CancelStragglers: prometheus.NewCounter(prometheus.CounterOpts{Name: "onsale_core_cancel_stragglers_total",
+			Help: "Confirmed bookings of cancelled shows the sweeper moved to refund after the cancellation (committed as it ran)."}),
 		OutboxJobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onsale_core_outbox_jobs_total", Help: "Outbox job runs by kind and result.",
 		}, []string{"kind", "result"}),
@@ -94,7 +99,7 @@ func New() *Metrics {
 			Name: "onsale_core_signins_total", Help: "Sign-in requests by step (code, verify) and outcome.",
 		}, []string{"step", "outcome"}),
 	}
-	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweepErrors,
+	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweepErrors, m.CancelStragglers,
 		m.OutboxJobs, m.ProviderMisconfigured, m.ProviderContradictions, m.Webhooks, m.Reconciled, m.SignIns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -56,9 +56,17 @@ SELECT h.id, h.event_id, h.account, h.seat_ids, h.quantity,
        END,
        $2, nullif($3, ''), nullif($4, '')
   FROM holds h
- WHERE h.id = $1 AND h.status = ` + sqlHoldActive + ` AND h.expires_at > now()
+ WHERE h.id = $1 AND h.status = ` + sqlHoldActive + ` AND h.expires_at > now() AND ` + showGoesAhead + `
 ON CONFLICT (hold_id) WHERE ` + sqlLive + ` DO NOTHING
 RETURNING id`
+
+// showGoesAhead is true of a hold h whose show is not cancelled: no
+// payment starts, and no seats are booked, for a cancelled show, whatever
+// a core's cache of the show says. The status is read from the row (no
+// lock: the event row stays cold); a booking that read it just before a
+// cancellation committed is found by the cancellation's own statement or,
+// failing that, by the sweeper's backstop (Stragglers).
+const showGoesAhead = `NOT EXISTS (SELECT 1 FROM events e WHERE e.id = h.event_id AND e.status = 'cancelled')`
 
 // bookingColumns is what scanBooking reads. The attempt is the booking's
 // rank among its hold's bookings: a new one follows a FAILED payment. The
@@ -279,8 +287,8 @@ const eventOutcomeSQL = `UPDATE payment_events SET outcome = $2, booking_id = co
 // books all or nothing. $1 hold, $2 booking, $3 true for the honour policy.
 const bookSQL = `
 WITH h AS (
-    UPDATE holds SET status = ` + sqlHoldBooked + `, version = version + 1, ended_at = now()
-     WHERE id = $1 AND status = ` + sqlHoldActive + ` AND ($3 OR expires_at > now())
+    UPDATE holds h SET status = ` + sqlHoldBooked + `, version = version + 1, ended_at = now()
+     WHERE id = $1 AND status = ` + sqlHoldActive + ` AND ($3 OR expires_at > now()) AND ` + showGoesAhead + `
     RETURNING id, event_id, seat_ids
 ), s AS (
     UPDATE seats s SET status = 'BOOKED', booking_id = $2, hold_until = NULL, version = s.version + 1

@@ -15,6 +15,10 @@ import (
 // sweepSQL in core/postgres/sweep.go).
 type Store interface {
 	Sweep(ctx context.Context) (core.SweepResult, error)
+	// CancelStragglers moves to refund the confirmed bookings of cancelled
+	// shows that committed after their cancellation read them (the
+	// cancellations' backstop, core/postgres), and counts them.
+	CancelStragglers(ctx context.Context) (int, error)
 }
 
 // Run sweeps every interval until ctx ends. Each sweep is conditional in the
@@ -37,6 +41,11 @@ func Run(ctx context.Context, holds Store, interval time.Duration, log *slog.Log
 				log.Error("sweep failed", "err", err)
 			}
 			continue
+		}
+		if n, err := holds.CancelStragglers(ctx); err != nil && ctx.Err() == nil {
+			log.Error("cancelled shows' late bookings not checked", "err", err)
+		} else if n > 0 {
+			m.CancelStragglers.Add(float64(n))
 		}
 		m.SweptHolds.Add(float64(r.Holds))
 		m.SweepLag.Set(r.Lag.Seconds())
