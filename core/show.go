@@ -46,9 +46,9 @@ func ShowTransition(from, to string) error {
 		return nil
 	}
 	if from == to {
-		return Errorf(EConflict, "the show is %s already", from).With("status", from)
+		return Errorf(EConflict, "the show is %s already", from).With("show_status", from)
 	}
-	return Errorf(EConflict, "a %s show cannot become %s", from, to).With("status", from)
+	return Errorf(EConflict, "a %s show cannot become %s", from, to).With("show_status", from)
 }
 
 // ActionOf names the move from status from to status to ("publish",
@@ -67,7 +67,7 @@ const EditFreeze = time.Minute
 func (e *Event) Editable(now time.Time) error {
 	switch {
 	case e.Status == ShowCancelled || e.Status == ShowClosed:
-		return Errorf(EShowLocked, "a %s show cannot be edited", e.Status).With("status", e.Status)
+		return Errorf(EShowLocked, "a %s show cannot be edited", e.Status).With("show_status", e.Status)
 	case !now.Add(EditFreeze).Before(e.OnsaleAt):
 		return Errorf(EShowLocked, "the sale opens at %s: a show can be edited until %s before it opens",
 			e.OnsaleAt.Format(time.RFC3339), EditFreeze).With("onsale_at", e.OnsaleAt)

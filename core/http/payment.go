@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/shared/problem"
 	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/paysig"
 )
@@ -95,7 +96,7 @@ func errResult(err error) result {
 	if !ok {
 		code = http.StatusInternalServerError
 	}
-	body := map[string]any{"error": e.Code, "message": e.Message}
+	body := problem.New(e.Code, e.Message, code, "") // the request id is added as it is answered
 	for k, v := range e.Detail {
 		body[k] = v
 	}
@@ -128,12 +129,15 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 	}
 	if stored != nil {
 		w.Header().Set("Idempotent-Replayed", "true")
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", contentType(stored.Status))
 		w.WriteHeader(stored.Status)
 		w.Write(stored.Body)
 		return
 	}
 	res := s.whileRenewing(account, key, fence, fn)
+	if p, ok := res.body.(map[string]any); ok && res.status >= 400 {
+		p["request_id"] = requestID(r) // a replay answers this first request's, as it answers its body
+	}
 	b, err := json.Marshal(res.body)
 	if err != nil {
 		res = result{status: http.StatusInternalServerError, retry: true}
@@ -157,9 +161,18 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, account stri
 	} else if err != nil {
 		s.Log.Error("idempotency key not recorded", "err", err)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType(res.status))
 	w.WriteHeader(res.status)
 	w.Write(b)
+}
+
+// contentType is the media type of an answer of status: a problem (RFC
+// 9457) for an error.
+func contentType(status int) string {
+	if status >= 400 {
+		return problem.ContentType
+	}
+	return "application/json"
 }
 
 // whileRenewing runs fn, renewing the key's lease every keyLease/3 until

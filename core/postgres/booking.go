@@ -152,7 +152,7 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow core.Flow
 		}
 		switch {
 		case status != core.HoldActive:
-			return core.Errorf(core.EHoldNotActive, "hold %s is %s", ref.ID, status).With("status", status)
+			return core.Errorf(core.EHoldNotActive, "hold %s is %s", ref.ID, status).With("hold_status", status)
 		case !valid:
 			return core.Errorf(core.EHoldExpired, "hold %s has expired", ref.ID)
 		}

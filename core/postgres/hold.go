@@ -108,7 +108,7 @@ func (db *DB) CreateHold(ctx context.Context, p core.HoldParams) (*core.Hold, er
 		return nil, err
 	}
 	if ev.status != core.ShowPublished {
-		return nil, core.Errorf(core.ENotOnSale, "event %d is %s: no seats are sold", p.EventID, ev.status).With("status", ev.status)
+		return nil, core.Errorf(core.ENotOnSale, "event %d is %s: no seats are sold", p.EventID, ev.status).With("show_status", ev.status)
 	}
 	limit := ev.maxPerAccount
 	if p.Limit > 0 && p.Limit < limit {
@@ -464,7 +464,7 @@ func (db *DB) ownedHold(ctx context.Context, ref core.HoldRef) (*core.Hold, erro
 		return nil, core.Errorf(core.EVersionMismatch, "hold %s is at version %d, not %d", ref.ID, h.Version, ref.Version).
 			With("version", h.Version)
 	case h.Status != core.HoldActive:
-		return nil, core.Errorf(core.EHoldNotActive, "hold %s is %s", ref.ID, h.Status).With("status", h.Status)
+		return nil, core.Errorf(core.EHoldNotActive, "hold %s is %s", ref.ID, h.Status).With("hold_status", h.Status)
 	}
 	return h, nil
 }
@@ -477,7 +477,7 @@ func (db *DB) notActive(ctx context.Context, id string, version int64) error {
 	if version != 0 && h.Version != version {
 		return core.Errorf(core.EVersionMismatch, "hold %s is at version %d, not %d", id, h.Version, version).With("version", h.Version)
 	}
-	return core.Errorf(core.EHoldNotActive, "hold %s is %s", id, h.Status).With("status", h.Status)
+	return core.Errorf(core.EHoldNotActive, "hold %s is %s", id, h.Status).With("hold_status", h.Status)
 }
 
 // extendSQL adds the extension (core.ExtendBy unless configured) to a valid, never-extended hold and to each of its
