@@ -59,6 +59,9 @@ type Operator struct {
 	Role        string    `json:"role"`
 	CreatedAt   time.Time `json:"created_at"`
 	Disabled    bool      `json:"disabled"`
+	// SessionsAfter: a session token issued before it is refused (a
+	// password, role or disabled change ends the sessions).
+	SessionsAfter time.Time `json:"-"`
 }
 
 // May refuses an operator a permission its role lacks, or any action once
@@ -94,6 +97,9 @@ const (
 )
 
 var operatorName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// ValidOperatorName reports whether name could be an operator's.
+func ValidOperatorName(name string) bool { return operatorName.MatchString(name) }
 
 // NewOperator is an operator account to create.
 type NewOperator struct {

@@ -55,6 +55,8 @@ type Principal struct {
 	AccountID string
 	// Operator is the operator's name of an operator token.
 	Operator string
+	// IssuedAt is when an operator token was signed (its session's start).
+	IssuedAt time.Time
 }
 
 func forbidden(format string, args ...any) error { return Errorf(EForbidden, format, args...) }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -144,7 +145,10 @@ func (s *Server) operator(r *http.Request, perm string) (*core.Operator, core.Ac
 	if err != nil {
 		return nil, core.Actor{}, err
 	}
-	if err := o.May(perm); err != nil {
+	if !o.Disabled && p.IssuedAt.Before(o.SessionsAfter) {
+		return nil, core.Actor{}, core.Errorf(core.EUnauthorized, "your session ended (the password, role or account changed): sign in again")
+	}
+	if err := o.May(perm); err != nil { // a disabled operator: 403, whatever the token
 		return nil, core.Actor{}, err
 	}
 	return o, core.Actor{Operator: o.Name, RequestID: requestID(r)}, nil
@@ -165,9 +169,19 @@ func (s *Server) operatorSignIn(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, core.Errorf(core.EInvalid, "name and password are required"))
 		return
 	}
-	key := clientAddr(r) + "\x00" + body.Name
-	if wait := s.Operators.failures.locked(key); wait > 0 {
-		s.fail(w, r, core.Errorf(core.ERateLimited, "too many wrong passwords for %s from this address: wait", body.Name).
+	if !core.ValidOperatorName(body.Name) || len(body.Password) > core.MaxPassword {
+		// No such operator can exist: refused as a wrong password is, before
+		// the limiter's memory, the database or bcrypt are spent on it.
+		s.fail(w, r, core.Errorf(core.EUnauthorized, "wrong name or password, or the operator is disabled"))
+		return
+	}
+	// A try takes its failure before the password is compared (given back
+	// if it was right), so tries sent at once cannot all pass a lock that
+	// the first of them would have set; per name and address, and per name
+	// from anywhere.
+	try, wait := s.Operators.failures.try(clientAddr(r)+"\x00"+body.Name, "\x00"+body.Name)
+	if wait > 0 {
+		s.fail(w, r, core.Errorf(core.ERateLimited, "too many wrong passwords for %s: wait", body.Name).
 			With("retry_after_seconds", int(wait.Seconds())+1))
 		return
 	}
@@ -182,11 +196,11 @@ func (s *Server) operatorSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(body.Password)) != nil || o == nil || o.Disabled {
-		s.Operators.failures.fail(key)
-		s.Log.Warn("operator sign-in refused", "operator", body.Name, "addr", clientAddr(r))
+		s.Log.Warn("operator sign-in refused", "operator", body.Name, "addr", clientAddr(r), "request_id", requestID(r))
 		s.fail(w, r, core.Errorf(core.EUnauthorized, "wrong name or password, or the operator is disabled"))
 		return
 	}
+	try.forgive()
 	ttl := s.Operators.TokenTTL
 	if ttl == 0 {
 		ttl = core.OperatorTokenTTL
@@ -612,7 +626,7 @@ func (s *Server) cancelShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body.Reason = strings.TrimSpace(body.Reason)
-	if len(body.Reason) > core.MaxCancelReason {
+	if utf8.RuneCountInString(body.Reason) > core.MaxCancelReason {
 		s.fail(w, r, core.Errorf(core.EInvalid, "reason is at most %d characters", core.MaxCancelReason))
 		return
 	}
@@ -667,8 +681,23 @@ func writeCSV(w http.ResponseWriter, name string, rows [][]string) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	w.Header().Set("Cache-Control", "no-store")
+	for _, row := range rows {
+		for i, cell := range row {
+			row[i] = csvSafe(cell)
+		}
+	}
 	cw := csv.NewWriter(w)
 	_ = cw.WriteAll(rows) // the header is sent: a broken connection cannot be answered
+}
+
+// csvSafe keeps a cell from being read as a formula by a spreadsheet (a
+// fan's email address is theirs to choose): a cell starting with = + - @,
+// a tab or a carriage return gets a leading apostrophe (OWASP's advice).
+func csvSafe(cell string) string {
+	if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+		return "'" + cell
+	}
+	return cell
 }
 
 func inr(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }
@@ -753,13 +782,15 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) (int64, bool, bo
 	return id, csvOut, true
 }
 
-// Failed operator sign-ins are limited per address and name: a burst of
-// signInBurst, then one every signInEvery; a locked pair is answered 429
-// whatever the password, so guessing learns nothing while locked.
+// Failed operator sign-ins are limited per address and name (a burst of
+// signInBurst, then one every signInEvery) and per name from any address
+// (signInNameBurst, then the same pace): a locked pair or name is answered
+// 429 whatever the password, so guessing learns nothing while locked.
 const (
-	signInBurst = 10
-	signInEvery = 6 * time.Second
-	signInKeys  = 100_000
+	signInBurst     = 10
+	signInNameBurst = 50
+	signInEvery     = 6 * time.Second
+	signInKeys      = 100_000
 )
 
 type signInFailures struct {
@@ -773,14 +804,15 @@ func newSignInFailures(every time.Duration) *signInFailures {
 	return &signInFailures{every: every, m: make(map[string]*rate.Limiter), overflow: rate.NewLimiter(rate.Every(every), signInBurst)}
 }
 
-func (f *signInFailures) bucket(key string, create bool) *rate.Limiter {
+// bucket is key's bucket (f.mu held), made with burst when new.
+func (f *signInFailures) bucket(key string, burst int) *rate.Limiter {
 	if b, ok := f.m[key]; ok {
 		return b
 	}
 	if len(f.m) >= signInKeys {
 		now := time.Now()
 		for k, b := range f.m {
-			if b.TokensAt(now) >= signInBurst {
+			if b.TokensAt(now) >= float64(b.Burst()) {
 				delete(f.m, k)
 			}
 		}
@@ -788,29 +820,39 @@ func (f *signInFailures) bucket(key string, create bool) *rate.Limiter {
 			return f.overflow
 		}
 	}
-	if !create {
-		return nil
-	}
-	b := rate.NewLimiter(rate.Every(f.every), signInBurst)
+	b := rate.NewLimiter(rate.Every(f.every), burst)
 	f.m[key] = b
 	return b
 }
 
-func (f *signInFailures) locked(key string) time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b := f.bucket(key, false)
-	if b == nil {
-		return 0
+// signInTry is one sign-in's reserved failures.
+type signInTry []*rate.Reservation
+
+// forgive gives a right password's failures back.
+func (t signInTry) forgive() {
+	for _, r := range t {
+		r.Cancel()
 	}
-	if t := b.TokensAt(time.Now()); t < 1 {
-		return time.Duration((1 - t) * float64(f.every))
-	}
-	return 0
 }
 
-func (f *signInFailures) fail(key string) {
+// try reserves a failure of the pair and of the name; when either is
+// locked it reserves nothing and says how long to wait.
+func (f *signInFailures) try(pair, name string) (signInTry, time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.bucket(key, true).Allow()
+	now := time.Now()
+	var t signInTry
+	for _, k := range []struct {
+		key   string
+		burst int
+	}{{pair, signInBurst}, {name, signInNameBurst}} {
+		r := f.bucket(k.key, k.burst).ReserveN(now, 1)
+		if d := r.DelayFrom(now); d > 0 || !r.OK() {
+			r.CancelAt(now)
+			t.forgive()
+			return nil, max(d, f.every)
+		}
+		t = append(t, r)
+	}
+	return t, 0
 }

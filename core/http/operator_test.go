@@ -32,7 +32,7 @@ func withOperators(f *fixture, s *corehttp.Server) {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := f.db.CreateOperator(ctx, core.NewOperator{Name: "root", Role: core.RoleAdmin}, hash, core.Actor{Operator: "test"}); err != nil {
+	if _, err := f.db.CreateOperator(ctx, core.NewOperator{Name: "root", Role: core.RoleAdmin}, hash, core.Actor{Operator: "system:test"}); err != nil {
 		panic(err)
 	}
 }
@@ -113,6 +113,32 @@ func TestOperatorSignIn(t *testing.T) {
 	if r.status != 401 {
 		t.Errorf("a disabled operator's sign-in = %d %v; want 401", r.status, r.body)
 	}
+	// A password change ends the operator's sessions; a new sign-in works.
+	box := f.addOperator(t, root, "ravi", core.RoleBoxOffice)
+	time.Sleep(1100 * time.Millisecond) // a token's iat is to the second
+	if r := f.do(t, "PATCH", "/operator/v1/operators/ravi", root, map[string]any{"password": "ravi new password 99"}); r.status != 200 {
+		t.Fatalf("change ravi's password = %d %v", r.status, r.body)
+	}
+	if r := f.do(t, "GET", "/operator/v1/me", box, nil); r.status != 401 {
+		t.Errorf("a session from before the password change = %d %v; want 401", r.status, r.body)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if r := f.do(t, "GET", "/operator/v1/me", f.operatorToken(t, "ravi", "ravi new password 99"), nil); r.status != 200 {
+		t.Errorf("a session after the password change = %d %v; want 200", r.status, r.body)
+	}
+	// Admins cannot leave the system without one: demoting the only other
+	// admin works, demoting the last one (by another path) does not.
+	f.addOperator(t, root, "second", core.RoleAdmin)
+	if r := f.do(t, "PATCH", "/operator/v1/operators/second", root, map[string]any{"role": "box_office"}); r.status != 200 {
+		t.Errorf("demote the second admin = %d %v", r.status, r.body)
+	}
+	if _, err := f.db.Pool().Exec(ctx, `UPDATE operators SET role = 'box_office' WHERE name = 'root'`); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.do(t, "PATCH", "/operator/v1/operators/second", root, map[string]any{"display_name": "x"}); r.status != 403 {
+		t.Errorf("a change by an operator demoted since its sign-in = %d %v; want 403", r.status, r.body)
+	}
+	f.db.Pool().Exec(ctx, `UPDATE operators SET role = 'admin' WHERE name = 'root'`)
 	// An admin cannot lock themselves out.
 	if r := f.do(t, "PATCH", "/operator/v1/operators/root", root, map[string]any{"role": "sale_desk"}); r.status != 409 {
 		t.Errorf("root demoting itself = %d %v; want 409", r.status, r.body)

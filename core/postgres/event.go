@@ -12,12 +12,17 @@ import (
 	"github.com/onsale/onsale/core/layout"
 )
 
-// createVenueSQL finds or creates the layout's venue: venues are keyed by
-// name and city, so every event on a layout shares one.
-const createVenueSQL = `
+// createVenueSQL creates the layout's venue unless it exists (venues are
+// keyed by name and city, so every event on a layout shares one);
+// venueSQL reads the one that exists. A venue's time zone never changes
+// under its shows: their dates and times are read in it.
+const (
+	createVenueSQL = `
 INSERT INTO venues (name, city, timezone) VALUES ($1, $2, $3)
-ON CONFLICT (name, city) DO UPDATE SET timezone = EXCLUDED.timezone
+ON CONFLICT (name, city) DO NOTHING
 RETURNING id`
+	venueSQL = `SELECT id, timezone FROM venues WHERE name = $1 AND city = $2`
+)
 
 const createEventSQL = `
 INSERT INTO events (venue_id, name, kind, starts_at, onsale_at, seated, capacity, max_per_account, hold_seconds, status, series_id, layout_id)
@@ -76,14 +81,27 @@ func (db *DB) CreateEvent(ctx context.Context, s layout.EventSpec) (int64, error
 	return id, nil
 }
 
-// venueID finds or creates a layout's venue (by name and city).
+// venueID finds or creates a layout's venue (by name and city). A layout
+// naming another time zone than its existing venue's is refused
+// (EConflict); one naming none takes the venue's.
 func venueID(ctx context.Context, tx pgx.Tx, v layout.Venue) (int64, error) {
 	tz := v.Timezone
 	if tz == "" {
 		tz = "Asia/Kolkata"
 	}
 	var id int64
-	if err := tx.QueryRow(ctx, createVenueSQL, v.Name, v.City, tz).Scan(&id); err != nil {
+	err := tx.QueryRow(ctx, createVenueSQL, v.Name, v.City, tz).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var have string
+		if err := tx.QueryRow(ctx, venueSQL, v.Name, v.City).Scan(&id, &have); err != nil {
+			return 0, fmt.Errorf("venue: %w", err)
+		}
+		if v.Timezone != "" && v.Timezone != have {
+			return 0, core.Errorf(core.EConflict, "%s, %s is in %s, not %s: its shows' times are read in it", v.Name, v.City, have, v.Timezone)
+		}
+		return id, nil
+	}
+	if err != nil {
 		return 0, fmt.Errorf("venue: %w", err)
 	}
 	return id, nil

@@ -5,20 +5,57 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/onsale/onsale/core"
 )
 
 // Operator accounts and the audit log (core/operator.go has the rules).
 
-const operatorColumns = `id, name, display_name, role, created_at, disabled_at IS NOT NULL`
+const operatorColumns = `id, name, display_name, role, created_at, disabled_at IS NOT NULL, sessions_after`
 
 func scanOperator(row pgx.Row, extra ...any) (*core.Operator, error) {
 	var o core.Operator
-	err := row.Scan(append([]any{&o.ID, &o.Name, &o.DisplayName, &o.Role, &o.CreatedAt, &o.Disabled}, extra...)...)
+	var after pgtype.Timestamptz
+	err := row.Scan(append([]any{&o.ID, &o.Name, &o.DisplayName, &o.Role, &o.CreatedAt, &o.Disabled, &after}, extra...)...)
+	if after.Valid && after.InfinityModifier == pgtype.Finite {
+		o.SessionsAfter = after.Time
+	}
 	return &o, err
+}
+
+// lockOperatorsSQL serializes changes of operator accounts: two admins
+// demoting each other at once cannot both commit (the table is tiny and
+// changes are rare).
+const lockOperatorsSQL = `LOCK TABLE operators IN SHARE ROW EXCLUSIVE MODE`
+
+// mayManageSQL re-reads, under the lock, whether the actor is still an
+// enabled admin (its role was checked before the transaction).
+const mayManageSQL = `SELECT EXISTS (SELECT 1 FROM operators WHERE name = $1 AND role = 'admin' AND disabled_at IS NULL)`
+
+// adminsLeftSQL counts the enabled admins.
+const adminsLeftSQL = `SELECT count(*) FROM operators WHERE role = 'admin' AND disabled_at IS NULL`
+
+// mayManage checks, under the lock, that by may change operator accounts:
+// an enabled admin now, or the core itself creating the first operator.
+func mayManage(ctx context.Context, tx pgx.Tx, by core.Actor) error {
+	if _, err := tx.Exec(ctx, lockOperatorsSQL); err != nil {
+		return err
+	}
+	if strings.HasPrefix(by.Operator, "system:") {
+		return nil
+	}
+	var ok bool
+	if err := tx.QueryRow(ctx, mayManageSQL, by.Operator).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return core.Errorf(core.EForbidden, "operator %s is no longer an enabled admin", by.Operator)
+	}
+	return nil
 }
 
 const createOperatorSQL = `
@@ -31,6 +68,9 @@ RETURNING ` + operatorColumns
 func (db *DB) CreateOperator(ctx context.Context, n core.NewOperator, hash []byte, by core.Actor) (*core.Operator, error) {
 	var o *core.Operator
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		if err := mayManage(ctx, tx, by); err != nil {
+			return err
+		}
 		var err error
 		o, err = scanOperator(tx.QueryRow(ctx, createOperatorSQL, n.Name, n.DisplayName, n.Role, hash))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -68,7 +108,9 @@ UPDATE operators SET
     role          = coalesce($3, role),
     password_hash = coalesce($4, password_hash),
     disabled_at   = CASE WHEN $5::boolean IS NULL THEN disabled_at
-                         WHEN $5 THEN coalesce(disabled_at, now()) ELSE NULL END
+                         WHEN $5 THEN coalesce(disabled_at, now()) ELSE NULL END,
+    sessions_after = CASE WHEN $4::bytea IS NOT NULL OR $5::boolean IS NOT NULL OR $3::text IS DISTINCT FROM NULL
+                          THEN date_trunc('second', now()) ELSE sessions_after END
  WHERE name = $1
 RETURNING ` + operatorColumns
 
@@ -77,6 +119,9 @@ RETURNING ` + operatorColumns
 func (db *DB) UpdateOperator(ctx context.Context, name string, p core.OperatorPatch, hash []byte, by core.Actor) (*core.Operator, error) {
 	var after *core.Operator
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		if err := mayManage(ctx, tx, by); err != nil {
+			return err
+		}
 		before, err := scanOperator(tx.QueryRow(ctx, `SELECT `+operatorColumns+` FROM operators WHERE name = $1 FOR UPDATE`, name))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.Errorf(core.ENotFound, "no operator %s", name)
@@ -90,6 +135,13 @@ func (db *DB) UpdateOperator(ctx context.Context, name string, p core.OperatorPa
 		}
 		if after, err = scanOperator(tx.QueryRow(ctx, updateOperatorSQL, name, p.DisplayName, p.Role, h, p.Disabled)); err != nil {
 			return err
+		}
+		var admins int
+		if err := tx.QueryRow(ctx, adminsLeftSQL).Scan(&admins); err != nil {
+			return err
+		}
+		if admins == 0 {
+			return core.Errorf(core.EConflict, "this would leave no enabled admin: make another admin first")
 		}
 		type change struct {
 			*core.Operator

@@ -118,8 +118,9 @@ func (db *DB) VenueLayouts(ctx context.Context) ([]core.VenueLayout, error) {
 // show's), each audited, in one transaction.
 func (db *DB) CreateShows(ctx context.Context, plan core.ShowPlan, vl *core.VenueLayout, l *layout.Layout, by core.Actor) ([]core.Event, error) {
 	var ids []int64
+	var out []core.Event
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		ids = ids[:0]
+		ids, out = ids[:0], out[:0]
 		var series *int64
 		for _, start := range plan.Starts {
 			id, err := insertEvent(ctx, tx, newEvent{venue: vl.Venue.ID, name: plan.Title, kind: plan.Kind, startsAt: start,
@@ -144,6 +145,7 @@ func (db *DB) CreateShows(ctx context.Context, plan core.ShowPlan, vl *core.Venu
 			if err := audit(ctx, tx, by, "show.create", showSubject(id), nil, e); err != nil {
 				return err
 			}
+			out = append(out, *e)
 		}
 		if l.Seated() {
 			_, err := tx.Exec(ctx, analyzeSeatsSQL)
@@ -153,14 +155,6 @@ func (db *DB) CreateShows(ctx context.Context, plan core.ShowPlan, vl *core.Venu
 	})
 	if err != nil {
 		return nil, translate(fmt.Errorf("create shows %q: %w", plan.Title, err))
-	}
-	out := make([]core.Event, 0, len(ids))
-	for _, id := range ids {
-		e, err := db.Event(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *e)
 	}
 	return out, nil
 }
@@ -234,6 +228,9 @@ func (db *DB) SetShowStatus(ctx context.Context, id int64, to string, by core.Ac
 		}
 		if err := core.ShowTransition(before.Status, to); err != nil {
 			return err
+		}
+		if to == core.ShowPublished && !before.StartsAt.After(time.Now()) {
+			return core.Errorf(core.EConflict, "the show started at %s: a show that has started is not put on sale", before.StartsAt.Format(time.RFC3339))
 		}
 		if _, err := tx.Exec(ctx, `UPDATE events SET status = $2, updated_at = now() WHERE id = $1`, id, to); err != nil {
 			return err

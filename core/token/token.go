@@ -231,7 +231,11 @@ func (k *Keys) Principal(tok string) (*core.Principal, error) {
 		if err := k.operators.Parse(tok, &c); err != nil {
 			return nil, err
 		}
-		return &core.Principal{Kind: core.PrincipalOperator, Identity: core.OperatorPrefix + c.Subject, Operator: c.Subject}, nil
+		p := &core.Principal{Kind: core.PrincipalOperator, Identity: core.OperatorPrefix + c.Subject, Operator: c.Subject}
+		if c.IssuedAt != nil {
+			p.IssuedAt = c.IssuedAt.Time
+		}
+		return p, nil
 	}
 	return nil, ErrNotOurs
 }

@@ -8,8 +8,8 @@ import (
 
 // boundsCollector exports, at each scrape, what the gateway's per-key
 // structures hold: the read caches' answers, refusals and bytes, and each
-// limiter's spending buckets (admin_failures: addresses with recent failed
-// admin tokens). Each is bounded (readcache.go, limit.go: the limiters are
+// limiter's spending buckets (admin_failures: addresses with recently
+// refused operator tokens). Each is bounded (readcache.go, limit.go: the limiters are
 // tables of a fixed size); the gauges let an operator, and the attack
 // suite, see them stay so under a flood.
 type boundsCollector struct {

@@ -13,7 +13,7 @@
 // per-address or per-token limit: tables of a fixed size), clientaddr.go (who the client is behind
 // a load balancer: trusted proxies, PROXY protocol, X-Forwarded-For),
 // admin.go (dials and stats, served on the operators' own listener:
-// AdminHandler; the admin token's length, its failures limited per
+// AdminHandler; operators' session tokens, refused ones limited per
 // address, the audit log of each change), readcache.go (the bounded,
 // one-in-flight cache of public reads), seatmap.go (the public reads
 // through it: catalog, event, layout, counts, seat map), pages.go (pages,

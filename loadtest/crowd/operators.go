@@ -25,11 +25,11 @@ type Operators struct {
 
 // NewOperators are the operators of event at gateway, the base URL of a
 // gateway's operators' listener (ONSALE_ADMIN_ADDR: the admin API is
-// served there only; it serves the public reads too), with the gateway's
-// admin token; their requests count in st.
-func NewOperators(gateway, adminToken string, event int64, st *Stats) *Operators {
+// served there only; it serves the public reads too), with an operator's
+// session token; their requests count in st.
+func NewOperators(gateway, operatorToken string, event int64, st *Stats) *Operators {
 	return &Operators{gateway: gateway, event: event, st: st, cl: NewClient(NewPool(gateway, 8), 10*time.Second, st, false),
-		auth: []string{"Authorization", "Bearer " + adminToken}}
+		auth: []string{"Authorization", "Bearer " + operatorToken}}
 }
 
 func (o *Operators) admin() string { return fmt.Sprintf("%s/admin/v1/events/%d", o.gateway, o.event) }

@@ -101,7 +101,7 @@ type Config struct {
 	AccountTTL       time.Duration `env:"ONSALE_ACCOUNT_TOKEN_TTL" flag:"account-token-ttl" default:"720h" min:"1m" max:"8760h" help:"life of an account token (duration)"`
 	RefuseFromMemory bool          `env:"ONSALE_REFUSE_FROM_MEMORY" flag:"refuse-from-memory" default:"true" help:"refuse holds of seats the core knows are taken without a database statement (seatmap.Taken); false: every hold goes to PostgreSQL (a switch to rule the memory out, and to measure what it saves)"`
 	// Operators: named accounts; the first is created at start-up.
-	FirstOperator         string `env:"ONSALE_FIRST_OPERATOR" flag:"first-operator" help:"the first operator's name (an admin), created at start-up when there is no operator yet, with ONSALE_FIRST_OPERATOR_PASSWORD; it then creates the others (onsalectl operators add, or the console); ignored once any operator exists"`
+	FirstOperator         string `env:"ONSALE_FIRST_OPERATOR" flag:"first-operator" help:"the first operator's name (an admin), created at start-up when there is no operator yet, with ONSALE_FIRST_OPERATOR_PASSWORD; it then creates the others (onsalectl operators add, or POST /operator/v1/operators); ignored once any operator exists"`
 	FirstOperatorPassword string `env:"ONSALE_FIRST_OPERATOR_PASSWORD" flag:"first-operator-password" secret:"true" help:"the first operator's password, 12 to 72 bytes (by env or ONSALE_FIRST_OPERATOR_PASSWORD_FILE: a flag is visible in ps); change it after the first sign-in"`
 	DevLogCodes           bool   `env:"ONSALE_DEV_LOG_CODES" flag:"dev-log-codes" default:"false" help:"development only: without ONSALE_SMS_URL, log sign-in codes at warn level instead of refusing sign-in (503)"`
 }

@@ -10,7 +10,11 @@ CREATE TABLE operators (
     role          text NOT NULL CHECK (role IN ('admin', 'box_office', 'sale_desk')),
     password_hash bytea NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now(),
-    disabled_at   timestamptz
+    disabled_at   timestamptz,
+    -- a session token issued before this is refused: set (to the second,
+    -- a token's iat precision) when the password, the role or the
+    -- disabled state changes
+    sessions_after timestamptz NOT NULL DEFAULT '-infinity'
 );
 
 -- Every operator's change, written in the change's own transaction: who,
@@ -57,6 +61,15 @@ ALTER TABLE events
 CREATE INDEX events_catalog ON events (starts_at, id) WHERE status IN ('published', 'closed');
 
 -- +goose Down
+-- A down migration would put every draft, closed and cancelled show on sale
+-- again (the status column goes): refused while there is one.
+-- +goose StatementBegin
+DO $$ BEGIN
+  IF EXISTS (SELECT 1 FROM events WHERE status <> 'published') THEN
+    RAISE EXCEPTION 'shows that are draft, closed or cancelled exist: migrating down would put them on sale';
+  END IF;
+END $$;
+-- +goose StatementEnd
 DROP INDEX events_catalog;
 ALTER TABLE events DROP COLUMN status, DROP COLUMN series_id, DROP COLUMN layout_id, DROP COLUMN updated_at;
 DROP TABLE layouts, audit_log, operators;

@@ -217,7 +217,8 @@ const onsale = (() => {
     if (ev.status !== "cancelled") return "";
     const money = b.status === "REFUNDED" ? `${rupees(b.amount_paise)} has been refunded to the account you paid from.`
       : b.status === "REFUND_DUE" ? `${rupees(b.amount_paise)} is on its way back to the account you paid from; banks usually show it within 5 to 7 working days.`
-        : "Nothing was charged for it.";
+        : b.status === "FAILED" ? "Nothing was charged for it."
+          : "If your payment still goes through, it is refunded in full.";
     return `This show has been cancelled${ev.cancel_reason ? ": " + ev.cancel_reason.replace(/\.$/, "") : ""}. Your tickets are no longer valid. ${money}`;
   }
 

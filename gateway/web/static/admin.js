@@ -358,7 +358,7 @@ function renderAuth() {
 // confirmAction asks before a dangerous change, naming the show; resolves
 // true when the operator confirms.
 function confirmAction(title, text, yes) {
-  if (typeof ui.confirm.showModal !== "function") return Promise.resolve(true);
+  if (typeof ui.confirm.showModal !== "function") return Promise.resolve(window.confirm(`${title}\n\n${text}`));
   setText($("confirm-title"), title);
   setText(ui.confirmText, text);
   setText(ui.confirmYes, yes);

@@ -526,7 +526,7 @@ async function showSeatMap(l) {
 
 function confirmAction(title, text, yes) {
   const d = $("confirm");
-  if (typeof d.showModal !== "function") return Promise.resolve(true);
+  if (typeof d.showModal !== "function") return Promise.resolve(window.confirm(`${title}\n\n${text}`));
   setText($("confirm-title"), title);
   setText($("confirm-text"), text);
   setText($("confirm-yes"), yes);

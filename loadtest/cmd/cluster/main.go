@@ -445,7 +445,7 @@ func summary(c config) error {
 	line("fans", env["GATEWAY_URL"]+"/", "HAProxy -> the gateways, PROXY v2")
 	admins := strings.Fields(env["GATEWAY_ADMIN_URLS"])
 	if len(admins) > 0 {
-		line("console", admins[0]+"/admin/", "gw1's operators' listener; admin token in "+rel(env["ADMIN_TOKEN_FILE"]))
+		line("console", admins[0]+"/admin/", "gw1's operators' listener; sign in as ops, password in "+rel(env["OPERATOR_PASSWORD_FILE"]))
 	}
 	line("metrics", strings.Join(append(admins, strings.Fields(env["CORE_ADMIN_URLS"])...), " "), "/metrics of each gateway, then each core")
 	line("cores", env["CORE_URL"], "HAProxy -> the cores: the gateways and paysim's webhooks")
