@@ -193,6 +193,16 @@ func (db *DB) UpdateShow(ctx context.Context, id int64, edit func(before core.Ev
 		if err := before.Editable(now); err != nil {
 			return err
 		}
+		// A waiting room may let fans in before the show's own on-sale time
+		// (an operator's on-sale dial): once anyone has held a seat, prices
+		// and limits stand, so what a hold showed is what a booking charges.
+		var held bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM account_tickets WHERE event_id = $1)`, id).Scan(&held); err != nil {
+			return err
+		}
+		if held {
+			return core.Errorf(core.EShowLocked, "fans have held seats of this show: it can no longer be edited (close or cancel it)")
+		}
 		e, err := edit(*before, now)
 		if err != nil {
 			return err

@@ -631,6 +631,23 @@ func cmdShowsEdit(c *ctl, fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *onsale != "" {
+		// The waiting room keeps its own copy of the on-sale time (a dial):
+		// it follows the show's.
+		var after struct {
+			OnsaleAt string `json:"onsale_at"`
+			Status   string `json:"status"`
+		}
+		if err := json.Unmarshal(b, &after); err != nil {
+			return err
+		}
+		if after.Status != "published" {
+			return c.show(b, func(v map[string]any) { c.showTable([]any{v}) }) // a draft has no waiting room yet
+		}
+		if _, _, err := c.do("PATCH", "/admin/v1/events/"+n, map[string]string{"onsale_at": after.OnsaleAt}, ""); err != nil {
+			return fmt.Errorf("the show is saved, but the waiting room's on-sale time did not follow (onsalectl dials set %s onsale_at=%s): %w", n, after.OnsaleAt, err)
+		}
+	}
 	return c.show(b, func(v map[string]any) { c.showTable([]any{v}) })
 }
 

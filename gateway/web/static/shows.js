@@ -389,6 +389,17 @@ async function saveEdit() {
   }
   try {
     const after = await api("PATCH", `/operator/v1/events/${ev.id}`, patch);
+    if (patch.onsale_at && after.status === "published") { // a draft has no waiting room yet
+      // The waiting room keeps its own copy of the on-sale time (a dial):
+      // it follows the show's.
+      try {
+        await api("PATCH", `/admin/v1/events/${ev.id}`, { onsale_at: after.onsale_at });
+      } catch (err) {
+        showMessage(`Saved ${showLabel(after)}, but the waiting room's on-sale time did not follow: ${err.message}. Set it in the live console.`, "error");
+        await loadShows(false);
+        return;
+      }
+    }
     showMessage(`Saved ${showLabel(after)}.`, "ok");
     await loadShows(false);
   } catch (err) {
