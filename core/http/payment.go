@@ -447,8 +447,9 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 
 // webhookEvent is the provider's event envelope.
 type webhookEvent struct {
-	ID   string `json:"id"`
-	Type string `json:"type"`
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Created int64  `json:"created"` // unix seconds: when the provider made the event
 	Data struct {
 		Object struct {
 			ID        string `json:"id"`
@@ -479,6 +480,9 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(raw, &ev); err != nil || ev.ID == "" || ev.Type == "" {
 		s.fail(w, r, core.Errorf(core.EInvalid, "not a provider event"))
 		return
+	}
+	if ev.Created > 0 {
+		s.Metrics.WebhookLag.Observe(max(0, time.Since(time.Unix(ev.Created, 0)).Seconds()))
 	}
 	obj := ev.Data.Object
 	booking, _ := core.ParseBookingReference(obj.Reference)

@@ -46,6 +46,9 @@ type Metrics struct {
 	ProviderContradictions *prometheus.CounterVec
 	// Webhooks counts provider webhooks by outcome.
 	Webhooks *prometheus.CounterVec
+	// WebhookLag observes how long after the provider made an event its
+	// webhook reached the core (the event's created time: whole seconds).
+	WebhookLag prometheus.Histogram
 	// Reconciled counts bookings the reconciler settled, by outcome.
 	Reconciled *prometheus.CounterVec
 	// SignIns counts sign-in requests by step (code, verify) and outcome
@@ -99,8 +102,11 @@ func New() *Metrics {
 			Name: "onsale_core_signins_total", Help: "Sign-in requests by step (code, verify) and outcome.",
 		}, []string{"step", "outcome"}),
 	}
+	m.WebhookLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "onsale_core_webhook_delivery_lag_seconds",
+		Help:    "Time from the provider's event (its created time, to the second) to its webhook's arrival at the core.",
+		Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800}})
 	r.MustRegister(m.Holds, m.Requests, m.SweepDuration, m.SweepLag, m.SweptHolds, m.SweepErrors, m.CancelStragglers,
-		m.OutboxJobs, m.ProviderMisconfigured, m.ProviderContradictions, m.Webhooks, m.Reconciled, m.SignIns,
+		m.OutboxJobs, m.ProviderMisconfigured, m.ProviderContradictions, m.Webhooks, m.WebhookLag, m.Reconciled, m.SignIns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

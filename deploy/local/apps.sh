@@ -77,6 +77,15 @@ need_chromium() {
 	apt_get_install .run/apt-chromium.log chromium
 }
 
+# need_promtool: install Debian's prometheus package (its promtool checks and unit-tests the
+# alert rules, deploy/prometheus) when absent. Nothing is started (no systemd as PID 1).
+need_promtool() {
+	command -v promtool >/dev/null 2>&1 && return 0
+	echo "+ installing prometheus for promtool (log in .run/apt-prometheus.log)"
+	mkdir -p .run
+	apt_get_install .run/apt-prometheus.log prometheus
+}
+
 # need_ha: install Debian's HA engines when absent (make test's failover tests, make
 # cluster-up, the fault sale): patroni (3.0), etcd-server and etcd-client (3.4), haproxy
 # (2.6); about 10 s. Nothing is started by the packages here (no systemd as PID 1).

@@ -39,6 +39,11 @@ done
 
 # The browser tests drive Debian's Chromium.
 need_chromium || fail "could not install chromium (see .run/apt-chromium.log)"
+# The alert rules are checked and unit-tested with promtool (loadtest/obs runs it too).
+need_promtool || fail "could not install prometheus for promtool (see .run/apt-prometheus.log)"
+echo "+ promtool check rules, test rules (deploy/prometheus)"
+(cd deploy/prometheus && promtool check rules onsale.rules.yml && promtool test rules onsale.rules.test.yml) ||
+	fail "deploy/prometheus: the alert rules do not check or their unit tests fail"
 # The failover tests start the HA engines: Patroni on etcd, HAProxy (Debian's packages).
 need_ha || fail "could not install patroni, etcd-server, etcd-client, haproxy (see .run/apt-ha.log)"
 export ONSALE_SCREENSHOTS=${ONSALE_SCREENSHOTS:-$PWD/.run/screenshots}

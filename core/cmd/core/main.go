@@ -282,6 +282,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	met := metrics.New()
 	met.CountSeatHolds(keeper.Taken.Decisions)
+	met.CountVitals(db.Vitals)
 	met.CountPool("writes", poolStats(db.Pool()))
 	if db.ReadPool() != db.Pool() {
 		met.CountPool("reads", poolStats(db.ReadPool()))
