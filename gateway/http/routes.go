@@ -68,6 +68,8 @@ var routes = compile([]route{
 
 	{method: "GET", pattern: "/events/{name}", name: "page", limit: limitPage, handle: page("waiting.html")},
 	{method: "GET", pattern: "/events/{name}/book", name: "page", limit: limitPage, handle: page("book.html")},
+	{method: "GET", pattern: "/browse", name: "page", limit: limitPage, handle: page("browse.html")},
+	{method: "GET", pattern: "/", name: "page", limit: limitPage, handle: page("browse.html")},
 	{method: "GET", pattern: "/me", name: "page", limit: limitPage, handle: page("me.html")},
 	{method: "GET", pattern: "/tickets/{name}", name: "page", limit: limitPage, handle: page("tickets.html")},
 	{method: "GET", pattern: "/signin", name: "page", limit: limitPage, handle: page("signin.html")},

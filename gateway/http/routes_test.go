@@ -67,7 +67,9 @@ func TestRouteTable(t *testing.T) {
 		{"GET", "/tickets", "unmatched", "", ""},
 		{"POST", "/events/12", "unmatched", "", ""},
 		{"GET", "/v1", "unmatched", "", ""},
-		{"GET", "/", "unmatched", "", ""},
+		{"GET", "/", "page", "", ""},
+		{"GET", "/browse", "page", "", ""},
+		{"POST", "/", "unmatched", "", ""},
 		{"GET", "/v1/queue", "unmatched", "", ""},
 		// Literal-only routes match their one path exactly.
 		{"GET", "/healthz/", "unmatched", "", ""},

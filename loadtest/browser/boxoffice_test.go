@@ -90,8 +90,19 @@ func TestBoxOfficeCancel(t *testing.T) {
 
 	// A fan buys two seats.
 	const phone = "+919876500001"
+	// The fan finds it in the catalog: a city, a title, a show by its time.
 	fan := tab(t, b)
-	if err := chromedp.Do(fan, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.gateway, ev))); err != nil {
+	if err := chromedp.Do(fan, chromedp.Navigate(s.gateway+"/browse")); err != nil {
+		t.Fatal(err)
+	}
+	until(t, fan, "the catalog", `document.body.dataset.ready === "1" && [...document.getElementById("city").options].some(o => o.value === "Mumbai")`, 15*time.Second)
+	if _, err := chromedp.Run(fan, chromedp.Evaluate[bool](`(() => { const c = document.getElementById("city"); c.value = "Mumbai"; c.dispatchEvent(new Event("change")); return true })()`)); err != nil {
+		t.Fatal(err)
+	}
+	link := fmt.Sprintf(`document.querySelector('a[href="/events/%d"]')`, ev)
+	until(t, fan, "the new show in the catalog", link+` !== null && /Dune: Part Two/.test(`+link+`.closest("section").textContent)`, 15*time.Second)
+	look(t, fan, "browse")
+	if _, err := chromedp.Run(fan, chromedp.Evaluate[bool](link+`.click(), true`)); err != nil {
 		t.Fatal(err)
 	}
 	until(t, fan, "the waiting room asking to sign in", `document.body.dataset.state === "signin"`, 20*time.Second)
