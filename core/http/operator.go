@@ -175,11 +175,9 @@ func (s *Server) operatorSignIn(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, core.Errorf(core.EUnauthorized, "wrong name or password, or the operator is disabled"))
 		return
 	}
-	// A try takes its failure before the password is compared (given back
-	// if it was right), so tries sent at once cannot all pass a lock that
-	// the first of them would have set; per name and address, and per name
-	// from anywhere.
-	try, wait := s.Operators.failures.try(clientAddr(r)+"\x00"+body.Name, "\x00"+body.Name)
+	// A try counts as a failure while its password is compared (see
+	// signInFailures), so tries sent at once cannot pass a lock together.
+	try, wait := s.Operators.failures.try(clientAddr(r) + "\x00" + body.Name)
 	if wait > 0 {
 		s.fail(w, r, core.Errorf(core.ERateLimited, "too many wrong passwords for %s: wait", body.Name).
 			With("retry_after_seconds", int(wait.Seconds())+1))
@@ -192,15 +190,17 @@ func (s *Server) operatorSignIn(w http.ResponseWriter, r *http.Request) {
 	case core.ErrorCode(err) == core.ENotFound:
 		hash = noOperatorHash
 	case err != nil:
+		try.done(false)
 		s.fail(w, r, err)
 		return
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(body.Password)) != nil || o == nil || o.Disabled {
+		try.done(true)
 		s.Log.Warn("operator sign-in refused", "operator", body.Name, "addr", clientAddr(r), "request_id", requestID(r))
 		s.fail(w, r, core.Errorf(core.EUnauthorized, "wrong name or password, or the operator is disabled"))
 		return
 	}
-	try.forgive()
+	try.done(false)
 	ttl := s.Operators.TokenTTL
 	if ttl == 0 {
 		ttl = core.OperatorTokenTTL
@@ -694,11 +694,15 @@ func writeCSV(w http.ResponseWriter, name string, rows [][]string) {
 // fan's email address is theirs to choose): a cell starting with = + - @,
 // a tab or a carriage return gets a leading apostrophe (OWASP's advice).
 func csvSafe(cell string) string {
-	if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+	if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) && !phoneNumber.MatchString(cell) {
 		return "'" + cell
 	}
 	return cell
 }
+
+// phoneNumber is a cell a spreadsheet reads as a number, not a formula: a
+// phone in E.164 (+919812345678) keeps its plus.
+var phoneNumber = regexp.MustCompile(`^\+?[0-9]{1,15}$`)
 
 func inr(paise int64) string { return fmt.Sprintf("%d.%02d", paise/100, paise%100) }
 
@@ -782,77 +786,84 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) (int64, bool, bo
 	return id, csvOut, true
 }
 
-// Failed operator sign-ins are limited per address and name (a burst of
-// signInBurst, then one every signInEvery) and per name from any address
-// (signInNameBurst, then the same pace): a locked pair or name is answered
-// 429 whatever the password, so guessing learns nothing while locked.
+// Failed operator sign-ins are limited per address and name: a burst of
+// signInBurst, then one every signInEvery; a locked pair is answered 429
+// whatever the password, so guessing learns nothing while locked. A try
+// in flight counts against the bucket until its password is compared, so
+// tries sent at once cannot all pass a lock the first of them would set;
+// a right password spends nothing. (No limit per name from any address: it
+// would let anyone lock an operator out on sale day; bcrypt's cost and
+// passwords of 12 bytes or more bound guessing from many addresses.)
 const (
-	signInBurst     = 10
-	signInNameBurst = 50
-	signInEvery     = 6 * time.Second
-	signInKeys      = 100_000
+	signInBurst = 10
+	signInEvery = 6 * time.Second
+	signInKeys  = 100_000
 )
 
+type signInBucket struct {
+	lim      *rate.Limiter
+	inFlight int
+}
+
 type signInFailures struct {
-	mu       sync.Mutex
-	every    time.Duration
-	m        map[string]*rate.Limiter
-	overflow *rate.Limiter
+	mu    sync.Mutex
+	every time.Duration
+	m     map[string]*signInBucket
 }
 
 func newSignInFailures(every time.Duration) *signInFailures {
-	return &signInFailures{every: every, m: make(map[string]*rate.Limiter), overflow: rate.NewLimiter(rate.Every(every), signInBurst)}
+	return &signInFailures{every: every, m: make(map[string]*signInBucket)}
 }
 
-// bucket is key's bucket (f.mu held), made with burst when new.
-func (f *signInFailures) bucket(key string, burst int) *rate.Limiter {
+// bucket is key's bucket (f.mu held); past signInKeys keys, the refilled
+// and idle ones are dropped first, and a new key shares the overflow bucket.
+func (f *signInFailures) bucket(key string) *signInBucket {
 	if b, ok := f.m[key]; ok {
 		return b
 	}
 	if len(f.m) >= signInKeys {
 		now := time.Now()
 		for k, b := range f.m {
-			if b.TokensAt(now) >= float64(b.Burst()) {
+			if b.inFlight == 0 && b.lim.TokensAt(now) >= signInBurst {
 				delete(f.m, k)
 			}
 		}
 		if len(f.m) >= signInKeys {
-			return f.overflow
+			key = "\x00overflow"
+			if b, ok := f.m[key]; ok {
+				return b
+			}
 		}
 	}
-	b := rate.NewLimiter(rate.Every(f.every), burst)
+	b := &signInBucket{lim: rate.NewLimiter(rate.Every(f.every), signInBurst)}
 	f.m[key] = b
 	return b
 }
 
-// signInTry is one sign-in's reserved failures.
-type signInTry []*rate.Reservation
-
-// forgive gives a right password's failures back.
-func (t signInTry) forgive() {
-	for _, r := range t {
-		r.Cancel()
-	}
+// signInTry is one sign-in in flight; done ends it.
+type signInTry struct {
+	f *signInFailures
+	b *signInBucket
 }
 
-// try reserves a failure of the pair and of the name; when either is
-// locked it reserves nothing and says how long to wait.
-func (f *signInFailures) try(pair, name string) (signInTry, time.Duration) {
+// try starts a sign-in of key, or says how long a locked key waits.
+func (f *signInFailures) try(key string) (*signInTry, time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := time.Now()
-	var t signInTry
-	for _, k := range []struct {
-		key   string
-		burst int
-	}{{pair, signInBurst}, {name, signInNameBurst}} {
-		r := f.bucket(k.key, k.burst).ReserveN(now, 1)
-		if d := r.DelayFrom(now); d > 0 || !r.OK() {
-			r.CancelAt(now)
-			t.forgive()
-			return nil, max(d, f.every)
-		}
-		t = append(t, r)
+	b := f.bucket(key)
+	if left := b.lim.TokensAt(time.Now()) - float64(b.inFlight); left < 1 {
+		return nil, max(time.Duration((1-left)*float64(f.every)), time.Second)
 	}
-	return t, 0
+	b.inFlight++
+	return &signInTry{f: f, b: b}, 0
+}
+
+// done ends the try: a wrong password spends its failure.
+func (t *signInTry) done(failed bool) {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	t.b.inFlight--
+	if failed {
+		t.b.lim.Allow()
+	}
 }

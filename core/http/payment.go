@@ -272,8 +272,13 @@ func (s *Server) settledResult(b *core.Booking, okStatus int) (result, bool) {
 		return result{status: http.StatusAccepted, body: map[string]any{"booking": b,
 			"message": "confirmed; the payment is being captured, the tickets follow"}}, true
 	case core.BookingRefundDue, core.BookingRefunded:
-		return result{status: http.StatusGone, body: map[string]any{"error": core.EHoldExpired,
-			"message": "the hold expired before the payment: any money taken is refunded, an authorization voided", "booking_id": b.ID}}, true
+		msg := "the hold expired before the payment: any money taken is refunded, an authorization voided"
+		if b.Event != nil && b.Event.Status == core.ShowCancelled {
+			msg = "the show was cancelled: any money taken is refunded, an authorization voided"
+		}
+		r := errResult(core.Errorf(core.EHoldExpired, "%s", msg).With("booking_id", b.ID))
+		r.retry = false
+		return r, true
 	case core.BookingFailed:
 		return errResult(core.Errorf(core.EPaymentDeclined, "the payment failed")), true
 	}

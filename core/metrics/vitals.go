@@ -30,9 +30,10 @@ const vitalsMaxAge = 10 * time.Second
 type vitalsCollector struct {
 	read func(context.Context) (*core.Vitals, error)
 
-	mu   sync.Mutex
-	last *core.Vitals
-	at   time.Time
+	mu     sync.Mutex
+	last   *core.Vitals
+	failed bool
+	at     time.Time
 }
 
 // CountVitals exports the business's figures read by read (core/postgres).
@@ -55,11 +56,17 @@ func (c *vitalsCollector) Collect(ch chan<- prometheus.Metric) {
 		cancel()
 		c.at = time.Now()
 		if err != nil {
-			v = nil
+			v = &core.Vitals{} // a failure is kept as long as a reading: an outage does not stack scrapes
+			c.failed = true
+		} else {
+			c.failed = false
 		}
 		c.last = v
 	}
 	v := c.last
+	if c.failed {
+		v = nil
+	}
 	c.mu.Unlock()
 	if v == nil {
 		ch <- prometheus.MustNewConstMetric(vitalsUpDesc, prometheus.GaugeValue, 0)

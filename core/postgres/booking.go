@@ -157,7 +157,14 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow core.Flow
 			return core.Errorf(core.EHoldExpired, "hold %s has expired", ref.ID)
 		}
 		var id int64
-		if err := tx.QueryRow(ctx, createBookingSQL, ref.ID, flow, c.Email, c.Phone).Scan(&id); err != nil {
+		err := tx.QueryRow(ctx, createBookingSQL, ref.ID, flow, c.Email, c.Phone).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The hold is valid (checked above under its lock): its show
+			// was cancelled (showGoesAhead), after a core's cache let the
+			// hold be taken.
+			return core.Errorf(core.ENotOnSale, "the show was cancelled: no payment is taken").With("show_status", core.ShowCancelled)
+		}
+		if err != nil {
 			return fmt.Errorf("create booking: %w", err)
 		}
 		if !extended {
@@ -172,7 +179,6 @@ func (db *DB) StartPayment(ctx context.Context, ref core.HoldRef, flow core.Flow
 				return fmt.Errorf("extend hold: %w", err)
 			}
 		}
-		var err error
 		b, err = scanBooking(tx.QueryRow(ctx, bookingByIDSQL, id))
 		return err
 	})

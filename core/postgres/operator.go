@@ -109,7 +109,9 @@ UPDATE operators SET
     password_hash = coalesce($4, password_hash),
     disabled_at   = CASE WHEN $5::boolean IS NULL THEN disabled_at
                          WHEN $5 THEN coalesce(disabled_at, now()) ELSE NULL END,
-    sessions_after = CASE WHEN $4::bytea IS NOT NULL OR $5::boolean IS NOT NULL OR $3::text IS DISTINCT FROM NULL
+    sessions_after = CASE WHEN $4::bytea IS NOT NULL
+                            OR ($5::boolean IS NOT NULL AND $5 IS DISTINCT FROM (disabled_at IS NOT NULL))
+                            OR ($3::text IS NOT NULL AND $3 IS DISTINCT FROM role)
                           THEN date_trunc('second', now()) ELSE sessions_after END
  WHERE name = $1
 RETURNING ` + operatorColumns

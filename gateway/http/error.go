@@ -81,7 +81,11 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	case e.Code == gateway.EUnauthorized:
 		ctx.Response.Header.Set("WWW-Authenticate", adminRealm)
 	}
-	body := problem.New(e.Code, e.Message, code, requestIDOf(ctx))
+	id := requestIDOf(ctx)
+	if id == "" { // a poll's error, or an answer reset after a failed proxy
+		id = nameRequest(ctx)
+	}
+	body := problem.New(e.Code, e.Message, code, id)
 	for k, v := range e.Detail {
 		body[k] = v
 	}

@@ -46,6 +46,8 @@ var (
 		"1 while the event's admission is paused.", []string{"event"}, nil)
 	boundDesc = prometheus.NewDesc("onsale_gateway_line_bound",
 		"What lets the line in now: 1 on the series of the bound (rate, active_cap, paused).", []string{"event", "bound"}, nil)
+	sellingDesc = prometheus.NewDesc("onsale_gateway_selling",
+		"1 while the event's line is on sale: past onsale_at, before closes_at (the pre-queue and a closed line are 0).", []string{"event"}, nil)
 	drainDesc = prometheus.NewDesc("onsale_gateway_drain_seconds",
 		"Seconds until the line drains at its bound (-1: it does not drain, paused or nothing lets fans in).", []string{"event"}, nil)
 )
@@ -54,7 +56,7 @@ func (c *rateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rateDesc
 	ch <- factorDesc
 	ch <- windowsDesc
-	for _, d := range []*prometheus.Desc{queueDesc, queuedDesc, admittedDesc, activeDesc, offersDesc, pausedDesc, boundDesc, drainDesc} {
+	for _, d := range []*prometheus.Desc{queueDesc, queuedDesc, admittedDesc, activeDesc, offersDesc, pausedDesc, boundDesc, drainDesc, sellingDesc} {
 		ch <- d
 	}
 }
@@ -80,6 +82,12 @@ func (c *rateCollector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, paused, ev)
+		now := time.Now()
+		selling := 0.0
+		if !now.Before(v.Dials.OnsaleAt) && (v.Dials.ClosesAt.IsZero() || now.Before(v.Dials.ClosesAt)) {
+			selling = 1
+		}
+		ch <- prometheus.MustNewConstMetric(sellingDesc, prometheus.GaugeValue, selling, ev)
 		bound, perMinute := lineBound(v, time.Now())
 		for _, b := range []string{BoundRate, BoundActiveCap, BoundPaused} {
 			on := 0.0

@@ -11,9 +11,9 @@ import (
 	"github.com/onsale/onsale/gateway/coreclient"
 )
 
-// Request ids: the gateway is the edge, so it names each request: the
-// client's (or a load balancer's) X-Request-Id when well-formed, else one
-// of its own. The request carries it to the core (the proxied API, a
+// Request ids: the gateway is the edge, so it names each request itself
+// (a client's X-Request-Id is replaced: an id in the audit log is always
+// the gateway's). The request carries it to the core (the proxied API, a
 // dial's change), which logs it and writes it in its audit log; the
 // answer returns it, error bodies name it, and the gateway's own error
 // and audit logs carry it. A status poll, answered from the gateway's
@@ -48,16 +48,21 @@ func validRequestID(id []byte) bool {
 }
 
 // nameRequest gives the request its id (on the request, for the core, and
-// on the answer) and returns it.
+// on the answer) and returns it; a request named already keeps its name
+// (the answer's was lost to a reset).
 func nameRequest(ctx *fasthttp.RequestCtx) string {
 	id := ctx.Request.Header.Peek(RequestIDHeader)
-	if !validRequestID(id) {
+	if ctx.UserValue(ridKey) == nil || !validRequestID(id) {
 		id = strconv.AppendUint([]byte(ridPrefix), ridSeq.Add(1), 36)
 		ctx.Request.Header.SetBytesV(RequestIDHeader, id)
+		ctx.SetUserValue(ridKey, true)
 	}
 	ctx.Response.Header.SetBytesV(RequestIDHeader, id)
 	return string(id)
 }
+
+// ridKey marks a request the gateway named.
+const ridKey = "onsale.request_id"
 
 // requestIDOf is the id nameRequest gave the request ("" for a poll).
 func requestIDOf(ctx *fasthttp.RequestCtx) string {

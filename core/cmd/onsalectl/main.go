@@ -190,7 +190,10 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -414,6 +417,9 @@ func cmdLogin(c *ctl, fs *flag.FlagSet, args []string) error {
 	if err := os.WriteFile(c.tokenFile, []byte(s.Token+"\n"), 0o600); err != nil {
 		return err
 	}
+	if err := os.Chmod(c.tokenFile, 0o600); err != nil { // a file there before keeps its mode otherwise
+		return err
+	}
 	if c.json {
 		return json.NewEncoder(c.out).Encode(map[string]any{"operator": s.Operator.Name, "role": s.Operator.Role, "expires_at": s.ExpiresAt, "token_file": c.tokenFile})
 	}
@@ -631,12 +637,15 @@ func cmdShowsEdit(c *ctl, fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *onsale != "" {
-		// The waiting room keeps its own copy of the on-sale time (a dial):
-		// it follows the show's.
+	if *onsale != "" || *start != "" {
+		// The waiting room keeps its own copy of the show's times (dials):
+		// they follow the show's, as the room's defaults derive them
+		// (gateway.DefaultDials: the pre-queue an hour before the sale, the
+		// line closing at the start).
 		var after struct {
-			OnsaleAt string `json:"onsale_at"`
-			Status   string `json:"status"`
+			OnsaleAt time.Time `json:"onsale_at"`
+			StartsAt time.Time `json:"starts_at"`
+			Status   string    `json:"status"`
 		}
 		if err := json.Unmarshal(b, &after); err != nil {
 			return err
@@ -644,8 +653,16 @@ func cmdShowsEdit(c *ctl, fs *flag.FlagSet, args []string) error {
 		if after.Status != "published" {
 			return c.show(b, func(v map[string]any) { c.showTable([]any{v}) }) // a draft has no waiting room yet
 		}
-		if _, _, err := c.do("PATCH", "/admin/v1/events/"+n, map[string]string{"onsale_at": after.OnsaleAt}, ""); err != nil {
-			return fmt.Errorf("the show is saved, but the waiting room's on-sale time did not follow (onsalectl dials set %s onsale_at=%s): %w", n, after.OnsaleAt, err)
+		follow := map[string]string{}
+		if *onsale != "" {
+			follow["onsale_at"] = after.OnsaleAt.UTC().Format(time.RFC3339)
+			follow["prequeue_at"] = after.OnsaleAt.Add(-time.Hour).UTC().Format(time.RFC3339)
+		}
+		if *start != "" {
+			follow["closes_at"] = after.StartsAt.UTC().Format(time.RFC3339)
+		}
+		if _, _, err := c.do("PATCH", "/admin/v1/events/"+n, follow, ""); err != nil {
+			return fmt.Errorf("the show is saved, but the waiting room's times did not follow (set them with onsalectl dials set %s): %w", n, err)
 		}
 	}
 	return c.show(b, func(v map[string]any) { c.showTable([]any{v}) })
@@ -655,6 +672,7 @@ func cmdShowsCancel(c *ctl, fs *flag.FlagSet, args []string) error {
 	reason := fs.String("reason", "", "what ticket holders read")
 	yes := fs.Bool("yes", false, "yes, cancel it: every booking is refunded (required)")
 	noWait := fs.Bool("no-wait", false, "do not follow the refunds")
+	timeout := fs.Duration("timeout", 30*time.Minute, "stop following after this long (the refunds go on)")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -673,11 +691,20 @@ func cmdShowsCancel(c *ctl, fs *flag.FlagSet, args []string) error {
 	if *noWait {
 		return c.show(b, func(v map[string]any) { c.progress(v["cancellation"].(map[string]any)) })
 	}
+	deadline, misses := time.Now().Add(*timeout), 0
 	for {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("show %s is cancelled; its refunds are still going after %s (onsalectl shows cancellation %s follows them)", n, *timeout, n)
+		}
 		b, _, err := c.do("GET", "/operator/v1/events/"+n+"/cancellation", nil, "")
 		if err != nil {
-			return err
+			if misses++; misses < 5 { // the show is cancelled: a poll that fails is retried
+				time.Sleep(2 * time.Second)
+				continue
+			}
+			return fmt.Errorf("show %s is cancelled, but its progress cannot be read: %w", n, err)
 		}
+		misses = 0
 		var p map[string]any
 		if err := json.Unmarshal(b, &p); err != nil {
 			return err

@@ -11,6 +11,8 @@ ALTER TABLE outbox ADD CONSTRAINT outbox_kind_check
 -- read them by show (until now only by hold, payment and account).
 CREATE INDEX IF NOT EXISTS bookings_event ON bookings (event_id, status);
 CREATE INDEX IF NOT EXISTS tickets_event ON tickets (event_id);
+-- The business metrics count the jobs that gave up (core/postgres/vitals.go).
+CREATE INDEX IF NOT EXISTS outbox_dead ON outbox (kind) WHERE status = 'DEAD';
 
 -- Why and when a show was cancelled, for the fans' pages and the messages.
 ALTER TABLE events ADD COLUMN cancelled_at timestamptz, ADD COLUMN cancel_reason text NOT NULL DEFAULT '';
@@ -18,6 +20,7 @@ ALTER TABLE events ADD COLUMN cancelled_at timestamptz, ADD COLUMN cancel_reason
 -- +goose Down
 DROP INDEX bookings_event;
 DROP INDEX tickets_event;
+DROP INDEX outbox_dead;
 ALTER TABLE events DROP COLUMN cancelled_at, DROP COLUMN cancel_reason;
 DELETE FROM outbox WHERE kind IN ('cancel_email', 'cancel_sms');
 ALTER TABLE outbox DROP CONSTRAINT outbox_kind_check;

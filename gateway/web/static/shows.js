@@ -373,6 +373,19 @@ function openEdit(ev) {
   $("edit").showModal();
 }
 
+// roomTimes are the waiting room's dials an edit moves, as the room's
+// defaults (gateway.DefaultDials) derive them: the pre-queue an hour before
+// the sale, the line closing at the start; null when none moves.
+function roomTimes(patch, after) {
+  const d = {};
+  if (patch.onsale_at) {
+    d.onsale_at = after.onsale_at;
+    d.prequeue_at = new Date(Date.parse(after.onsale_at) - 3600 * 1000).toISOString().replace(/\.\d{3}Z$/, "Z");
+  }
+  if (patch.starts_at) d.closes_at = after.starts_at;
+  return Object.keys(d).length ? d : null;
+}
+
 async function saveEdit() {
   const ev = state.editing;
   if (!ev || $("edit").returnValue !== "save") return;
@@ -389,11 +402,12 @@ async function saveEdit() {
   }
   try {
     const after = await api("PATCH", `/operator/v1/events/${ev.id}`, patch);
-    if (patch.onsale_at && after.status === "published") { // a draft has no waiting room yet
-      // The waiting room keeps its own copy of the on-sale time (a dial):
-      // it follows the show's.
+    const follow = roomTimes(patch, after);
+    if (follow && after.status === "published") { // a draft has no waiting room yet
+      // The waiting room keeps its own copy of the show's times (dials):
+      // they follow the show's, as the room's defaults would have them.
       try {
-        await api("PATCH", `/admin/v1/events/${ev.id}`, { onsale_at: after.onsale_at });
+        await api("PATCH", `/admin/v1/events/${ev.id}`, follow);
       } catch (err) {
         showMessage(`Saved ${showLabel(after)}, but the waiting room's on-sale time did not follow: ${err.message}. Set it in the live console.`, "error");
         await loadShows(false);
