@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
@@ -107,6 +107,15 @@ func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /operator/v1/events/{event}/audit", s.showAudit)
 	mux.HandleFunc("GET /operator/v1/events/{event}/sales", s.sales)
 	mux.HandleFunc("GET /operator/v1/events/{event}/attendees", s.attendees)
+}
+
+// showID reads the route's show id, or answers 404 and says so.
+func (s *Server) showID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, ok := eventID(r)
+	if !ok {
+		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
+	}
+	return id, ok
 }
 
 // RequestIDHeader carries a request's id: the gateway sets it on what it
@@ -362,9 +371,8 @@ func (s *Server) auditLog(w http.ResponseWriter, r *http.Request) {
 
 // showAudit is one show's audit trail, newest first.
 func (s *Server) showAudit(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(r)
+	id, ok := s.showID(w, r)
 	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
 		return
 	}
 	s.serveAudit(w, r, core.PermReadShows, "event:"+strconv.FormatInt(id, 10))
@@ -484,9 +492,8 @@ func (s *Server) operatorEvent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	id, ok := eventID(r)
+	id, ok := s.showID(w, r)
 	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
@@ -552,9 +559,8 @@ func (s *Server) patchShow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	id, ok := eventID(r)
+	id, ok := s.showID(w, r)
 	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
 		return
 	}
 	var p core.ShowPatch
@@ -586,9 +592,8 @@ func (s *Server) showStatus(to string) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
-		id, ok := eventID(r)
+		id, ok := s.showID(w, r)
 		if !ok {
-			s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
@@ -615,9 +620,8 @@ func (s *Server) cancelShow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	id, ok := eventID(r)
+	id, ok := s.showID(w, r)
 	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
 		return
 	}
 	var body cancelBody
@@ -649,9 +653,8 @@ func (s *Server) cancellation(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	id, ok := eventID(r)
+	id, ok := s.showID(w, r)
 	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
@@ -773,9 +776,8 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) (int64, bool, bo
 		s.fail(w, r, err)
 		return 0, false, false
 	}
-	id, ok := eventID(r)
+	id, ok := s.showID(w, r)
 	if !ok {
-		s.fail(w, r, core.Errorf(core.ENotFound, "no event %q", r.PathValue("event")))
 		return 0, false, false
 	}
 	csvOut, err := wantCSV(r)

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/onsale/onsale/core"
-	"github.com/onsale/onsale/shared/problem"
 	"github.com/onsale/onsale/shared/account"
 	"github.com/onsale/onsale/shared/paysig"
+	"github.com/onsale/onsale/shared/problem"
 )
 
 // KeyStore keeps idempotency keys (core/postgres implements it).
@@ -455,7 +455,7 @@ type webhookEvent struct {
 	ID      string `json:"id"`
 	Type    string `json:"type"`
 	Created int64  `json:"created"` // unix seconds: when the provider made the event
-	Data struct {
+	Data    struct {
 		Object struct {
 			ID        string `json:"id"`
 			PaymentID string `json:"payment_id"`

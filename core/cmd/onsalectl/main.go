@@ -317,17 +317,14 @@ func get(path string) func(c *ctl, fs *flag.FlagSet, args []string) error {
 	}
 }
 
-func getID(prefix string) func(c *ctl, fs *flag.FlagSet, args []string) error {
+// getID reads prefix+ID+suffix for the command's one argument, an id.
+func getID(prefix string, suffix ...string) func(c *ctl, fs *flag.FlagSet, args []string) error {
 	return func(c *ctl, fs *flag.FlagSet, args []string) error {
-		pos, err := parse(fs, args, 1)
+		n, err := oneID(fs, args)
 		if err != nil {
 			return err
 		}
-		n, err := id(pos[0])
-		if err != nil {
-			return err
-		}
-		b, _, err := c.do("GET", prefix+n, nil, "")
+		b, _, err := c.do("GET", prefix+n+strings.Join(suffix, ""), nil, "")
 		if err != nil {
 			return err
 		}
@@ -335,31 +332,23 @@ func getID(prefix string) func(c *ctl, fs *flag.FlagSet, args []string) error {
 	}
 }
 
+// getSub reads a show's sub-resource (/operator/v1/events/ID/sub).
 func getSub(sub string) func(c *ctl, fs *flag.FlagSet, args []string) error {
-	return func(c *ctl, fs *flag.FlagSet, args []string) error {
-		pos, err := parse(fs, args, 1)
-		if err != nil {
-			return err
-		}
-		n, err := id(pos[0])
-		if err != nil {
-			return err
-		}
-		b, _, err := c.do("GET", "/operator/v1/events/"+n+"/"+sub, nil, "")
-		if err != nil {
-			return err
-		}
-		return c.show(b, nil)
+	return getID("/operator/v1/events/", "/"+sub)
+}
+
+// oneID reads a command's flags and its one argument, an id.
+func oneID(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return "", err
 	}
+	return id(pos[0])
 }
 
 func post(action string) func(c *ctl, fs *flag.FlagSet, args []string) error {
 	return func(c *ctl, fs *flag.FlagSet, args []string) error {
-		pos, err := parse(fs, args, 1)
-		if err != nil {
-			return err
-		}
-		n, err := id(pos[0])
+		n, err := oneID(fs, args)
 		if err != nil {
 			return err
 		}
@@ -606,11 +595,7 @@ func cmdShowsEdit(c *ctl, fs *flag.FlagSet, args []string) error {
 	hold := fs.Int("hold", 0, "hold length in seconds")
 	var ps multi
 	fs.Var(&ps, "price", "BAND=PAISE (repeat)")
-	pos, err := parse(fs, args, 1)
-	if err != nil {
-		return err
-	}
-	n, err := id(pos[0])
+	n, err := oneID(fs, args)
 	if err != nil {
 		return err
 	}
@@ -673,11 +658,7 @@ func cmdShowsCancel(c *ctl, fs *flag.FlagSet, args []string) error {
 	yes := fs.Bool("yes", false, "yes, cancel it: every booking is refunded (required)")
 	noWait := fs.Bool("no-wait", false, "do not follow the refunds")
 	timeout := fs.Duration("timeout", 30*time.Minute, "stop following after this long (the refunds go on)")
-	pos, err := parse(fs, args, 1)
-	if err != nil {
-		return err
-	}
-	n, err := id(pos[0])
+	n, err := oneID(fs, args)
 	if err != nil {
 		return err
 	}
@@ -729,11 +710,7 @@ func (c *ctl) progress(p map[string]any) {
 func cmdReport(kind string) func(c *ctl, fs *flag.FlagSet, args []string) error {
 	return func(c *ctl, fs *flag.FlagSet, args []string) error {
 		csv := fs.Bool("csv", false, "CSV, as the console downloads it")
-		pos, err := parse(fs, args, 1)
-		if err != nil {
-			return err
-		}
-		n, err := id(pos[0])
+		n, err := oneID(fs, args)
 		if err != nil {
 			return err
 		}
@@ -819,11 +796,7 @@ func cmdDialsSet(c *ctl, fs *flag.FlagSet, args []string) error {
 func cmdStatsWatch(c *ctl, fs *flag.FlagSet, args []string) error {
 	every := fs.Duration("every", time.Second, "how often")
 	count := fs.Int("n", 0, "stop after this many samples (0: until interrupted)")
-	pos, err := parse(fs, args, 1)
-	if err != nil {
-		return err
-	}
-	n, err := id(pos[0])
+	n, err := oneID(fs, args)
 	if err != nil {
 		return err
 	}
