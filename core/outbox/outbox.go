@@ -367,11 +367,7 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 			w.Log.Info("ticket SMS skipped", "booking", b.ID, "has_phone", b.Phone != "", "gateway", w.SMS != nil)
 			return nil
 		}
-		ev, err := w.DB.Event(ctx, b.EventID)
-		if err != nil {
-			return err
-		}
-		link, err := w.link(b, ev)
+		ev, link, err := w.eventLink(ctx, b)
 		if err != nil {
 			return err
 		}
@@ -477,6 +473,17 @@ func (w *Worker) link(b *core.Booking, ev *core.Event) (string, error) {
 	return notify.TicketLink(w.PublicURL, b.ID, tok), nil
 }
 
+// eventLink reads a booking's show and its ticket link, what every message
+// of a booking names.
+func (w *Worker) eventLink(ctx context.Context, b *core.Booking) (*core.Event, string, error) {
+	ev, err := w.DB.Event(ctx, b.EventID)
+	if err != nil {
+		return nil, "", err
+	}
+	link, err := w.link(b, ev)
+	return ev, link, err
+}
+
 // tellCancelled sends a cancelled show's booking holder its email or SMS
 // (none without an address or a channel: the job is done, as for tickets).
 func (w *Worker) tellCancelled(ctx context.Context, kind core.JobKind, b *core.Booking) error {
@@ -485,11 +492,7 @@ func (w *Worker) tellCancelled(ctx context.Context, kind core.JobKind, b *core.B
 		w.Log.Info("cancellation message skipped", "kind", kind, "booking", b.ID, "has_address", b.Email != "" || b.Phone != "")
 		return nil
 	}
-	ev, err := w.DB.Event(ctx, b.EventID)
-	if err != nil {
-		return err
-	}
-	link, err := w.link(b, ev)
+	ev, link, err := w.eventLink(ctx, b)
 	if err != nil {
 		return err
 	}

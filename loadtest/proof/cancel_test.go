@@ -196,19 +196,7 @@ func (s *proofStack) notRefundedOnce(bookings []int64) []string {
 // refundAtProvider refunds a payment in full at the provider, with no
 // idempotency key (the naive canceller's call).
 func (s *proofStack) refundAtProvider(payment string) error {
-	req, _ := http.NewRequest("POST", s.simURL+"/v1/payments/"+payment+"/refunds", strings.NewReader(`{}`))
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("refund %s = %d %s", payment, resp.StatusCode, b)
-	}
-	return nil
+	return s.atProvider(payment, "refunds", "")
 }
 
 // operatorCall sends a JSON request to the core's operators' API as the

@@ -335,10 +335,18 @@ func bookingReference(id int64) string { return fmt.Sprintf("booking-%d", id) }
 // cancelAtProvider cancels a payment's authorization at the provider, as
 // its issuer would: the provider's API, with its key and an idempotency key.
 func (s *proofStack) cancelAtProvider(key, payment string) error {
-	req, _ := http.NewRequest("POST", s.simURL+"/v1/payments/"+payment+"/cancel", strings.NewReader(`{}`))
+	return s.atProvider(payment, "cancel", key)
+}
+
+// atProvider POSTs an action on a payment to the provider's API, with its
+// key and an idempotency key ("": none), and fails unless it answers 2xx.
+func (s *proofStack) atProvider(payment, action, key string) error {
+	req, _ := http.NewRequest("POST", s.simURL+"/v1/payments/"+payment+"/"+action, strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
@@ -346,7 +354,7 @@ func (s *proofStack) cancelAtProvider(key, payment string) error {
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("cancel %s = %d %s", payment, resp.StatusCode, b)
+		return fmt.Errorf("%s %s = %d %s", action, payment, resp.StatusCode, b)
 	}
 	return nil
 }
