@@ -54,7 +54,7 @@ func newGateFixture(t *testing.T) *gateFixture {
 	s := &corehttp.Server{Catalog: db, Holds: db, Verifier: admission.NewVerifierFromPublicKeys(admitPub),
 		Ready: db.Ping, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(),
 		Gate: &corehttp.Gate{CheckIns: db, TicketKey: f.tickets.PublicKey(), Staff: ticket.NewStaffVerifier(f.staff.PublicKey())}}
-	f.srv = httptest.NewServer(s.Handler())
+	f.srv = served(t, s.Handler())
 	t.Cleanup(f.srv.Close)
 	return f
 }

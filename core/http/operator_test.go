@@ -1,7 +1,9 @@
 package http_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -439,5 +441,87 @@ func TestCatalogPages(t *testing.T) {
 		if r := f.do(t, "GET", "/v1/events?"+q, "", nil); r.status != 400 || r.body["error"] != core.EInvalid {
 			t.Errorf("GET /v1/events?%s = %d %v; want 400", q, r.status, r.body)
 		}
+	}
+}
+
+// raw GETs path with token and returns the answer as it is (CSV, PNG).
+func (f *fixture) raw(t *testing.T, path, token string) (int, string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", f.srv.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), b
+}
+
+// TestShowReports walks a show's reads end to end, each exchange checked
+// against the OpenAPI document: its layout and counts, a ticket's QR code,
+// the operators' list, the show for operators, its sales and attendee
+// list (JSON and CSV), then its cancellation and the refunds' progress.
+func TestShowReports(t *testing.T) {
+	f := newFixture(t, "", withOperators, withPayments, func(f *fixture, s *corehttp.Server) { s.Layouts = f.db })
+	root := f.operatorToken(t, "root", rootPassword)
+	ev := itoa(f.event)
+	if r := f.do(t, "GET", "/v1/events/"+ev+"/layout", "", nil); r.status != 200 || r.body["capacity"] == nil || len(r.body["sections"].([]any)) == 0 {
+		t.Fatalf("layout = %d %v", r.status, r.body)
+	}
+	before := f.do(t, "GET", "/v1/events/"+ev+"/stats", "", nil)
+	if before.status != 200 || before.body["sold"] != 0.0 {
+		t.Fatalf("stats = %d %v", before.status, before.body)
+	}
+	// One booking of two seats, paid and captured.
+	h := f.hold(t, "vis:reports", "AUD-C-3", "AUD-C-4")
+	grant := h.body["hold_token"].(string)
+	pay := f.do(t, "POST", "/v1/holds/"+h.body["hold_id"].(string)+"/payment", grant, map[string]string{"phone": "+919800000009"}, "Idempotency-Key", "reports-1")
+	b := bookingID(t, pay)
+	f.settle(t, b)
+	if _, err := f.db.Pool().Exec(ctx, `UPDATE bookings SET captured_at = now() WHERE id = $1`, b); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.do(t, "GET", "/v1/events/"+ev+"/stats", "", nil); r.body["sold"] != 2.0 {
+		t.Errorf("stats after a booking of two = %v; want sold 2", r.body)
+	}
+	qr := "/v1/bookings/" + itoa(b) + "/tickets/"
+	if st, ct, png := f.raw(t, qr+"1/qr.png", grant); st != 200 || ct != "image/png" || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("ticket 1's QR = %d %s %.8q; want a PNG", st, ct, png)
+	}
+	if r := f.do(t, "GET", qr+"3/qr.png", grant, nil); r.status != 404 {
+		t.Errorf("ticket 3 of 2's QR = %d; want 404", r.status)
+	}
+	if r := f.do(t, "GET", "/operator/v1/operators", root, nil); r.status != 200 || len(r.body["operators"].([]any)) != 1 {
+		t.Errorf("operators = %d %v; want root alone", r.status, r.body)
+	}
+	if r := f.do(t, "GET", "/operator/v1/events/"+ev, root, nil); r.status != 200 || r.body["name"] != "Monsoon Nights" {
+		t.Errorf("show for operators = %d %v", r.status, r.body)
+	}
+	sales := f.do(t, "GET", "/operator/v1/events/"+ev+"/sales", root, nil)
+	if total := sales.body["total"].(map[string]any); sales.status != 200 || total["sold"] != 2.0 || total["revenue_paise"] != pay.body["booking"].(map[string]any)["amount_paise"] {
+		t.Errorf("sales = %d %v; want 2 sold for the booking's amount", sales.status, sales.body)
+	}
+	att := f.do(t, "GET", "/operator/v1/events/"+ev+"/attendees", root, nil)
+	if list := att.body["attendees"].([]any); att.status != 200 || len(list) != 2 || list[0].(map[string]any)["phone"] != "+919800000009" {
+		t.Errorf("attendees = %d %v; want two tickets with the buyer's phone", att.status, att.body)
+	}
+	for _, what := range []string{"sales", "attendees"} {
+		if st, ct, csv := f.raw(t, "/operator/v1/events/"+ev+"/"+what+"?format=csv", root); st != 200 || ct != "text/csv; charset=utf-8" || bytes.Count(csv, []byte("\n")) < 2 {
+			t.Errorf("%s as CSV = %d %s %q", what, st, ct, csv)
+		}
+		if r := f.do(t, "GET", "/operator/v1/events/"+ev+"/"+what+"?format=xml", root, nil); r.status != 400 {
+			t.Errorf("%s as XML = %d; want 400", what, r.status)
+		}
+	}
+	c := f.do(t, "POST", "/operator/v1/events/"+ev+"/cancel", root, map[string]string{"reason": "the monsoon"})
+	if c.status != 200 || c.body["event"].(map[string]any)["status"] != "cancelled" || c.body["cancellation"].(map[string]any)["bookings"] != 1.0 {
+		t.Fatalf("cancel = %d %v", c.status, c.body)
+	}
+	if r := f.do(t, "GET", "/operator/v1/events/"+ev+"/cancellation", root, nil); r.status != 200 || r.body["refund_due"] != 1.0 || r.body["done"] != false {
+		t.Errorf("cancellation = %d %v; want one refund due, not done", r.status, r.body)
+	}
+	if r := f.do(t, "POST", "/operator/v1/events/"+ev+"/cancel", root, map[string]string{"reason": "again"}); r.status != 409 {
+		t.Errorf("cancel twice = %d %v; want 409", r.status, r.body)
 	}
 }

@@ -228,9 +228,10 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return b, nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeStrict(b, v); err != nil {
+		if core.ErrorCode(err) == core.EInvalid {
+			return nil, err
+		}
 		return nil, core.Errorf(core.EInvalid, "malformed JSON body: %v", err)
 	}
 	return b, nil

@@ -4,12 +4,15 @@
 package http
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,6 +102,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /openapi.yaml", serveDocument)
 	mux.HandleFunc("GET /v1/events", s.listEvents)
 	mux.HandleFunc("GET /v1/events/{event}", s.eventGetter("public, max-age=5", s.publicEvent))
 	mux.HandleFunc("POST /v1/events/{event}/holds", s.createHold)
@@ -144,6 +148,20 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.Metrics.Handler())
 	return mux
+}
+
+// Document is the core's OpenAPI 3.1 description (openapi.yaml): what
+// this package serves, kept true by its tests, which check every exchange
+// they make against it (shared/apitest).
+//
+//go:embed openapi.yaml
+var Document []byte
+
+// serveDocument answers the OpenAPI document.
+func serveDocument(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.Write(Document)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -471,18 +489,19 @@ func ifMatch(r *http.Request) (int64, error) {
 }
 
 // decode reads one JSON object of at most MaxBodyBytes into v, refusing
-// unknown fields and trailing data.
+// unknown fields (names are matched exactly: see exactNames) and trailing
+// data.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
-		err = errors.New("trailing data after the JSON object")
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err == nil {
+		err = decodeStrict(raw, v)
 	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
 		return nil
+	case core.ErrorCode(err) == core.EInvalid:
+		return err
 	case errors.As(err, &tooBig):
 		return core.Errorf(core.ETooLarge, "the body is over %d bytes", MaxBodyBytes)
 	case errors.Is(err, io.EOF):
@@ -490,6 +509,67 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	default:
 		return core.Errorf(core.EInvalid, "malformed JSON body: %v", err)
 	}
+}
+
+// decodeStrict decodes the JSON object raw into v, refusing unknown
+// fields and trailing data (io.EOF for no object at all).
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		err = exactNames(raw, reflect.TypeOf(v))
+	}
+	return err
+}
+
+// exactNames refuses a member whose name matches a field of t only when
+// case is ignored: encoding/json takes {"Quantity": 2} for quantity, the
+// API's description (openapi.yaml) names members exactly, and a client
+// that misspells one is told rather than half-understood.
+func exactNames(raw []byte, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var members map[string]json.RawMessage
+		if json.Unmarshal(raw, &members) != nil {
+			return nil // not an object: the decoder judged it
+		}
+		fields := make(map[string]reflect.Type, t.NumField())
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			fields[name] = f.Type
+		}
+		for name, v := range members {
+			ft, ok := fields[name]
+			if !ok {
+				return core.Errorf(core.EInvalid, "malformed JSON body: unknown field %q (names are case-sensitive)", name)
+			}
+			if err := exactNames(v, ft); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for _, it := range items {
+			if err := exactNames(it, t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // status maps each error code to its one HTTP status.

@@ -78,9 +78,9 @@ func newFixture(t *testing.T, dbURL string, opts ...func(*fixture, *corehttp.Ser
 	for _, o := range opts {
 		o(f, s)
 	}
-	f.srv = httptest.NewServer(s.Handler())
+	f.srv = served(t, s.Handler())
 	t.Cleanup(f.srv.Close)
-	f.admin = httptest.NewServer(s.AdminHandler())
+	f.admin = served(t, s.AdminHandler())
 	t.Cleanup(f.admin.Close)
 	return f
 }

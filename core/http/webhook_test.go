@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -78,7 +77,7 @@ func TestLateWebhookKicksQueuedJob(t *testing.T) {
 			s := &corehttp.Server{Catalog: db, Holds: db, Verifier: admission.NewVerifierFromPublicKeys(admission.NewSigner(priv).PublicKey()),
 				Ready: db.Ping, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(),
 				Payments: &corehttp.Payments{Bookings: db, Keys: db, Outbox: k, WebhookSecret: secret}}
-			srv := httptest.NewServer(s.Handler())
+			srv := served(t, s.Handler())
 			t.Cleanup(srv.Close)
 
 			body, _ := json.Marshal(map[string]any{"id": "evt_late", "type": "payment.succeeded",
@@ -225,7 +224,7 @@ func (tc strayCase) run(t *testing.T) {
 	s := &corehttp.Server{Catalog: db, Holds: db, Verifier: admission.NewVerifierFromPublicKeys(admission.NewSigner(priv).PublicKey()),
 		Ready: db.Ping, Log: slog.New(slog.DiscardHandler), Metrics: met,
 		Payments: &corehttp.Payments{Bookings: db, Keys: db, Outbox: k, WebhookSecret: secret}}
-	srv := httptest.NewServer(s.Handler())
+	srv := served(t, s.Handler())
 	t.Cleanup(srv.Close)
 
 	var outcome string
