@@ -161,7 +161,7 @@ func (d Dials) Validate() error {
 // pow_difficulty (proof of work) was removed in issue 13: its challenge had
 // no server nonce or expiry (precomputable) and no page solved it, and a
 // real one would tax fans more than bots. Measured here (loadtest/browser's
-// BenchmarkProofOfWorkCost, figures in the README's dials): Go's
+// BenchmarkProofOfWorkCost, figures in docs/waiting-room.md): Go's
 // crypto/sha256 does about 10 million hashes a CPU-second on one server
 // core, a Web Worker in Chromium about 2.9 million; the difficulty that
 // costs a bot one core-second a join (23 bits) costs a desktop browser
@@ -169,7 +169,7 @@ func (d Dials) Validate() error {
 // while a GPU farm pays milliseconds. account_required (one verified phone,
 // one place) and the limits are the defences against join floods.
 var RemovedDials = map[string]string{
-	"pow_difficulty": "proof of work was removed: a puzzle that costs a bot one core-second a join costs a mid-range phone about 12 s (the README's dials); use account_required and the rate limits",
+	"pow_difficulty": "proof of work was removed: a puzzle that costs a bot one core-second a join costs a mid-range phone about 12 s (docs/waiting-room.md); use account_required and the rate limits",
 }
 
 // DialPatch is a partial update of the dials: the raw JSON value of each

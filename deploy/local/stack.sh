@@ -253,7 +253,7 @@ start_apps() {
 	done
 	mkdir -p "$dir"
 	# an older `make up` kept the keys in a real .run/keys/ directory: `ln -sfn` would put the
-	# link inside it (.run/keys/keys) and leave its stale keys where the README points
+	# link inside it (.run/keys/keys) and leave its stale keys where docs/running.md points
 	if [[ -d $RUN_DIR/keys && ! -L $RUN_DIR/keys ]]; then
 		rm -rf "$RUN_DIR/keys"
 	fi

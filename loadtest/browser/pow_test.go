@@ -21,7 +21,7 @@ import (
 )
 
 // BenchmarkProofOfWorkCost measures why the proof-of-work dial was removed
-// (issue 13, item 4; gateway.RemovedDials and the README's dials): what a
+// (issue 13, item 4; gateway.RemovedDials and docs/waiting-room.md): what a
 // SHA-256 puzzle costs a fan's browser against what it costs a bot on a
 // server, in hashes per CPU-second of the thread that hashes:
 //

@@ -6,7 +6,7 @@ import (
 )
 
 // The crowd's stated proportions. The fans draw from these, and the forecast
-// (forecast.go) uses them too, so the README's numbers are these numbers.
+// (forecast.go) uses them too, so docs/demo.md's numbers are these numbers.
 const (
 	// When fans arrive: the pre-queue before onsale, the wall right after
 	// it; the rest trickle in over the tail.

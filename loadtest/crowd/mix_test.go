@@ -34,6 +34,6 @@ func TestArrivalDraw(t *testing.T) {
 
 func TestMeanTickets(t *testing.T) {
 	if m := meanTickets(); m != 3.5 {
-		t.Errorf("meanTickets() = %v; want 3.5 (the README's number)", m)
+		t.Errorf("meanTickets() = %v; want 3.5 (docs/demo.md's number)", m)
 	}
 }

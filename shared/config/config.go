@@ -504,7 +504,7 @@ func Log(log *slog.Logger, cfg any) {
 }
 
 // Markdown renders cfg's settings as a Markdown table, from the declaration
-// alone (not the current values), for the README.
+// alone (not the current values), for docs/configuration.md.
 func Markdown(cfg any) (string, error) {
 	fields, err := Fields(cfg)
 	if err != nil {

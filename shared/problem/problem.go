@@ -13,7 +13,7 @@ const ContentType = "application/problem+json"
 
 // TypePrefix starts each problem's type URI: a URN per error code, stable
 // and not meant to be fetched (RFC 9457 section 3.1.1: a type need not be
-// dereferenceable); README.md's API sections list the codes.
+// dereferenceable); docs/api.md lists the codes.
 const TypePrefix = "urn:onsale:problem:"
 
 // New returns the members of a problem: code is onsale's error code,

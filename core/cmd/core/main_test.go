@@ -176,9 +176,9 @@ func TestTimeoutsOutlastPayment(t *testing.T) {
 	}
 }
 
-// The README's table of the core's settings is generated from Config.
-func TestReadme(t *testing.T) {
-	configtest.CheckReadme(t, "../../../README.md", "core", &Config{})
+// docs/configuration.md's table of the core's settings is generated from Config.
+func TestConfigDoc(t *testing.T) {
+	configtest.CheckDoc(t, "../../../docs/configuration.md", "core", &Config{})
 }
 
 // The effective config is logged once at start with every credential

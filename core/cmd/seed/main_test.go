@@ -43,7 +43,7 @@ func TestConfig(t *testing.T) {
 	}
 }
 
-// The README's table of the seed command's settings is generated from Config.
-func TestReadme(t *testing.T) {
-	configtest.CheckReadme(t, "../../../README.md", "seed", &Config{})
+// docs/configuration.md's table of the seed command's settings is generated from Config.
+func TestConfigDoc(t *testing.T) {
+	configtest.CheckDoc(t, "../../../docs/configuration.md", "seed", &Config{})
 }

@@ -42,7 +42,7 @@ func TestMint(t *testing.T) {
 	}
 }
 
-// The README's table of stafftoken's settings is generated from Config.
-func TestReadme(t *testing.T) {
-	configtest.CheckReadme(t, "../../../README.md", "stafftoken", &Config{})
+// docs/configuration.md's table of stafftoken's settings is generated from Config.
+func TestConfigDoc(t *testing.T) {
+	configtest.CheckDoc(t, "../../../docs/configuration.md", "stafftoken", &Config{})
 }

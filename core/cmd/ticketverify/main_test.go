@@ -26,7 +26,7 @@ func TestSplitArgs(t *testing.T) {
 	}
 }
 
-// The README's table of ticketverify's settings is generated from Config.
-func TestReadme(t *testing.T) {
-	configtest.CheckReadme(t, "../../../README.md", "ticketverify", &Config{})
+// docs/configuration.md's table of ticketverify's settings is generated from Config.
+func TestConfigDoc(t *testing.T) {
+	configtest.CheckDoc(t, "../../../docs/configuration.md", "ticketverify", &Config{})
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/onsale/onsale/shared/config"
 )
 
-// Config is admitkey's options (flags of both subcommands; the README's
-// admitkey table is generated from it).
+// Config is admitkey's options (flags of both subcommands; the admitkey
+// table of docs/configuration.md is generated from it).
 type Config struct {
 	Key     string        `flag:"key" default:"admit.key" help:"private key file; gen writes the public key to FILE.pub"`
 	Force   bool          `flag:"force" default:"false" help:"gen: overwrite an existing key"`

@@ -6,6 +6,6 @@ import (
 	"github.com/onsale/onsale/shared/config/configtest"
 )
 
-func TestReadme(t *testing.T) {
-	configtest.CheckReadme(t, "../../../README.md", "admitkey", &Config{})
+func TestConfigDoc(t *testing.T) {
+	configtest.CheckDoc(t, "../../../docs/configuration.md", "admitkey", &Config{})
 }

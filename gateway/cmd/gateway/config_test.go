@@ -11,8 +11,8 @@ import (
 	"github.com/onsale/onsale/shared/config/configtest"
 )
 
-func TestReadme(t *testing.T) {
-	configtest.CheckReadme(t, "../../../README.md", "gateway", &Config{})
+func TestConfigDoc(t *testing.T) {
+	configtest.CheckDoc(t, "../../../docs/configuration.md", "gateway", &Config{})
 }
 
 // The configuration refuses what it cannot use, naming the setting, and

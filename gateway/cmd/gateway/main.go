@@ -54,8 +54,8 @@ func main() {
 }
 
 // Config is the gateway's configuration: defaults, then the environment,
-// then flags (shared/config). The README's gateway table is generated from
-// it (TestReadme).
+// then flags (shared/config). The gateway table of docs/configuration.md is
+// generated from it (TestConfigDoc).
 type Config struct {
 	Addr            string        `env:"ONSALE_GATEWAY_ADDR" flag:"addr" default:"127.0.0.1:8080" help:"listen address (host:port)"`
 	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis: redis://host:port/db for one server (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,host:port,... (required)"`

@@ -26,7 +26,8 @@ import (
 
 // Config is the sale's setup (shared/config); deploy/local/demo.sh passes it
 // as flags. A tool run by scripts: its settings have no variables of their
-// own (but DATABASE_URL) and no README table; -h lists them.
+// own (but DATABASE_URL) and no table in docs/configuration.md; -h lists
+// them.
 type Config struct {
 	Gateway       string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
 	Admin         string        `flag:"admin" help:"the gateway's operators' listener, base URL (its ONSALE_ADMIN_ADDR): the dials and the operators' screens (required with -topology single; the cluster's is its first gateway's)"`

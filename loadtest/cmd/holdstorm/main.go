@@ -27,7 +27,7 @@ import (
 )
 
 // config is the storm's setup (shared/config): flags, and DATABASE_URL. A
-// tool run by hand: no README table; -h lists the settings.
+// tool run by hand: no table in docs/configuration.md; -h lists the settings.
 type config struct {
 	Core        string `flag:"core" default:"http://127.0.0.1:8081" help:"core base URL"`
 	DatabaseURL string `env:"DATABASE_URL" flag:"database-url" secret:"url" help:"the core's database, for the final check"`

@@ -87,7 +87,7 @@ func TestConfigRefuses(t *testing.T) {
 	}
 }
 
-func TestReadme(t *testing.T) {
+func TestConfigDoc(t *testing.T) {
 	var c Config
-	configtest.CheckReadme(t, "../../../README.md", "paysim", &c)
+	configtest.CheckDoc(t, "../../../docs/configuration.md", "paysim", &c)
 }

@@ -33,8 +33,8 @@ import (
 )
 
 // config is the benchmark's setup (shared/config); deploy/local/bench.sh
-// passes it as flags. A tool run by a script: no variables, no README
-// table; -h lists the settings.
+// passes it as flags. A tool run by a script: no variables, no table in
+// docs/configuration.md; -h lists the settings.
 type config struct {
 	Gateway       string        `flag:"gateway" default:"127.0.0.1:18080" help:"the running gateway (host:port)"`
 	Admin         string        `flag:"admin" help:"the gateway's operators' listener (host:port, its ONSALE_ADMIN_ADDR), where the dials are set (required)"`

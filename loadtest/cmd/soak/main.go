@@ -31,8 +31,8 @@ import (
 )
 
 // Config is the soak's setup (shared/config); deploy/local/soak.sh passes it
-// as flags. A tool run by a script: no variables, no README table; -h lists
-// the settings.
+// as flags. A tool run by a script: no variables, no table in
+// docs/configuration.md; -h lists the settings.
 type Config struct {
 	Gateway       string        `flag:"gateway" default:"http://127.0.0.1:18080" help:"gateway base URL"`
 	Admin         string        `flag:"admin" help:"the gateway's operators' listener (ONSALE_ADMIN_ADDR) base URL: the dials are set there (required)"`

@@ -1,5 +1,6 @@
-// Package configtest keeps the README's configuration tables true: each
-// binary's test renders its config struct and compares it with the README.
+// Package configtest keeps the documented configuration tables true: each
+// binary's test renders its config struct and compares it with its table in
+// docs/configuration.md.
 package configtest
 
 import (
@@ -10,11 +11,16 @@ import (
 	"github.com/onsale/onsale/shared/config"
 )
 
-// CheckReadme fails when the README at path, between the lines
+// UpdateEnv names the environment variable that, set to 1, makes CheckDoc
+// rewrite a stale table instead of failing. ONSALE_UPDATE_README is its old
+// name, from when the tables were in the README.
+const UpdateEnv = "ONSALE_UPDATE_DOCS"
+
+// CheckDoc fails when the Markdown document at path, between the lines
 // "<!-- config:NAME -->" and "<!-- /config:NAME -->", does not hold cfg's
-// table as config.Markdown renders it. With ONSALE_UPDATE_README=1 it
+// table as config.Markdown renders it. With ONSALE_UPDATE_DOCS=1 it
 // rewrites that section instead.
-func CheckReadme(tb testing.TB, path, name string, cfg any) {
+func CheckDoc(tb testing.TB, path, name string, cfg any) {
 	tb.Helper()
 	want, err := config.Markdown(cfg)
 	if err != nil {
@@ -22,7 +28,7 @@ func CheckReadme(tb testing.TB, path, name string, cfg any) {
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		tb.Fatalf("read README: %v", err)
+		tb.Fatalf("read the configuration document: %v", err)
 	}
 	text := string(raw)
 	open, end := "<!-- config:"+name+" -->\n", "<!-- /config:"+name+" -->"
@@ -35,12 +41,16 @@ func CheckReadme(tb testing.TB, path, name string, cfg any) {
 	if got == want {
 		return
 	}
-	if os.Getenv("ONSALE_UPDATE_README") == "1" {
+	if update() {
 		if err := os.WriteFile(path, []byte(text[:i+len(open)]+want+text[j:]), 0o644); err != nil {
 			tb.Fatal(err)
 		}
 		tb.Logf("rewrote the %s section of %s", name, path)
 		return
 	}
-	tb.Fatalf("the README's %s settings are stale; run the test with ONSALE_UPDATE_README=1 to rewrite them.\nREADME has:\n%s\nthe code declares:\n%s", name, got, want)
+	tb.Fatalf("%s: the %s settings are stale; run the test with %s=1 to rewrite them.\n%s has:\n%s\nthe code declares:\n%s", path, name, UpdateEnv, path, got, want)
+}
+
+func update() bool {
+	return os.Getenv(UpdateEnv) == "1" || os.Getenv("ONSALE_UPDATE_README") == "1"
 }

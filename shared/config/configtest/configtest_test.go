@@ -35,39 +35,46 @@ func check(t *testing.T, path string) (failed string) {
 		}
 		failed = r.failed
 	}()
-	CheckReadme(r, path, "demo", &cfg{})
+	CheckDoc(r, path, "demo", &cfg{})
 	return ""
 }
 
-func TestCheckReadme(t *testing.T) {
+func TestCheckDoc(t *testing.T) {
 	md, _ := config.Markdown(&cfg{})
 	dir := t.TempDir()
-	path := filepath.Join(dir, "README.md")
+	path := filepath.Join(dir, "configuration.md")
 	write := func(body string) {
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Neither update variable from the environment the test runs in.
+	t.Setenv(UpdateEnv, "")
+	t.Setenv("ONSALE_UPDATE_README", "")
 	write("# x\n<!-- config:demo -->\n" + md + "<!-- /config:demo -->\n")
 	if f := check(t, path); f != "" {
-		t.Fatalf("a fresh README failed: %s", f)
+		t.Fatalf("a fresh document failed: %s", f)
 	}
 	stale := "# x\n<!-- config:demo -->\n| old |\n<!-- /config:demo -->\n"
 	write(stale)
 	if f := check(t, path); !strings.Contains(f, "stale") {
-		t.Fatalf("a stale README passed (failure %q)", f)
+		t.Fatalf("a stale document passed (failure %q)", f)
 	}
 	write("# x\n")
 	if f := check(t, path); !strings.Contains(f, "no section") {
-		t.Fatalf("a README without the section passed (failure %q)", f)
+		t.Fatalf("a document without the section passed (failure %q)", f)
 	}
-	write(stale)
-	t.Setenv("ONSALE_UPDATE_README", "1")
-	if f := check(t, path); f != "" {
-		t.Fatalf("update failed: %s", f)
-	}
-	b, _ := os.ReadFile(path)
-	if !strings.Contains(string(b), md) || !strings.HasPrefix(string(b), "# x\n") {
-		t.Fatalf("rewritten README = %q", b)
+	for _, env := range []string{UpdateEnv, "ONSALE_UPDATE_README"} {
+		t.Run(env, func(t *testing.T) {
+			write(stale)
+			t.Setenv(env, "1")
+			if f := check(t, path); f != "" {
+				t.Fatalf("update failed: %s", f)
+			}
+			b, _ := os.ReadFile(path)
+			if !strings.Contains(string(b), md) || !strings.HasPrefix(string(b), "# x\n") {
+				t.Fatalf("rewritten document = %q", b)
+			}
+		})
 	}
 }
