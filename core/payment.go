@@ -147,7 +147,7 @@ const (
 	OutcomeCaptureRefused Outcome = "capture_refused" // the provider refused the capture for good: no money will come
 	OutcomeRefunded       Outcome = "refunded"        // the refund job gave the money back
 	OutcomeVoided         Outcome = "voided"          // the void job released (or refunded) the authorization
-	OutcomeCancelled      Outcome = "cancelled"       // an operator cancelled the show: the money goes back, the tickets die
+	OutcomeCancelled      Outcome = "cancelled"       // the show is cancelled (a confirmed booking, or money that came after): it goes back, the tickets die
 )
 
 // Outcomes lists every outcome.
@@ -213,6 +213,11 @@ func Transition(from BookingStatus, flow Flow, o Outcome) (Step, bool) {
 			return Step{Next: BookingConfirmed, Jobs: []JobKind{JobEmail, JobSMS}, Captured: true}, true
 		case OutcomeLate:
 			return Step{Next: BookingRefundDue, Jobs: []JobKind{giveBack}}, true
+		case OutcomeCancelled:
+			// The money came after the show was cancelled (the payment was
+			// under way as the operator cancelled): it goes back, and the
+			// payer is told why, as the ticket holders were.
+			return Step{Next: BookingRefundDue, Jobs: []JobKind{giveBack, JobCancelEmail, JobCancelSMS}}, true
 		case OutcomeDeclined:
 			return Step{Next: BookingFailed}, true
 		}

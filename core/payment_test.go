@@ -34,6 +34,9 @@ func TestTransition(t *testing.T) {
 		// A cancelled show: the money goes back, the holder is told.
 		{core.BookingConfirmed, core.FlowAsync, core.OutcomeCancelled}: {Next: core.BookingRefundDue, Jobs: J(core.JobRefund, core.JobCancelEmail, core.JobCancelSMS)},
 		{core.BookingConfirmed, core.FlowSync, core.OutcomeCancelled}:  {Next: core.BookingRefundDue, Jobs: J(core.JobVoid, core.JobCancelEmail, core.JobCancelSMS)},
+		// Money that came after the show was cancelled: given back, the payer told.
+		{core.BookingPending, core.FlowAsync, core.OutcomeCancelled}: {Next: core.BookingRefundDue, Jobs: J(core.JobRefund, core.JobCancelEmail, core.JobCancelSMS)},
+		{core.BookingPending, core.FlowSync, core.OutcomeCancelled}:  {Next: core.BookingRefundDue, Jobs: J(core.JobVoid, core.JobCancelEmail, core.JobCancelSMS)},
 		// Money after a failure is given back.
 		{core.BookingFailed, core.FlowAsync, core.OutcomeApproved}: {Next: core.BookingRefundDue, Jobs: J(core.JobRefund)},
 		{core.BookingFailed, core.FlowSync, core.OutcomeApproved}:  {Next: core.BookingRefundDue, Jobs: J(core.JobVoid)},

@@ -121,8 +121,14 @@ func CancelText(b *core.Booking, event, reason, link string) string {
 	if reason != "" {
 		fmt.Fprintf(&body, " %s", reason)
 	}
-	fmt.Fprintf(&body, "\n\nBooking %d: your %d ticket(s) are no longer valid, and the full amount, Rs %d.%02d, is being refunded to the account you paid from. ",
-		b.ID, b.Quantity, b.AmountPaise/100, b.AmountPaise%100)
+	// A booking whose money was never taken (paid as the show was
+	// cancelled, or a card not yet captured) was never given tickets.
+	tickets := fmt.Sprintf("your %d ticket(s) are no longer valid", b.Quantity)
+	if !b.Captured {
+		tickets = "no ticket will be issued"
+	}
+	fmt.Fprintf(&body, "\n\nBooking %d: %s, and the full amount, Rs %d.%02d, is being refunded to the account you paid from. ",
+		b.ID, tickets, b.AmountPaise/100, b.AmountPaise%100)
 	body.WriteString("Banks usually show it within 5 to 7 working days. You need to do nothing.\n")
 	if link != "" {
 		fmt.Fprintf(&body, "\nYour booking: %s\n", link)
@@ -132,8 +138,12 @@ func CancelText(b *core.Booking, event, reason, link string) string {
 
 // CancelSMS is the text message of a cancelled show's booking.
 func CancelSMS(b *core.Booking, event, link string) string {
-	return fmt.Sprintf("onsale: %s is CANCELLED. Booking %d: Rs %d.%02d is being refunded to you; your tickets are void. Details: %s",
-		event, b.ID, b.AmountPaise/100, b.AmountPaise%100, link)
+	tickets := "your tickets are void"
+	if !b.Captured {
+		tickets = "no ticket will be issued"
+	}
+	return fmt.Sprintf("onsale: %s is CANCELLED. Booking %d: Rs %d.%02d is being refunded to you; %s. Details: %s",
+		event, b.ID, b.AmountPaise/100, b.AmountPaise%100, tickets, link)
 }
 
 // send delivers one message through the relay.

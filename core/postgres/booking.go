@@ -459,6 +459,13 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 				}
 				if !booked {
 					o = core.OutcomeLate
+					var cancelled bool
+					if err := tx.QueryRow(ctx, showCancelledSQL, b.EventID).Scan(&cancelled); err != nil {
+						return "", err
+					}
+					if cancelled {
+						o = core.OutcomeCancelled
+					}
 				}
 			}
 		}
@@ -483,6 +490,10 @@ func (db *DB) settle(ctx context.Context, tx pgx.Tx, s core.Settlement) (core.Bo
 	}
 	return result, nil
 }
+
+// showCancelledSQL says whether show $1 is cancelled: money that came too
+// late for it is given back with the show's cancellation messages.
+const showCancelledSQL = `SELECT status = 'cancelled' FROM events WHERE id = $1`
 
 // strayMoney says why the money of a successful settlement is not the
 // booking's to keep (see core.Settlement), or "" when it is: its payment is

@@ -157,3 +157,39 @@ func TestCancelStragglers(t *testing.T) {
 		t.Errorf("progress = %+v, %v; want the straggler counted, none confirmed", c, err)
 	}
 }
+
+// A payment under way as the show is cancelled: its money, when it comes,
+// is given back and its payer told as the ticket holders were (one refund,
+// one email and one SMS job), and the cancellation's progress counts it.
+// Control: a booking of a show not cancelled whose money comes late gets
+// its refund and no cancellation message.
+func TestCancelTellsLatePayers(t *testing.T) {
+	db := postgrestest.NewDB(t, postgres.Options{})
+	ev := newEvent(t, db, "cinema", 6)
+	_, b := pending(t, db, ev, "paying-fan", "AUD-A-1")
+	if _, _, err := db.CancelShow(ctx, ev, "flooded", core.Actor{Operator: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.Settle(ctx, core.Settlement{EventID: "evt_late", BookingID: b.ID, PaymentID: fmt.Sprintf("pay_%d", b.ID), Succeeded: true})
+	if err != nil || st != core.BookingRefundDue {
+		t.Fatalf("the late money = %s, %v; want REFUND_DUE", st, err)
+	}
+	if r, e, s := jobs(t, db, core.JobRefund, b.ID), jobs(t, db, core.JobCancelEmail, b.ID), jobs(t, db, core.JobCancelSMS, b.ID); r != 1 || e != 1 || s != 1 {
+		t.Errorf("late payer: %d refund, %d email, %d SMS jobs; want one of each", r, e, s)
+	}
+	if c, err := db.Cancellation(ctx, ev); err != nil || c.Bookings != 1 || c.RefundDue != 1 {
+		t.Errorf("progress = %+v, %v; want the late payer counted", c, err)
+	}
+
+	other := newEvent(t, db, "cinema", 6)
+	h, lb := pending(t, db, other, "slow-fan", "AUD-A-1")
+	if _, err := db.Pool().Exec(ctx, `UPDATE holds SET status = 'RELEASED' WHERE id = $1`, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := db.Settle(ctx, core.Settlement{EventID: "evt_late_2", BookingID: lb.ID, PaymentID: fmt.Sprintf("pay_%d", lb.ID), Succeeded: true}); err != nil || st != core.BookingRefundDue {
+		t.Fatalf("control: late money = %s, %v; want REFUND_DUE", st, err)
+	}
+	if r, s := jobs(t, db, core.JobRefund, lb.ID), jobs(t, db, core.JobCancelSMS, lb.ID); r != 1 || s != 0 {
+		t.Errorf("control: %d refund, %d cancellation SMS jobs; want a refund and no cancellation message", r, s)
+	}
+}

@@ -71,7 +71,7 @@ func TestCancelShowRefundsEachBookingOnce(t *testing.T) {
 	if err := s.apps.Core.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The payment in flight lands after the cancellation: late, refunded.
+	// The payment in flight lands after the cancellation: refunded, its payer told.
 	if _, err := s.sim.Settle(latePay, true); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +100,10 @@ func TestCancelShowRefundsEachBookingOnce(t *testing.T) {
 		if got := s.smsContaining(fmt.Sprintf("+9198111%05d", i), "CANCELLED"); got < 1 {
 			t.Errorf("holder %d got no cancellation SMS", i)
 		}
+	}
+	// The payer whose money came after the cancellation is told too.
+	if got := s.smsContaining("+919811100099", "no ticket will be issued"); got < 1 {
+		t.Errorf("the late payer got no cancellation SMS")
 	}
 	// The gate: every ticket of the show is on the revoked list.
 	var live int
