@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -177,8 +176,9 @@ var RemovedDials = map[string]string{
 type DialPatch map[string]json.RawMessage
 
 // ParseDialPatch reads a PATCH body: a JSON object of dials by name. An
-// unknown name, a removed one (RemovedDials: the error says why), a name
-// given twice (in any case), or a value of the wrong type, is an error; a
+// unknown name (names are exact: "Paused" is not a dial), a removed one
+// (RemovedDials: the error says why), or a value of the wrong type, is an
+// error; a
 // null leaves its dial alone (as an absent one does).
 func ParseDialPatch(body []byte) (DialPatch, error) {
 	var raw map[string]json.RawMessage
@@ -186,7 +186,6 @@ func ParseDialPatch(body []byte) (DialPatch, error) {
 		return nil, err
 	}
 	p := DialPatch{}
-	seen := map[string]bool{}
 	for k, v := range raw {
 		d, ok := dialNamed(k)
 		if why, gone := removedDial(k); !ok && gone {
@@ -195,10 +194,6 @@ func ParseDialPatch(body []byte) (DialPatch, error) {
 		if !ok {
 			return nil, fmt.Errorf("json: unknown field %q", k)
 		}
-		if seen[d.Name] { // "paused" and "PAUSED": which one won would be the map's order
-			return nil, fmt.Errorf("%s: named twice", d.Name)
-		}
-		seen[d.Name] = true
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			continue
 		}
@@ -231,20 +226,21 @@ func ParseSavedDials(body []byte) (DialPatch, error) {
 	return p, nil
 }
 
-// dialNamed finds a dial by name, ignoring case as encoding/json does.
+// dialNamed finds a dial by its exact name: the API's description
+// (http/openapi.yaml) names dials exactly, as the core names members.
 func dialNamed(name string) (Dial, bool) {
 	for _, d := range DialList {
-		if strings.EqualFold(d.Name, name) {
+		if d.Name == name {
 			return d, true
 		}
 	}
 	return Dial{}, false
 }
 
-// removedDial finds a removed dial by name, ignoring case as dialNamed does.
+// removedDial finds a removed dial by its exact name, as dialNamed does.
 func removedDial(name string) (string, bool) {
 	for k, why := range RemovedDials {
-		if strings.EqualFold(k, name) {
+		if k == name {
 			return why, true
 		}
 	}

@@ -9,10 +9,10 @@ import (
 )
 
 // A PATCH body sets exactly the dials it names (nulls set nothing), knows
-// which of them the frozen pre-queue fixes, and refuses unknown names and
-// values of the wrong type.
+// which of them the frozen pre-queue fixes, and refuses unknown names (names
+// are exact: "Paused" is none) and values of the wrong type.
 func TestDialPatch(t *testing.T) {
-	p, err := ParseDialPatch([]byte(`{"paused":true,"new_users_per_minute":6000,"closes_at":null,"Queueing":"fifo"}`))
+	p, err := ParseDialPatch([]byte(`{"paused":true,"new_users_per_minute":6000,"closes_at":null,"queueing":"fifo"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestDialPatch(t *testing.T) {
 	if q, _ := ParseDialPatch([]byte(`{"paused":false}`)); q.TouchesFrozen() {
 		t.Error("a patch of paused touches the frozen dials")
 	}
-	for _, bad := range []string{`{"nope":1}`, `{"paused":"yes"}`, `{"onsale_at":5}`, `{`, `[]`, `{"version":3}`, `{"epoch":"x"}`} {
+	for _, bad := range []string{`{"nope":1}`, `{"Paused":true}`, `{"paused":"yes"}`, `{"onsale_at":5}`, `{`, `[]`, `{"version":3}`, `{"epoch":"x"}`} {
 		if _, err := ParseDialPatch([]byte(bad)); err == nil {
 			t.Errorf("ParseDialPatch(%s) = nil error", bad)
 		}

@@ -1,5 +1,7 @@
 package http
 
+import "github.com/valyala/fasthttp"
+
 // Internals the external tests look at.
 
 // RouteLimit is a route table row as TestRouteTableLimits reads it.
@@ -29,3 +31,14 @@ func CacheEntries(s *Server) int {
 
 // MaxRefusals bounds each read cache's refusals.
 const MaxRefusals = maxRefusals
+
+// RouteName is the name of the route table's row that serves method and
+// path on the operators' listener (which serves every row); "unmatched"
+// when none does.
+func RouteName(method, path string) string {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod(method)
+	ctx.Request.URI().SetPath(path)
+	r, _ := match(&ctx, true)
+	return r.name
+}

@@ -46,6 +46,10 @@ var routes = compile([]route{
 	{method: "", pattern: "/readyz", name: "readyz", limit: limitPage, handle: (*Server).readyz},
 	{method: "", pattern: "/metrics", name: "metrics", limit: limitPage, handle: (*Server).metricsPage, admin: true},
 	{method: "", pattern: "/.well-known/jwks.json", name: "jwks", limit: limitPage, handle: (*Server).jwksPage},
+	// The API's documents: the gateway's own (openapi.go), and the core's
+	// forwarded from the core, which integrators cannot reach.
+	{method: "GET", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: (*Server).openapiDocument},
+	{method: "GET", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: (*Server).coreDocument},
 
 	{method: "POST", pattern: "/v1/events/{id}/queue", name: "join", handle: (*Server).join},
 	{method: "DELETE", pattern: "/v1/events/{id}/queue", name: "leave", handle: (*Server).leave},

@@ -1,8 +1,8 @@
 // Package http is the gateway's edge on fasthttp: join, status polls (no
 // store round trip in the steady state), leave, the admit-token keys, the
 // operators' dials and stats, the public reads (cached), the pages, health
-// and metrics, and the booking API and the provider's webhooks passed
-// through to the core.
+// and metrics, the API's OpenAPI documents, and the booking API and the
+// provider's webhooks passed through to the core.
 //
 // One file per concern: routes.go (the route table), error.go (the status
 // table and the one error writer), queue.go (join, status, leave),
@@ -17,8 +17,10 @@
 // address, the audit log of each change), readcache.go (the bounded,
 // one-in-flight cache of public reads), seatmap.go (the public reads
 // through it: catalog, event, layout, counts, seat map), pages.go (pages,
-// health, keys), proxy.go (the booking API and the provider's webhooks,
-// and the core's health as the proxied calls show it), rate.go (the
+// health, keys), openapi.go (the gateway's OpenAPI document, openapi.yaml,
+// and the core's, forwarded), proxy.go (the booking API and the
+// provider's webhooks, and the core's health as the proxied calls show
+// it), rate.go (the
 // effective rate's metrics), bounds.go (the per-key structures' sizes as
 // metrics), deadline.go (the fans' connections' deadlines, kept and swept
 // once a second instead of re-armed every request), hugetable.go (the

@@ -78,7 +78,7 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 		if strings.HasSuffix(r.URL.Path, "/stats") {
 			w.Header().Set("Cache-Control", "public, max-age=1")
 			n := statsAsked.Add(1)
-			fmt.Fprintf(w, `{"available":%d,"held":0,"sold":0}`, 100-n)
+			fmt.Fprintf(w, `{"capacity":100,"available":%d,"held":0,"sold":0}`, 100-n)
 			return
 		}
 		if strings.HasSuffix(r.URL.Path, "/404") {
@@ -87,7 +87,9 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 		}
 		if strings.HasSuffix(r.URL.Path, "/layout") {
 			w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
-			w.Write([]byte(`{"capacity":12,"sections":[{"code":"A","rows":[{"label":"1","band":"GOLD","pos":0,"numbers":[1,2,3,4,5,6,7,8,9,10,11,12]}]}]}`))
+			id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/events/"), "/layout")
+			fmt.Fprintf(w, `{"event_id":%s,"capacity":12,"price_bands":[{"code":"GOLD","name":"Gold","price_paise":250000}],`+
+				`"sections":[{"code":"A","rows":[{"label":"1","band":"GOLD","pos":0,"numbers":[1,2,3,4,5,6,7,8,9,10,11,12]}]}]}`, id)
 			return
 		}
 		if at, ok := times.Load(r.URL.Path); ok {
@@ -126,8 +128,10 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	go rm.Run(rctx, 50*time.Millisecond)
 	t.Cleanup(func() { cancel(); ln.Close() })
 	jar := &cookieJar{}
+	// Every client's exchanges are checked against the OpenAPI document.
+	tr := document(t).Transport(t, &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }})
 	g := &gw{statsAsked: statsAsked, store: store, room: rm, times: times, base: "http://gateway", cancel: cancel,
-		client: &http.Client{Jar: jar, Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }}}}
+		client: &http.Client{Jar: jar, Transport: tr}}
 	g.event = redistest.Event(t, store)
 	return g
 }
@@ -227,7 +231,8 @@ func (g *gw) do(t *testing.T, c *http.Client, method, path, body string, hdr ...
 	return out
 }
 
-// fan returns a client with its own cookies, on the same gateway.
+// fan returns a client with its own cookies, on the same gateway (and
+// the same checks).
 func (g *gw) fan() *http.Client {
 	return &http.Client{Jar: &cookieJar{}, Transport: g.client.Transport}
 }

@@ -67,6 +67,16 @@ func TestBoxOfficeCancel(t *testing.T) {
 	if err := s.db.QueryRow(ctx, `SELECT id FROM events WHERE name = 'Dune: Part Two (U/A)'`).Scan(&ev); err != nil {
 		t.Fatal(err)
 	}
+	// The console has no waiting room to show for a draft: it says why.
+	if err := chromedp.Do(op, chromedp.Navigate(fmt.Sprintf("%s/admin/?event=%d", s.console, ev))); err != nil {
+		t.Fatal(err)
+	}
+	until(t, op, "the draft's note", `/This show is a draft: fans cannot see it/.test(document.getElementById("message").textContent)`, 10*time.Second)
+	look(t, op, "console-draft")
+	if err := chromedp.Do(op, chromedp.Navigate(s.console+"/admin/shows")); err != nil {
+		t.Fatal(err)
+	}
+	until(t, op, "the shows again", fmt.Sprintf(`Boolean(document.getElementById("publish-%d"))`, ev), 10*time.Second)
 	click(t, op, fmt.Sprintf("publish-%d", ev))
 	until(t, op, "the show published", fmt.Sprintf(`document.querySelector("#show-%d .status").textContent === "published"`, ev), 10*time.Second)
 

@@ -274,7 +274,20 @@ function selectEvent(id) {
   if (id) history.replaceState(null, "", `?event=${encodeURIComponent(id)}`);
   renderActingOn();
   resetConsole();
+  noteDraft();
   startPolling();
+}
+
+// noteDraft says why a draft's console stays empty (and takes the note
+// away again when another show is picked).
+function noteDraft() {
+  if (isDraft()) {
+    showMessage("This show is a draft: fans cannot see it, and its waiting room opens once it is published (Shows and venues). Set its dials then, before the sale opens.", "info");
+    ui.message.dataset.draft = "1";
+  } else if (ui.message.dataset.draft) {
+    showMessage("");
+    delete ui.message.dataset.draft;
+  }
 }
 
 // renderActingOn names the show every control below acts on.
@@ -372,7 +385,10 @@ function confirmAction(title, text, yes) {
 
 /* ---------- polling ---------- */
 
-const canPoll = () => Boolean(state.token && state.eventId) && document.visibilityState === "visible";
+// isDraft: the show is not published, so it has no waiting room yet (the
+// gateway answers 404 for it, as it does fans).
+const isDraft = () => state.events.get(state.eventId)?.status === "draft";
+const canPoll = () => Boolean(state.token && state.eventId) && !isDraft() && document.visibilityState === "visible";
 
 function startPolling() {
   stopPolling();
