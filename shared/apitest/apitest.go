@@ -9,9 +9,10 @@
 //   - a request the document refuses (a missing credential or parameter, a
 //     body against the schema) must be refused: any 2xx or 3xx answer to
 //     it is drift;
-//   - a request to an undocumented route must be answered 404 or 405 with a
-//     problem the document's Problem schema describes, unless the test
-//     declared the route outside the document (Doc.Outside).
+//   - a request to an undocumented route must be answered 404 or 405 (or
+//     429 with Retry-After: a limit may refuse it first) with a problem the
+//     document's Problem schema describes, unless the test declared the
+//     route outside the document (Doc.Outside).
 package apitest
 
 import (
@@ -134,7 +135,13 @@ func (d *Doc) Check(x Exchange) error {
 		if d.outside(x.Method, x.URL.Path) {
 			return nil
 		}
-		if x.Status != http.StatusNotFound && x.Status != http.StatusMethodNotAllowed {
+		switch x.Status {
+		case http.StatusNotFound, http.StatusMethodNotAllowed:
+		case http.StatusTooManyRequests: // a limit counts every request, routed or not
+			if x.RespHeader.Get("Retry-After") == "" {
+				return fmt.Errorf("%s without Retry-After", what)
+			}
+		default:
 			return fmt.Errorf("%s: the route is not in the document (%v)", what, err)
 		}
 		return d.checkProblem(what, x)
