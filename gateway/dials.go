@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -192,7 +193,11 @@ func ParseDialPatch(body []byte) (DialPatch, error) {
 			return nil, fmt.Errorf("%q: %s", k, why)
 		}
 		if !ok {
-			return nil, fmt.Errorf("json: unknown field %q", k)
+			names := make([]string, len(DialList))
+			for i, d := range DialList {
+				names[i] = d.Name
+			}
+			return nil, fmt.Errorf("unknown dial %q: the dials are %s", k, strings.Join(names, ", "))
 		}
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			continue

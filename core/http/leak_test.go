@@ -8,7 +8,8 @@ import (
 
 // TestMain fails the package's tests if a goroutine they started is still
 // running when they end (each one has an owner and a way to stop), or if
-// they left a documented operation unreached (openapi_test.go).
+// a whole run left an operation of the OpenAPI document unshown working
+// (apitest.Covered).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(reachedM{m})
+	goleak.VerifyTestMain(covered{m})
 }

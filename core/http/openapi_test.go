@@ -2,7 +2,6 @@ package http_test
 
 import (
 	"bytes"
-	"flag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -52,25 +51,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 }
 
-// everyOperationReached fails a whole, passing run of the package whose
-// tests left a documented operation unreached: a document nothing
-// exercises is a document nothing keeps true.
-func everyOperationReached(m *testing.M) int {
-	code := m.Run()
-	if code != 0 || testing.Short() || flag.Lookup("test.run").Value.String() != "" || flag.Lookup("test.skip").Value.String() != "" {
-		return code
-	}
-	if left := api().Unreached(); len(left) > 0 {
-		println("openapi: documented operations no test reached:")
-		for _, op := range left {
-			println("  " + op)
-		}
-		return 1
-	}
-	return code
-}
+// covered runs the tests, then apitest.Covered's check of the document.
+type covered struct{ m *testing.M }
 
-// reachedM runs the tests, then everyOperationReached's check.
-type reachedM struct{ m *testing.M }
-
-func (r reachedM) Run() int { return everyOperationReached(r.m) }
+func (c covered) Run() int { return apitest.Covered(c.m, api) }

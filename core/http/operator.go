@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -422,6 +423,10 @@ func (s *Server) importLayout(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		s.fail(w, r, core.Errorf(core.EInvalid, "read the layout: %v", err))
+		return
+	}
+	if err := exactNames(b, reflect.TypeOf(layout.Layout{})); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	l, err := layout.ParseBytes(b)

@@ -252,6 +252,9 @@ func TestLayoutImport(t *testing.T) {
 	if r := f.do(t, "POST", "/operator/v1/layouts?name=%00", root, layoutDoc(t, "cinema")); r.status != 400 {
 		t.Errorf("a bad name = %d %v; want 400", r.status, r.body)
 	}
+	if r := f.do(t, "POST", "/operator/v1/layouts?name=shouted", root, strings.Replace(layoutDoc(t, "cinema"), `"venue"`, `"Venue"`, 1)); r.status != 400 {
+		t.Errorf("a member named in another case = %d %v; want 400", r.status, r.body)
+	}
 	if r := f.do(t, "GET", "/operator/v1/layouts", root, nil); len(r.body["layouts"].([]any)) != 1 {
 		t.Errorf("layouts after the refusals = %v; want only the first import", r.body)
 	}
@@ -523,5 +526,13 @@ func TestShowReports(t *testing.T) {
 	}
 	if r := f.do(t, "POST", "/operator/v1/events/"+ev+"/cancel", root, map[string]string{"reason": "again"}); r.status != 409 {
 		t.Errorf("cancel twice = %d %v; want 409", r.status, r.body)
+	}
+	// The whole log, for the admin, narrowed to the show: its cancellation.
+	if r := f.do(t, "GET", "/operator/v1/audit?subject=event:"+ev+"&limit=5", root, nil); r.status != 200 || len(r.body["entries"].([]any)) != 1 ||
+		r.body["entries"].([]any)[0].(map[string]any)["action"] != "show.cancel" {
+		t.Errorf("audit of the show = %d %v; want its one cancellation", r.status, r.body)
+	}
+	if r := f.do(t, "GET", "/readyz", "", nil); r.status != 200 || r.body["status"] != "ready" {
+		t.Errorf("readyz = %d %v", r.status, r.body)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/onsale/onsale/core"
@@ -540,25 +541,22 @@ func exactNames(raw []byte, t reflect.Type) error {
 		if json.Unmarshal(raw, &members) != nil {
 			return nil // not an object: the decoder judged it
 		}
-		fields := make(map[string]reflect.Type, t.NumField())
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" {
-				name = f.Name
-			}
-			fields[name] = f.Type
-		}
+		fields := fieldsOf(t)
 		for name, v := range members {
 			ft, ok := fields[name]
 			if !ok {
-				return core.Errorf(core.EInvalid, "malformed JSON body: unknown field %q (names are case-sensitive)", name)
+				for field := range fields {
+					if strings.EqualFold(field, name) {
+						return core.Errorf(core.EInvalid, "malformed JSON body: unknown field %q: names are case-sensitive (%q)", name, field)
+					}
+				}
+				continue // unknown in any case: the decoder refuses it, saying where
 			}
 			if err := exactNames(v, ft); err != nil {
 				return err
 			}
 		}
-	case reflect.Slice:
+	case reflect.Slice, reflect.Array:
 		var items []json.RawMessage
 		if json.Unmarshal(raw, &items) != nil {
 			return nil
@@ -570,6 +568,39 @@ func exactNames(raw []byte, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// memberTypes caches fieldsOf by struct type.
+var memberTypes sync.Map // reflect.Type -> map[string]reflect.Type
+
+// fieldsOf maps the JSON member names of struct type t (an embedded
+// struct's promoted, as encoding/json does) to their types.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if m, ok := memberTypes.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case name == "-" || (!f.IsExported() && !f.Anonymous):
+		case f.Anonymous && name == "" && ft.Kind() == reflect.Struct:
+			for k, v := range fieldsOf(ft) {
+				m[k] = v
+			}
+		case name == "":
+			m[f.Name] = f.Type
+		default:
+			m[name] = f.Type
+		}
+	}
+	memberTypes.Store(t, m)
+	return m
 }
 
 // status maps each error code to its one HTTP status.

@@ -191,6 +191,8 @@ func TestBadInput(t *testing.T) {
 		{"not an object", holdsPath(f.event), good, `["AUD-A-1"]`, 400, core.EInvalid},
 		{"trailing data", holdsPath(f.event), good, `{"seats":["AUD-A-1"]} {}`, 400, core.EInvalid},
 		{"unknown field", holdsPath(f.event), good, `{"seat":["AUD-A-1"]}`, 400, core.EInvalid},
+		{"a member named in another case", holdsPath(f.event), good, `{"Seats":["AUD-A-1"]}`, 400, core.EInvalid},
+		{"a nested member named in another case", holdsPath(f.event), good, `{"best_available":{"Band":"PRIME","count":1}}`, 400, core.EInvalid},
 		{"empty body", holdsPath(f.event), good, ``, 400, core.EInvalid},
 		{"body over 64 KiB", holdsPath(f.event), good, `{"seats":["` + strings.Repeat("A", 70<<10) + `"]}`, 413, core.ETooLarge},
 		{"empty seat list", holdsPath(f.event), good, `{"seats":[]}`, 400, core.EInvalid},

@@ -127,9 +127,16 @@ func CancelText(b *core.Booking, event, reason, link string) string {
 	if !b.Captured {
 		tickets = "no ticket will be issued"
 	}
-	fmt.Fprintf(&body, "\n\nBooking %d: %s, and the full amount, Rs %d.%02d, is being refunded to the account you paid from. ",
-		b.ID, tickets, b.AmountPaise/100, b.AmountPaise%100)
-	body.WriteString("Banks usually show it within 5 to 7 working days. You need to do nothing.\n")
+	if b.Flow == core.FlowSync && !b.Captured {
+		// A card authorized, not charged: the hold on it is released.
+		fmt.Fprintf(&body, "\n\nBooking %d: %s, and nothing was charged: the Rs %d.%02d held on your card is being released. ",
+			b.ID, tickets, b.AmountPaise/100, b.AmountPaise%100)
+		body.WriteString("Banks usually show it within a few working days. You need to do nothing.\n")
+	} else {
+		fmt.Fprintf(&body, "\n\nBooking %d: %s, and the full amount, Rs %d.%02d, is being refunded to the account you paid from. ",
+			b.ID, tickets, b.AmountPaise/100, b.AmountPaise%100)
+		body.WriteString("Banks usually show it within 5 to 7 working days. You need to do nothing.\n")
+	}
 	if link != "" {
 		fmt.Fprintf(&body, "\nYour booking: %s\n", link)
 	}
@@ -142,8 +149,12 @@ func CancelSMS(b *core.Booking, event, link string) string {
 	if !b.Captured {
 		tickets = "no ticket will be issued"
 	}
-	return fmt.Sprintf("onsale: %s is CANCELLED. Booking %d: Rs %d.%02d is being refunded to you; %s. Details: %s",
-		event, b.ID, b.AmountPaise/100, b.AmountPaise%100, tickets, link)
+	money := "is being refunded to you"
+	if b.Flow == core.FlowSync && !b.Captured {
+		money = "held on your card is being released, nothing charged"
+	}
+	return fmt.Sprintf("onsale: %s is CANCELLED. Booking %d: Rs %d.%02d %s; %s. Details: %s",
+		event, b.ID, b.AmountPaise/100, b.AmountPaise%100, money, tickets, link)
 }
 
 // send delivers one message through the relay.

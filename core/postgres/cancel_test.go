@@ -189,7 +189,7 @@ func TestCancelTellsLatePayers(t *testing.T) {
 	if st, err := db.Settle(ctx, core.Settlement{EventID: "evt_late_2", BookingID: lb.ID, PaymentID: fmt.Sprintf("pay_%d", lb.ID), Succeeded: true}); err != nil || st != core.BookingRefundDue {
 		t.Fatalf("control: late money = %s, %v; want REFUND_DUE", st, err)
 	}
-	if r, s := jobs(t, db, core.JobRefund, lb.ID), jobs(t, db, core.JobCancelSMS, lb.ID); r != 1 || s != 0 {
-		t.Errorf("control: %d refund, %d cancellation SMS jobs; want a refund and no cancellation message", r, s)
+	if r, e, s := jobs(t, db, core.JobRefund, lb.ID), jobs(t, db, core.JobCancelEmail, lb.ID), jobs(t, db, core.JobCancelSMS, lb.ID); r != 1 || e != 0 || s != 0 {
+		t.Errorf("control: %d refund, %d cancellation email, %d SMS jobs; want a refund and no cancellation message", r, e, s)
 	}
 }

@@ -21,10 +21,11 @@ func (s *Server) openapiDocument(ctx *fasthttp.RequestCtx, _ params) error {
 	return nil
 }
 
-// coreDocument forwards to the core's OpenAPI document (its GET
+// coreDocument answers the core's OpenAPI document (its GET
 // /openapi.yaml): the core stays off the internet, so integrators read both
-// documents here. The core's answer goes back as it is.
-func (s *Server) coreDocument(ctx *fasthttp.RequestCtx, p params) error {
-	ctx.Request.URI().SetPath("/openapi.yaml")
-	return s.proxy(ctx, p)
+// documents here. It is a cached read, as the seat layouts are (for the
+// core's max-age, one fetch at a time): asking for it cannot take the
+// connections to the core that fans' holds and payments need.
+func (s *Server) coreDocument(ctx *fasthttp.RequestCtx, _ params) error {
+	return s.serveRead(ctx, s.reads.layouts, "/openapi.yaml", "OpenAPI document")
 }

@@ -2,7 +2,6 @@ package http_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -27,7 +26,7 @@ import (
 const docFile = "openapi.yaml"
 
 // apiDoc is the document, loaded once for the test binary: the operations
-// every test reached add up in it (TestMain's coverage check).
+// every test answered add up in it (TestMain's coverage check, apitest.Covered).
 var apiDoc = sync.OnceValues(func() (*apitest.Doc, error) {
 	d, err := apitest.Load(docFile)
 	if err != nil {
@@ -107,32 +106,17 @@ func requestOf(ctx *fasthttp.RequestCtx) apitest.Exchange {
 	return x
 }
 
-// coverDocument runs the tests, then fails a whole run that passed if the
-// document describes an operation no test reached: what nothing exercises,
-// nothing keeps true. A run of some tests (-run, -skip, -short, -list)
-// reaches only some.
-type coverDocument struct{ m *testing.M }
+// covered runs the tests, then apitest.Covered's check of the document.
+type covered struct{ m *testing.M }
 
-func (c coverDocument) Run() int {
-	code := c.m.Run()
-	if code != 0 || testing.Short() {
-		return code
-	}
-	for _, f := range []string{"test.run", "test.skip", "test.list"} {
-		if fl := flag.Lookup(f); fl != nil && fl.Value.String() != "" {
-			return code
+func (c covered) Run() int {
+	return apitest.Covered(c.m, func() *apitest.Doc {
+		d, err := apiDoc()
+		if err != nil {
+			panic(err)
 		}
-	}
-	d, err := apiDoc()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if u := d.Unreached(); len(u) > 0 {
-		fmt.Fprintf(os.Stderr, "openapi: no test reached these operations of %s: %s\n", docFile, strings.Join(u, ", "))
-		return 1
-	}
-	return code
+		return d
+	})
 }
 
 // The document is a valid OpenAPI 3.1 document (apitest.Load checks), the
@@ -153,11 +137,11 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Errorf("GET /openapi.yaml = %d %q, %d bytes; want 200 application/yaml, %s as it is (%d bytes)",
 			r.status, r.header.Get("Content-Type"), len(r.raw), docFile, len(want))
 	}
-	// A fresh document has reached nothing: its unreached operations are
+	// A fresh document has answered nothing: its unanswered operations are
 	// all of them.
 	documented := map[string]bool{}
 	paths := map[string]bool{}
-	for _, op := range fresh.Unreached() {
+	for _, op := range fresh.Unanswered() {
 		_, path, _ := strings.Cut(op, " ")
 		documented[op], paths[path] = true, true
 	}
@@ -203,8 +187,9 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 }
 
-// The core's document is the core's, forwarded: the core is asked for its
-// GET /openapi.yaml and its answer comes back as it is.
+// The core's document is the core's: the core is asked for its GET
+// /openapi.yaml once, and its answer comes back as it is, then from the
+// cache (an integrator's reads cannot take the core's connections).
 func TestCoreDocument(t *testing.T) {
 	const doc = "openapi: 3.1.0\ninfo: {title: onsale core, version: \"1\"}\npaths: {}\n"
 	f := newFakeWith(t, openDials(), fakeOpts{core: func(w http.ResponseWriter, r *http.Request) {
@@ -223,6 +208,15 @@ func TestCoreDocument(t *testing.T) {
 	}
 	if got := f.asked.Load(); got == nil || got.URL.Path != "/openapi.yaml" {
 		t.Fatalf("the core was asked %v; want GET /openapi.yaml", got)
+	}
+	asks := f.asks.Load()
+	for range 5 {
+		if r := f.call("GET", "/openapi/core.yaml", ""); r.status != 200 || r.raw != doc {
+			t.Fatalf("again: %d %q", r.status, r.raw)
+		}
+	}
+	if n := f.asks.Load() - asks; n != 0 {
+		t.Errorf("5 more reads asked the core %d times; want 0 (cached for its max-age)", n)
 	}
 }
 

@@ -50,6 +50,8 @@ var routes = compile([]route{
 	// forwarded from the core, which integrators cannot reach.
 	{method: "GET", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: (*Server).openapiDocument},
 	{method: "GET", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: (*Server).coreDocument},
+	{method: "", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},
+	{method: "", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},
 
 	{method: "POST", pattern: "/v1/events/{id}/queue", name: "join", handle: (*Server).join},
 	{method: "DELETE", pattern: "/v1/events/{id}/queue", name: "leave", handle: (*Server).leave},

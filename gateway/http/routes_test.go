@@ -41,7 +41,7 @@ func TestRouteTable(t *testing.T) {
 		{"GET", "/web-config.json", "page", "", ""},
 		{"GET", "/openapi.yaml", "openapi", "", ""},
 		{"GET", "/openapi/core.yaml", "openapi", "", ""},
-		{"POST", "/openapi.yaml", "unmatched", "", ""},
+		{"POST", "/openapi.yaml", "openapi", "", ""},
 		{"GET", "/v1/events", "catalog", "", ""},
 		{"GET", "/v1/events/12", "event", "12", ""},
 		{"POST", "/v1/events/12", "proxy", "", ""},

@@ -276,6 +276,12 @@ func (g *gw) path(suffix string) string { return fmt.Sprintf("/v1/events/%d%s", 
 
 func TestFanJourney(t *testing.T) {
 	g := newGateway(t, redistest.Addrs(t, false), nil)
+	// Ready once the room has ticked against Redis (503 before: the
+	// fake's TestErrorAnswers).
+	waitUntil(t, "ready", func() bool {
+		r := g.do(t, nil, "GET", "/readyz", "")
+		return r.status == 200 && r.body["status"] == "ready"
+	})
 	g.dials(t, func(d *gateway.Dials) {
 		d.PrequeueAt, d.OnsaleAt = time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
 		d.NewUsersPerMinute, d.TotalActiveUsers = 60000, 100

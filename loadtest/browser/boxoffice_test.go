@@ -67,18 +67,20 @@ func TestBoxOfficeCancel(t *testing.T) {
 	if err := s.db.QueryRow(ctx, `SELECT id FROM events WHERE name = 'Dune: Part Two (U/A)'`).Scan(&ev); err != nil {
 		t.Fatal(err)
 	}
-	// The console has no waiting room to show for a draft: it says why.
-	if err := chromedp.Do(op, chromedp.Navigate(fmt.Sprintf("%s/admin/?event=%d", s.console, ev))); err != nil {
+	// The console has no waiting room to show for a draft: it says why,
+	// and notices when the show is published in another tab.
+	console, closeConsole := chromedp.NewContext(op) // a second tab (a session of its own)
+	defer closeConsole()
+	if err := chromedp.Do(console, chromedp.Navigate(fmt.Sprintf("%s/admin/?event=%d", s.console, ev))); err != nil {
 		t.Fatal(err)
 	}
-	until(t, op, "the draft's note", `/This show is a draft: fans cannot see it/.test(document.getElementById("message").textContent)`, 10*time.Second)
-	look(t, op, "console-draft")
-	if err := chromedp.Do(op, chromedp.Navigate(s.console+"/admin/shows")); err != nil {
-		t.Fatal(err)
-	}
-	until(t, op, "the shows again", fmt.Sprintf(`Boolean(document.getElementById("publish-%d"))`, ev), 10*time.Second)
+	s.operatorSignIn(t, console)
+	until(t, console, "the draft's note", `/This show is a draft: fans cannot see it/.test(document.getElementById("message").textContent)`, 10*time.Second)
+	look(t, console, "console-draft")
 	click(t, op, fmt.Sprintf("publish-%d", ev))
 	until(t, op, "the show published", fmt.Sprintf(`document.querySelector("#show-%d .status").textContent === "published"`, ev), 10*time.Second)
+	until(t, console, "the console on the published show", `document.body.dataset.ready === "1" && !/draft/.test(document.getElementById("message").textContent)`, 25*time.Second)
+	closeConsole()
 
 	// The sale opens now, from the console's on-sale dial (the show's own
 	// on-sale time is minutes away); fans must sign in.

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,15 +38,15 @@ import (
 )
 
 // Doc is a loaded, validated OpenAPI document and the operations the
-// exchanges checked so far have reached.
+// exchanges checked so far have answered.
 type Doc struct {
 	doc     *openapi3.T
 	router  routers.Router
 	problem *openapi3.Schema
 	outside func(method, path string) bool
 
-	mu      sync.Mutex
-	reached map[string]bool // "METHOD /path/template"
+	mu       sync.Mutex
+	answered map[string]bool // "METHOD /path/template": a 2xx exchange the document accepts
 }
 
 // Load reads and validates the OpenAPI document at file. Its servers are
@@ -82,21 +83,11 @@ func Parse(data []byte) (*Doc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)
 	}
-	d := &Doc{doc: doc, router: router, reached: map[string]bool{}, outside: func(string, string) bool { return false }}
+	d := &Doc{doc: doc, router: router, answered: map[string]bool{}, outside: func(string, string) bool { return false }}
 	if p := doc.Components.Schemas["Problem"]; p != nil {
 		d.problem = p.Value
 	}
 	return d, nil
-}
-
-// MustLoad is Load that fails the test.
-func MustLoad(t testing.TB, file string) *Doc {
-	t.Helper()
-	d, err := Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 // Outside declares the routes the document leaves out on purpose (pages,
@@ -146,9 +137,6 @@ func (d *Doc) Check(x Exchange) error {
 		}
 		return d.checkProblem(what, x)
 	}
-	d.mu.Lock()
-	d.reached[x.Method+" "+route.Path] = true
-	d.mu.Unlock()
 	// The services read a body as the operation's one media type whatever
 	// its label: a body sent without Content-Type is checked as that.
 	if rb := route.Operation.RequestBody; len(x.Body) > 0 && req.Header.Get("Content-Type") == "" && rb != nil && rb.Value != nil && len(rb.Value.Content) == 1 {
@@ -173,6 +161,11 @@ func (d *Doc) Check(x Exchange) error {
 	out.SetBodyBytes(x.RespBody)
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
 		return fmt.Errorf("%s: the answer departs from the document: %v", what, err)
+	}
+	if x.Status >= 200 && x.Status < 300 {
+		d.mu.Lock()
+		d.answered[x.Method+" "+route.Path] = true
+		d.mu.Unlock()
 	}
 	return nil
 }
@@ -220,21 +213,45 @@ func credentialPresent(_ context.Context, in *openapi3filter.AuthenticationInput
 	return in.NewError(errors.New("no " + in.SecuritySchemeName + " credential"))
 }
 
-// Unreached lists the documented operations no checked exchange reached,
-// as "METHOD /path".
-func (d *Doc) Unreached() []string {
+// Unanswered lists the documented operations no checked exchange showed
+// working (a 2xx answer the document accepts), as "METHOD /path": an
+// operation exercised only by refusals has its success undescribed.
+func (d *Doc) Unanswered() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []string
 	for path, item := range d.doc.Paths.Map() {
 		for method := range item.Operations() {
-			if !d.reached[method+" "+path] {
+			if !d.answered[method+" "+path] {
 				out = append(out, method+" "+path)
 			}
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Covered runs a test binary's tests (TestMain's m), then fails a whole
+// run that passed but left an operation of the document unanswered
+// (Unanswered): what no test shows working, no test keeps true. Only a
+// whole run with its services is judged (ONSALE_REQUIRE_SERVICES=1, as
+// make test runs; no -run, -skip, -list or -short): a quick run skips the
+// tests that need a database, and a partial one reaches only part.
+func Covered(m interface{ Run() int }, doc func() *Doc) int {
+	code := m.Run()
+	if code != 0 || testing.Short() || os.Getenv("ONSALE_REQUIRE_SERVICES") != "1" {
+		return code
+	}
+	for _, name := range []string{"test.run", "test.skip", "test.list"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return code
+		}
+	}
+	if left := doc().Unanswered(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "openapi: no test shows these operations working (a 2xx answer the document accepts): %s\n", strings.Join(left, ", "))
+		return 1
+	}
+	return code
 }
 
 // Transport returns a RoundTripper that checks each exchange through next

@@ -278,6 +278,10 @@ function selectEvent(id) {
   startPolling();
 }
 
+// DRAFT_CHECK_MS is how often the console looks whether a draft it is on
+// has been published.
+const DRAFT_CHECK_MS = 10000;
+
 // noteDraft says why a draft's console stays empty (and takes the note
 // away again when another show is picked).
 function noteDraft() {
@@ -385,15 +389,42 @@ function confirmAction(title, text, yes) {
 
 /* ---------- polling ---------- */
 
-// isDraft: the show is not published, so it has no waiting room yet (the
-// gateway answers 404 for it, as it does fans).
+// isDraft: the show is a draft, so it has no waiting room yet (the gateway
+// answers 404 for it, as it does fans).
 const isDraft = () => state.events.get(state.eventId)?.status === "draft";
-const canPoll = () => Boolean(state.token && state.eventId) && !isDraft() && document.visibilityState === "visible";
+const canPoll = () => Boolean(state.token && state.eventId) && document.visibilityState === "visible";
 
 function startPolling() {
   stopPolling();
   renderAuth();
-  if (canPoll()) poll(state.gen);
+  if (!canPoll()) return;
+  if (isDraft() || !state.events.has(state.eventId)) checkShow(state.gen);
+  else poll(state.gen);
+}
+
+// checkShow reads the show the console is on (a draft, or one not in the
+// list): a draft is looked at again every DRAFT_CHECK_MS until it is
+// published (here or in another tab), then the console polls its room.
+async function checkShow(gen) {
+  try {
+    const ev = await api("GET", `/operator/v1/events/${encodeURIComponent(state.eventId)}`);
+    if (gen !== state.gen) return;
+    if (ev && ev.id !== undefined) {
+      state.events.set(String(ev.id), ev);
+      const opt = [...ui.event.options].find((o) => o.value === String(ev.id));
+      if (opt) opt.textContent = eventLabel(ev);
+      renderActingOn();
+    }
+  } catch (err) {
+    if (gen !== state.gen) return;
+    if (err.status === 401) {
+      signOut("Your session was refused or has expired. Sign in again.");
+      return;
+    }
+  }
+  noteDraft();
+  if (isDraft()) state.timer = setTimeout(() => checkShow(gen), DRAFT_CHECK_MS);
+  else poll(gen);
 }
 
 function stopPolling() {

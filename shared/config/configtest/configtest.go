@@ -12,8 +12,7 @@ import (
 )
 
 // UpdateEnv names the environment variable that, set to 1, makes CheckDoc
-// rewrite a stale table instead of failing. ONSALE_UPDATE_README is its old
-// name, from when the tables were in the README.
+// rewrite a stale table instead of failing.
 const UpdateEnv = "ONSALE_UPDATE_DOCS"
 
 // CheckDoc fails when the Markdown document at path, between the lines
@@ -52,5 +51,5 @@ func CheckDoc(tb testing.TB, path, name string, cfg any) {
 }
 
 func update() bool {
-	return os.Getenv(UpdateEnv) == "1" || os.Getenv("ONSALE_UPDATE_README") == "1"
+	return os.Getenv(UpdateEnv) == "1"
 }
