@@ -521,10 +521,44 @@ func decodeStrict(raw []byte, v any) error {
 	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
 		err = errors.New("trailing data after the JSON object")
 	}
-	if err == nil {
+	if err == nil && !plainNames(raw) {
 		err = exactNames(raw, reflect.TypeOf(v))
 	}
 	return err
+}
+
+// plainNames reports whether every member name in the well-formed JSON
+// text raw is lower-case ASCII letters, digits and underscores, as every
+// name of the API is: such a name matches a field exactly or not at all,
+// so exactNames has nothing to find (and the hold path skips its work).
+// A string is a member name when a colon follows it.
+func plainNames(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '"' {
+			continue
+		}
+		plain := true
+		for i++; i < len(raw) && raw[i] != '"'; i++ {
+			switch c := raw[i]; {
+			case c == '\\':
+				i++
+				plain = false
+			case (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_':
+				plain = false
+			}
+		}
+		if plain {
+			continue
+		}
+		j := i + 1
+		for j < len(raw) && (raw[j] == ' ' || raw[j] == '\t' || raw[j] == '\n' || raw[j] == '\r') {
+			j++
+		}
+		if j < len(raw) && raw[j] == ':' {
+			return false
+		}
+	}
+	return true
 }
 
 // exactNames refuses a member whose name matches a field of t only when

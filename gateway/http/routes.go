@@ -46,12 +46,6 @@ var routes = compile([]route{
 	{method: "", pattern: "/readyz", name: "readyz", limit: limitPage, handle: (*Server).readyz},
 	{method: "", pattern: "/metrics", name: "metrics", limit: limitPage, handle: (*Server).metricsPage, admin: true},
 	{method: "", pattern: "/.well-known/jwks.json", name: "jwks", limit: limitPage, handle: (*Server).jwksPage},
-	// The API's documents: the gateway's own (openapi.go), and the core's
-	// forwarded from the core, which integrators cannot reach.
-	{method: "GET", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: (*Server).openapiDocument},
-	{method: "GET", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: (*Server).coreDocument},
-	{method: "", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},
-	{method: "", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},
 
 	{method: "POST", pattern: "/v1/events/{id}/queue", name: "join", handle: (*Server).join},
 	{method: "DELETE", pattern: "/v1/events/{id}/queue", name: "leave", handle: (*Server).leave},
@@ -88,6 +82,12 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/static/{name}", name: "static", limit: limitPage, handle: (*Server).static},
 	{method: "GET", pattern: "/web-config.json", name: "page", limit: limitPage, handle: (*Server).webConfig},
 
+	// The API's documents: the gateway's own (openapi.go), and the core's
+	// forwarded from the core, which integrators cannot reach.
+	{method: "GET", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: (*Server).openapiDocument},
+	{method: "GET", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: (*Server).coreDocument},
+	{method: "", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},
+	{method: "", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},
 	// The payment provider's webhooks, on to the core, which verifies their
 	// signatures: the core need not face the internet (webhook).
 	{method: "POST", pattern: "/v1/webhooks/payments", name: "webhook", limit: limitWebhook, handle: (*Server).webhook},

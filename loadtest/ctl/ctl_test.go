@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,9 +176,22 @@ func TestOnsalectl(t *testing.T) {
 	if out := ops.ok(t, "shows", "cancel", show, "-yes", "-reason", "Print damaged."); !strings.Contains(out, "done true") {
 		t.Errorf("cancel = %q; want it followed until done", out)
 	}
-	// The admit keys the gateway publishes.
+	// The admit keys the gateway publishes; compared across gateways, as
+	// after each step of a rotation. Control: a gateway publishing another
+	// ring (one not yet restarted) is caught.
 	if out := ops.ok(t, "keys", "jwks"); !strings.Contains(out, "signs new admit tokens") {
 		t.Errorf("keys jwks = %q", out)
+	}
+	if out := ops.ok(t, "keys", "jwks", "-gateways", ops.url+","+ops.url); strings.Count(out, "signs new admit tokens") != 2 {
+		t.Errorf("keys jwks of two gateways alike = %q", out)
+	}
+	stale := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"AAAA","kid":"an-older-key"}]}`))
+	}))
+	defer stale.Close()
+	if code, out, errOut := ops.run(t, "", "keys", "jwks", "-gateways", ops.url+","+stale.URL); code != 1 || !strings.Contains(errOut, "different keys") || !strings.Contains(out, "an-older-key") {
+		t.Errorf("keys jwks of two gateways that disagree = %d %q %q; want 1, each ring shown, the disagreement named", code, out, errOut)
 	}
 	// Disabling desk ends its session at once.
 	ops.ok(t, "operators", "disable", "desk")

@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,7 +80,7 @@ func init() {
 		{"dials get", "ID", "a show's waiting-room dials and live numbers", getID("/admin/v1/events/")},
 		{"dials set", "ID NAME=VALUE...", "change dials (numbers, true/false, times, text); only those named change", cmdDialsSet},
 		{"stats watch", "ID [-every 1s] [-n COUNT]", "the live numbers once a second: queued, admitted, active, what bounds the line, drain time", cmdStatsWatch},
-		{"keys jwks", "", "the admit keys the gateway publishes (the first signs): check each step of a rotation", cmdKeysJWKS},
+		{"keys jwks", "[-gateways URL,URL...]", "the admit keys each gateway publishes (the first signs): check each step of a rotation on every gateway; exit 1 when they disagree", cmdKeysJWKS},
 	}
 }
 
@@ -831,21 +832,64 @@ func cmdStatsWatch(c *ctl, fs *flag.FlagSet, args []string) error {
 }
 
 func cmdKeysJWKS(c *ctl, fs *flag.FlagSet, args []string) error {
+	gateways := fs.String("gateways", "", "the gateways to compare, comma-separated base URLs (default: the one -url names); "+
+		"after each step of a rotation every gateway must publish the same keys in the same order")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	b, _, err := c.do("GET", "/.well-known/jwks.json", nil, "")
-	if err != nil {
-		return err
+	urls := []string{c.url}
+	if *gateways != "" {
+		urls = strings.Split(*gateways, ",")
 	}
-	return c.show(b, func(v map[string]any) {
-		keys, _ := v["keys"].([]any)
-		for i, k := range keys {
-			role := "verifies"
-			if i == 0 {
-				role = "signs new admit tokens"
-			}
-			fmt.Fprintf(c.out, "%v\t%s\n", k.(map[string]any)["kid"], role)
+	type ring struct {
+		URL  string   `json:"url"`
+		Keys []string `json:"keys"` // key ids; the first signs new admit tokens
+	}
+	var rings []ring
+	agree := true
+	for _, u := range urls {
+		one := *c
+		one.url, one.token = strings.TrimSpace(u), "" // the keys are public
+		b, _, err := one.do("GET", "/.well-known/jwks.json", nil, "")
+		if err != nil {
+			return fmt.Errorf("%s: %w", one.url, err)
 		}
-	})
+		var set struct {
+			Keys []struct {
+				Kid string `json:"kid"`
+			} `json:"keys"`
+		}
+		if err := json.Unmarshal(b, &set); err != nil || len(set.Keys) == 0 {
+			return fmt.Errorf("%s: not a key set: %.200s", one.url, b)
+		}
+		r := ring{URL: one.url}
+		for _, k := range set.Keys {
+			r.Keys = append(r.Keys, k.Kid)
+		}
+		agree = agree && (len(rings) == 0 || slices.Equal(r.Keys, rings[0].Keys))
+		rings = append(rings, r)
+	}
+	if c.json {
+		b, _ := json.Marshal(map[string]any{"gateways": rings, "agree": agree})
+		if err := c.show(b, nil); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range rings {
+			if len(rings) > 1 {
+				fmt.Fprintln(c.out, r.URL)
+			}
+			for i, kid := range r.Keys {
+				role := "verifies"
+				if i == 0 {
+					role = "signs new admit tokens"
+				}
+				fmt.Fprintf(c.out, "%s\t%s\n", kid, role)
+			}
+		}
+	}
+	if !agree {
+		return errors.New("the gateways publish different keys: this step of the rotation is not done on every gateway yet (restart the rest, then check again)")
+	}
+	return nil
 }
