@@ -571,12 +571,13 @@ func exactNames(raw []byte, t reflect.Type) error {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		var members map[string]json.RawMessage
-		if json.Unmarshal(raw, &members) != nil {
+		ms, ok := members(raw)
+		if !ok {
 			return nil // not an object: the decoder judged it
 		}
 		fields := fieldsOf(t)
-		for name, v := range members {
+		for _, m := range ms {
+			name, v := m.name, m.value
 			ft, ok := fields[name]
 			if !ok {
 				for field := range fields {
@@ -602,6 +603,36 @@ func exactNames(raw []byte, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// member is one member of a JSON object.
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// members lists the members of the JSON object raw in order, a name given
+// twice twice (encoding/json decodes each into the field: a map would keep
+// only the last for exactNames to see); ok=false if raw is no object.
+func members(raw []byte) ([]member, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var out []member
+	for dec.More() {
+		t, err := dec.Token()
+		name, isName := t.(string)
+		if err != nil || !isName {
+			return nil, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, false
+		}
+		out = append(out, member{name, v})
+	}
+	return out, true
 }
 
 // memberTypes caches fieldsOf by struct type.

@@ -99,8 +99,9 @@ func (m *Mailer) SendTickets(ctx context.Context, b *core.Booking, event, link s
 }
 
 // SendCancellation tells a booking's holder by email that the show was
-// cancelled, why, and that the whole amount is being refunded to how they
-// paid. link opens the booking's page.
+// cancelled, why, and that the whole amount is going back to how they paid
+// (refunded; a card authorization never captured is released). link opens
+// the booking's page.
 func (m *Mailer) SendCancellation(ctx context.Context, b *core.Booking, event, reason, link string) error {
 	msg := mail.NewMsg()
 	if err := msg.From(m.From); err != nil {
@@ -109,7 +110,11 @@ func (m *Mailer) SendCancellation(ctx context.Context, b *core.Booking, event, r
 	if err := msg.To(b.Email); err != nil {
 		return fmt.Errorf("mail to: %w", err)
 	}
-	msg.Subject(fmt.Sprintf("Cancelled: %s (booking %d): your money is on its way back", event, b.ID))
+	subject := "your money is on its way back"
+	if b.Flow == core.FlowSync && !b.Captured {
+		subject = "nothing was charged"
+	}
+	msg.Subject(fmt.Sprintf("Cancelled: %s (booking %d): %s", event, b.ID, subject))
 	msg.SetBodyString(mail.TypeTextPlain, CancelText(b, event, reason, link))
 	return m.send(ctx, msg)
 }

@@ -99,3 +99,36 @@ func TestSMS(t *testing.T) {
 		t.Fatalf("Send = %v, gateway got %v", err, got)
 	}
 }
+
+// The cancellation's words follow where the money is: tickets issued (the
+// money taken) or none, refunded or (a card never charged) released.
+func TestCancelWords(t *testing.T) {
+	for _, tc := range []struct {
+		flow     core.Flow
+		captured bool
+		want     []string
+		not      []string
+	}{
+		{core.FlowAsync, true, []string{"2 ticket(s) are no longer valid", "is being refunded"}, []string{"no ticket will be issued", "released"}},
+		{core.FlowAsync, false, []string{"no ticket will be issued", "is being refunded"}, []string{"no longer valid", "released"}},
+		{core.FlowSync, true, []string{"2 ticket(s) are no longer valid", "is being refunded"}, []string{"released"}},
+		{core.FlowSync, false, []string{"no ticket will be issued", "nothing was charged", "released"}, []string{"refunded to the account"}},
+	} {
+		b := &core.Booking{ID: 7, Quantity: 2, AmountPaise: 150000, Flow: tc.flow, Captured: tc.captured}
+		text := CancelText(b, "Dune", "The projector failed.", "https://t.example/b/7")
+		sms := CancelSMS(b, "Dune", "https://t.example/b/7")
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) && !strings.Contains(sms, w) {
+				t.Errorf("%s captured=%v: neither the email nor the SMS says %q:\n%s\n%s", tc.flow, tc.captured, w, text, sms)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(text, w) || strings.Contains(sms, w) {
+				t.Errorf("%s captured=%v: says %q:\n%s\n%s", tc.flow, tc.captured, w, text, sms)
+			}
+		}
+		if !strings.Contains(sms, "CANCELLED") || !strings.Contains(sms, "Rs 1500.00") {
+			t.Errorf("SMS = %q", sms)
+		}
+	}
+}

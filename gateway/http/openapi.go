@@ -27,5 +27,8 @@ func (s *Server) openapiDocument(ctx *fasthttp.RequestCtx, _ params) error {
 // core's max-age, one fetch at a time): asking for it cannot take the
 // connections to the core that fans' holds and payments need.
 func (s *Server) coreDocument(ctx *fasthttp.RequestCtx, _ params) error {
-	return s.serveRead(ctx, s.reads.layouts, "/openapi.yaml", "OpenAPI document")
+	return s.serveRead(ctx, s.reads.layouts, "/openapi.yaml", coreDocumentWhat)
 }
+
+// coreDocumentWhat names the core's document among the cached reads.
+const coreDocumentWhat = "OpenAPI document"

@@ -83,7 +83,7 @@ var routes = compile([]route{
 	{method: "GET", pattern: "/web-config.json", name: "page", limit: limitPage, handle: (*Server).webConfig},
 
 	// The API's documents: the gateway's own (openapi.go), and the core's
-	// forwarded from the core, which integrators cannot reach.
+	// read from the core (cached: openapi.go), which integrators cannot reach.
 	{method: "GET", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: (*Server).openapiDocument},
 	{method: "GET", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: (*Server).coreDocument},
 	{method: "", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},

@@ -53,8 +53,11 @@ func (s *Server) serveRead(ctx *fasthttp.RequestCtx, c *readCache, pathQuery, wh
 	case err != nil:
 		return err
 	case a.Status == fasthttp.StatusNotFound:
-		if what == "event" || what == "catalog" {
+		switch what {
+		case "event", "catalog":
 			return gateway.Errorf(gateway.ENotFound, "no such %s", what)
+		case coreDocumentWhat:
+			return gateway.Errorf(gateway.ENotFound, "the core serves no OpenAPI document")
 		}
 		return gateway.Errorf(gateway.ENotFound, "no %s for this event", what)
 	}

@@ -839,7 +839,15 @@ func cmdKeysJWKS(c *ctl, fs *flag.FlagSet, args []string) error {
 	}
 	urls := []string{c.url}
 	if *gateways != "" {
-		urls = strings.Split(*gateways, ",")
+		urls = nil
+		for _, u := range strings.Split(*gateways, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				urls = append(urls, u)
+			}
+		}
+		if len(urls) == 0 {
+			return usagef("-gateways names no URL")
+		}
 	}
 	type ring struct {
 		URL  string   `json:"url"`

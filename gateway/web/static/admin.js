@@ -282,15 +282,15 @@ function selectEvent(id) {
 // has been published.
 const DRAFT_CHECK_MS = 10000;
 
-// noteDraft says why a draft's console stays empty (and takes the note
-// away again when another show is picked).
+// noteDraft says why a draft's console stays empty (and takes this note,
+// or checkShow's about the show, away again once it no longer holds).
 function noteDraft() {
   if (isDraft()) {
     showMessage("This show is a draft: fans cannot see it, and its waiting room opens once it is published (Shows and venues). Set its dials then, before the sale opens.", "info");
-    ui.message.dataset.draft = "1";
-  } else if (ui.message.dataset.draft) {
+    ui.message.dataset.note = "1";
+  } else if (ui.message.dataset.note) {
     showMessage("");
-    delete ui.message.dataset.draft;
+    delete ui.message.dataset.note;
   }
 }
 
@@ -421,10 +421,22 @@ async function checkShow(gen) {
       signOut("Your session was refused or has expired. Sign in again.");
       return;
     }
+    if (err.status === 404) {
+      showMessage(`There is no show #${state.eventId}. Pick one from the list.`, "error");
+      ui.message.dataset.note = "1";
+      return;
+    }
+    // The core or the network failed: look again later.
+    showMessage(`Could not read show #${state.eventId}: ${err.message} Trying again.`, "error");
+    ui.message.dataset.note = "1";
+    state.timer = setTimeout(() => checkShow(gen), DRAFT_CHECK_MS);
+    return;
   }
   noteDraft();
-  if (isDraft()) state.timer = setTimeout(() => checkShow(gen), DRAFT_CHECK_MS);
-  else poll(gen);
+  if (isDraft()) {
+    state.verifying = false; // the note says what signing in led to
+    state.timer = setTimeout(() => checkShow(gen), DRAFT_CHECK_MS);
+  } else poll(gen);
 }
 
 function stopPolling() {
