@@ -330,6 +330,17 @@ func (w *Worker) do(ctx context.Context, j core.Job) error {
 		}
 		return err
 	case core.JobCapture:
+		if b.Status != core.BookingConfirmed {
+			// The booking moved on before its money was taken (its show
+			// was cancelled: REFUND_DUE, its void queued): capturing now
+			// would charge the fan only for the void to refund it, after
+			// a message saying nothing was charged. Nothing to do; the
+			// void releases the authorization. (A cancellation that
+			// commits while the capture is at the provider still ends in
+			// a refund: the void finds the payment captured.)
+			w.Log.Info("capture skipped: the booking is no longer confirmed", "booking", b.ID, "status", b.Status)
+			return nil
+		}
 		_, err := w.Provider.Capture(ctx, key(core.JobCapture, b.ID), b.PaymentID)
 		switch {
 		case core.ProviderConflict(err, "already_captured"):

@@ -1031,3 +1031,44 @@ func TestTicketLink(t *testing.T) {
 		}
 	}
 }
+
+// A card booking whose show is cancelled before its capture ran is never
+// charged: the capture job takes nothing (the booking is no longer
+// CONFIRMED), the void releases the authorization, the booking ends
+// REFUNDED and uncaptured. Control: a card booking of a show that goes
+// ahead is captured by the same worker.
+func TestNoCaptureAfterCancellation(t *testing.T) {
+	captures := func(e *env, b int64) int {
+		n := 0
+		for _, c := range e.prov.callsFor(key(core.JobCapture, b)) {
+			if c.op == "capture" {
+				n++
+			}
+		}
+		return n
+	}
+	control := newEnv(t)
+	kept := control.booking(t, core.FlowSync, false, "")
+	control.worker(control.db, time.Minute).Poll(ctx)
+	if st, captured := control.status(t, kept); st != core.BookingConfirmed || !captured || captures(control, kept) != 1 {
+		t.Fatalf("control: booking %s (captured %v), %d captures; want CONFIRMED and captured once", st, captured, captures(control, kept))
+	}
+
+	e := newEnv(t)
+	b := e.booking(t, core.FlowSync, false, "")
+	if _, _, err := e.db.CancelShow(ctx, e.event, "the venue flooded", core.Actor{Operator: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	w := e.worker(e.db, time.Minute)
+	for range 5 {
+		if w.Poll(ctx) == 0 {
+			break
+		}
+		e.due(t)
+	}
+	st, captured := e.status(t, b)
+	if n := captures(e, b); n != 0 || captured || st != core.BookingRefunded || e.prov.movedFor("void", payment(b)) != 1 {
+		t.Fatalf("after the cancellation: %d captures, booking %s (captured %v), %d voids; want no capture, REFUNDED by one void",
+			n, st, captured, e.prov.movedFor("void", payment(b)))
+	}
+}
