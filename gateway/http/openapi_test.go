@@ -27,22 +27,13 @@ const docFile = "openapi.yaml"
 
 // apiDoc is the document, loaded once for the test binary: the operations
 // every test answered add up in it (TestMain's coverage check, apitest.Covered).
-var apiDoc = sync.OnceValues(func() (*apitest.Doc, error) {
+var apiDoc = sync.OnceValue(func() *apitest.Doc {
 	d, err := apitest.Load(docFile)
 	if err != nil {
-		return nil, err
+		panic(err) // TestOpenAPIDocument says what is wrong with it
 	}
-	return d.Outside(outside), nil
+	return d.Outside(outside)
 })
-
-func document(tb testing.TB) *apitest.Doc {
-	tb.Helper()
-	d, err := apiDoc()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return d
-}
 
 // outside says whether the route table serves method and path with a row
 // the document leaves out on purpose: pages and static files, and what is
@@ -62,12 +53,7 @@ func outsideRow(name string) bool {
 // check fails tb when the exchange departs from the document.
 func check(tb testing.TB, x apitest.Exchange) {
 	tb.Helper()
-	d, err := apiDoc()
-	if err != nil {
-		tb.Error(err) // (not Fatal: a subtest may serve through its parent's fake)
-		return
-	}
-	if err := d.Check(x); err != nil {
+	if err := apiDoc().Check(x); err != nil {
 		tb.Errorf("openapi: %v", err)
 	}
 }
@@ -109,15 +95,7 @@ func requestOf(ctx *fasthttp.RequestCtx) apitest.Exchange {
 // covered runs the tests, then apitest.Covered's check of the document.
 type covered struct{ m *testing.M }
 
-func (c covered) Run() int {
-	return apitest.Covered(c.m, func() *apitest.Doc {
-		d, err := apiDoc()
-		if err != nil {
-			panic(err)
-		}
-		return d
-	})
-}
+func (c covered) Run() int { return apitest.Covered(c.m, apiDoc) }
 
 // The document is a valid OpenAPI 3.1 document (apitest.Load checks), the
 // gateway serves it as it is on disk, and every route of the table that is

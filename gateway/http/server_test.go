@@ -129,7 +129,7 @@ func newGateway(t *testing.T, addrs string, edit func(*gwhttp.Config)) *gw {
 	t.Cleanup(func() { cancel(); ln.Close() })
 	jar := &cookieJar{}
 	// Every client's exchanges are checked against the OpenAPI document.
-	tr := document(t).Transport(t, &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }})
+	tr := apiDoc().Transport(t, &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return ln.Dial() }})
 	g := &gw{statsAsked: statsAsked, store: store, room: rm, times: times, base: "http://gateway", cancel: cancel,
 		client: &http.Client{Jar: jar, Transport: tr}}
 	g.event = redistest.Event(t, store)
