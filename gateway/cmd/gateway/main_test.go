@@ -82,7 +82,8 @@ func gatewayBinary(tb testing.TB) string {
 type fleet struct {
 	addrs []string
 	procs []*exec.Cmd
-	logs  []string // each gateway's stdout and stderr
+	done  []chan struct{} // closed when the gateway has exited
+	logs  []string        // each gateway's stdout and stderr
 }
 
 // startFleet starts n gateways on redisAddr in front of a healthy fake core
@@ -113,41 +114,64 @@ func startFleetOf(t testing.TB, bin string, n int, redisAddr string, args ...str
 	keyFile := filepath.Join(dir, "admit.key")
 	admission.WritePrivateKeyFile(keyFile, key)
 	f := &fleet{}
-	for i := range n {
-		addr, ops := freeAddr(t), freeAddr(t)
-		operators.Store(addr, ops)
-		logPath := filepath.Join(dir, fmt.Sprintf("gateway-%d.log", i))
-		f.logs = append(f.logs, logPath)
-		logf, _ := os.Create(logPath)
-		cmd := exec.Command(bin, append([]string{"-addr", addr, "-admin-addr", ops, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
-			"-ip-rate", "100000", "-token-rate", "1000"}, args...)...) // the test's crowd comes from one address
-		cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+serviceToken, "ONSALE_LOG_LEVEL=warn")
-		cmd.Stdout, cmd.Stderr = logf, logf
-		// A test killed at its timeout takes its gateways with it.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		f.addrs = append(f.addrs, addr)
-		f.procs = append(f.procs, cmd)
-	}
 	t.Cleanup(func() {
-		for _, p := range f.procs {
+		for i, p := range f.procs {
 			p.Process.Signal(os.Interrupt)
-			p.Wait()
+			<-f.done[i]
 		}
 	})
-	for i, a := range f.addrs {
-		up := waitUntil(10*time.Second, func() bool {
-			r, err := http.Get("http://" + a + "/healthz")
-			if err == nil {
-				r.Body.Close()
+	for i := range n {
+		logPath := filepath.Join(dir, fmt.Sprintf("gateway-%d.log", i))
+		// A port freeAddr picked may be taken before the gateway binds it
+		// (an outgoing connection of a test running beside this one, say):
+		// the gateway exits saying so, and is started again on new ports.
+		for attempt := 1; ; attempt++ {
+			addr, ops := freeAddr(t), freeAddr(t)
+			logf, _ := os.Create(logPath)
+			cmd := exec.Command(bin, append([]string{"-addr", addr, "-admin-addr", ops, "-redis", redisAddr, "-admit-keys", keyFile, "-tick", "100ms",
+				"-ip-rate", "100000", "-token-rate", "1000"}, args...)...) // the test's crowd comes from one address
+			cmd.Env = append(os.Environ(), "ONSALE_QUEUE_SECRET="+strings.Repeat("s", 32), "ONSALE_ADMIN_TOKEN="+serviceToken, "ONSALE_LOG_LEVEL=warn")
+			cmd.Stdout, cmd.Stderr = logf, logf
+			// A test killed at its timeout takes its gateways with it.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
 			}
-			return err == nil && r.StatusCode == 200
-		})
-		if !up { // its log says why (a port taken since freeAddr, say)
-			log, _ := os.ReadFile(f.logs[i])
-			t.Fatalf("timed out waiting for gateway %s; its log:\n%s", a, log)
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			up := waitUntil(10*time.Second, func() bool {
+				select {
+				case <-exited:
+					return true
+				default:
+				}
+				r, err := http.Get("http://" + addr + "/healthz")
+				if err == nil {
+					r.Body.Close()
+				}
+				return err == nil && r.StatusCode == 200
+			})
+			select {
+			case <-exited:
+				up = false
+			default:
+			}
+			if up {
+				logf.Close()
+				operators.Store(addr, ops)
+				f.addrs, f.procs, f.logs = append(f.addrs, addr), append(f.procs, cmd), append(f.logs, logPath)
+				f.done = append(f.done, exited)
+				break
+			}
+			cmd.Process.Kill()
+			<-exited
+			logf.Close()
+			log, _ := os.ReadFile(logPath)
+			if attempt < 3 && strings.Contains(string(log), "address already in use") {
+				t.Logf("gateway %d lost a picked port before it bound it; starting it again on new ports: %s", i, log)
+				continue
+			}
+			t.Fatalf("timed out waiting for gateway %s; its log:\n%s", addr, log)
 		}
 	}
 	return f
