@@ -202,6 +202,11 @@ type Payment struct {
 	AmountCaptured int64  `json:"amount_captured"`
 	AmountRefunded int64  `json:"amount_refunded"`
 	FailureReason  string `json:"failure_reason,omitempty"`
+	// CheckoutURL is where the payer completes a payment that waits for
+	// them (a UPI collect page, a card's 3-D Secure step): the provider's
+	// own page, so no provider script runs in onsale's pages. Empty when
+	// nothing waits for the payer.
+	CheckoutURL string `json:"checkout_url,omitempty"`
 }
 
 // Payment statuses at the provider.
@@ -229,7 +234,74 @@ type PaymentRequest struct {
 	Method       string `json:"method"` // upi or card
 	PaymentToken string `json:"payment_token,omitempty"`
 	Capture      string `json:"capture"` // automatic or manual
+	// ReturnURL is where the provider's page sends the payer back to
+	// (onsale's booking page); not sent to the simulator, which takes it
+	// on its checkout page's link instead.
+	ReturnURL string `json:"-"`
 }
+
+// PaymentProvider is the payment provider as the core uses it, whichever it
+// is: core/paysim (onsale's simulator), core/stripe (cards), core/razorpay
+// (UPI). Every call that moves money takes an idempotency key derived from
+// the booking (or hold) and the attempt; an adapter whose provider keeps
+// keys for less time than the outbox retries, or has none for a call, looks
+// the effect up before it acts again, so a retry is carried out once
+// whatever its age. Errors are *ProviderError in the core's vocabulary
+// (402 declined, 409 already_captured / already_canceled /
+// refund_exceeds_capture / invalid_state, 5xx or a transport error
+// temporary): the adapters translate their provider's.
+type PaymentProvider interface {
+	// Name is the provider's name in logs and metrics (paysim, stripe,
+	// razorpay).
+	Name() string
+	// Takes reports whether the provider takes a payment method ("upi",
+	// "card"): Pay (UPI) and Confirm (card) refuse a method it does not.
+	Takes(method string) bool
+	// CreatePayment creates (or, under the same key, returns) a payment.
+	CreatePayment(ctx context.Context, key string, r PaymentRequest) (*Payment, error)
+	// Payment fetches a payment by the id CreatePayment returned.
+	Payment(ctx context.Context, id string) (*Payment, error)
+	// PaymentsFor lists the payments made for a booking's reference, for
+	// the reconciler; id is the payment the booking recorded ("" when none
+	// yet): a provider that cannot search by reference fetches that one.
+	PaymentsFor(ctx context.Context, ref, id string) ([]Payment, error)
+	// Capture takes the money of an authorized payment.
+	Capture(ctx context.Context, key, id string) (*Payment, error)
+	// Cancel voids an authorization that was not captured.
+	Cancel(ctx context.Context, key, id string) (*Payment, error)
+	// Refund gives back whatever is left of what was captured.
+	Refund(ctx context.Context, key, id string) (*Refund, error)
+	// Webhook verifies a webhook's signature over its raw body (with the
+	// provider's own scheme) and reads it as a PaymentEvent: an error
+	// with code EBadSignature when the signature fails, EInvalid when it
+	// verifies but is not an event.
+	Webhook(h http.Header, body []byte, now time.Time) (*PaymentEvent, error)
+}
+
+// PaymentEvent is a provider's webhook read into the core's terms.
+type PaymentEvent struct {
+	ID      string    // the provider's event id: the de-duplication key
+	Type    string    // the provider's event type, for the record
+	Created time.Time // when the provider made it (zero: not said)
+	// Outcome: EventSucceeded (the money is there: taken, or a card
+	// authorized), EventFailed, or EventIgnored (an event the flows do
+	// not need, such as a refund's: the outbox knows already).
+	Outcome   EventOutcome
+	PaymentID string
+	Reference string // the booking's reference (BookingReference)
+	Amount    int64  // paise
+	Currency  string // upper case
+}
+
+// EventOutcome is what a provider event says of its payment.
+type EventOutcome string
+
+// Event outcomes.
+const (
+	EventSucceeded EventOutcome = "succeeded"
+	EventFailed    EventOutcome = "failed"
+	EventIgnored   EventOutcome = "ignored"
+)
 
 // ProviderError is an error answer of the payment provider.
 type ProviderError struct {

@@ -26,6 +26,7 @@ const (
 	EPaymentDeclined   = "payment_declined"        // the provider refused the payment
 	EPaymentInProgress = "payment_in_progress"     // another payment for this hold is under way
 	EProvider          = "provider_unavailable"    // the payment provider did not answer
+	EMethodUnavailable = "method_unavailable"      // the provider in use does not take this payment method (UPI, card)
 	EIdemMissing       = "idempotency_key_missing" // an operation that needs one came without
 	EIdemReused        = "idempotency_key_reused"  // same key, another request
 	EIdemInFlight      = "request_in_flight"       // same key, first request still running

@@ -13,7 +13,6 @@ import (
 
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/shared/account"
-	"github.com/onsale/onsale/shared/paysig"
 	"github.com/onsale/onsale/shared/problem"
 )
 
@@ -29,12 +28,16 @@ type KeyStore interface {
 	RenewKey(ctx context.Context, account, key string, fence core.KeyFence, lease time.Duration) error
 }
 
-// Provider is what the payment routes ask of the payment provider
-// (core/provider's Client implements it).
+// Provider is what the payment routes ask of the payment provider (a
+// core.PaymentProvider: core/paysim, core/stripe, core/razorpay).
 type Provider interface {
+	Name() string
+	Takes(method string) bool
 	// CreatePayment creates (or, under the same key, returns) a payment.
 	CreatePayment(ctx context.Context, key string, r core.PaymentRequest) (*core.Payment, error)
 	Payment(ctx context.Context, id string) (*core.Payment, error)
+	// Webhook verifies a webhook with the provider's scheme and reads it.
+	Webhook(h http.Header, body []byte, now time.Time) (*core.PaymentEvent, error)
 }
 
 // Jobs runs the outbox jobs a request queued (core/outbox's Worker
@@ -58,12 +61,14 @@ type Tickets interface {
 // Payments wires the payment routes: Pay (async), Confirm (sync), the
 // provider's webhook, bookings and ticket QR codes.
 type Payments struct {
-	Bookings      core.Bookings
-	Keys          KeyStore
-	Provider      Provider
-	Outbox        Jobs
-	WebhookSecret []byte
-	Tickets       Tickets
+	Bookings core.Bookings
+	Keys     KeyStore
+	Provider Provider
+	Outbox   Jobs
+	Tickets  Tickets
+	// PublicURL is the gateway's public address: a provider's page sends
+	// the payer back to <PublicURL>/events/<event>/book.
+	PublicURL string
 }
 
 // keyLease is how long a request owns its idempotency key before a retry
@@ -323,8 +328,14 @@ func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (co
 	if err == nil {
 		raw, err = readBody(w, r, &in)
 	}
+	method := "upi"
+	if card {
+		method = "card"
+	}
 	switch {
 	case err != nil:
+	case !s.Payments.Provider.Takes(method):
+		err = core.Errorf(core.EMethodUnavailable, "this box office takes %s through %s", takenBy(s.Payments.Provider), s.Payments.Provider.Name())
 	case card && in.PaymentToken == "":
 		err = core.Errorf(core.EInvalid, "payment_token is required")
 	case !card && in.PaymentToken != "":
@@ -342,6 +353,25 @@ func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (co
 		return ref, in, contact, nil, false
 	}
 	return ref, in, contact, raw, true
+}
+
+// takenBy names the methods a provider takes, for a refusal.
+func takenBy(p Provider) string {
+	switch {
+	case p.Takes("card") && !p.Takes("upi"):
+		return "cards only (POST /v1/holds/{hold}/confirm with a payment_token)"
+	case p.Takes("upi") && !p.Takes("card"):
+		return "UPI only (POST /v1/holds/{hold}/payment)"
+	}
+	return "no payments"
+}
+
+// returnURL is the booking page a provider's page sends the payer back to.
+func (s *Server) returnURL(b *core.Booking) string {
+	if s.Payments.PublicURL == "" {
+		return ""
+	}
+	return strings.TrimRight(s.Payments.PublicURL, "/") + "/events/" + strconv.FormatInt(b.EventID, 10) + "/book"
 }
 
 // workContext outlives the client: once money may move, the request's work
@@ -373,7 +403,8 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 			return result{status: http.StatusCreated, body: map[string]any{"booking": b, "payment": map[string]string{"id": b.PaymentID}}}
 		}
 		p, err := s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), core.PaymentRequest{
-			Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "upi", Capture: "automatic"})
+			Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "upi", Capture: "automatic",
+			ReturnURL: s.returnURL(b)})
 		if err != nil {
 			return s.providerError(ctx, b, err)
 		}
@@ -408,7 +439,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		if b.PaymentID == "" {
 			p, err = s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), core.PaymentRequest{
 				Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "card",
-				PaymentToken: in.PaymentToken, Capture: "manual"})
+				PaymentToken: in.PaymentToken, Capture: "manual", ReturnURL: s.returnURL(b)})
 			if err != nil {
 				return s.providerError(ctx, b, err)
 			}
@@ -451,54 +482,44 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// webhookEvent is the provider's event envelope.
-type webhookEvent struct {
-	ID      string `json:"id"`
-	Type    string `json:"type"`
-	Created int64  `json:"created"` // unix seconds: when the provider made the event
-	Data    struct {
-		Object struct {
-			ID        string `json:"id"`
-			PaymentID string `json:"payment_id"`
-			Status    string `json:"status"`
-			Reference string `json:"reference"`
-			Amount    int64  `json:"amount"`
-			Currency  string `json:"currency"`
-		} `json:"object"`
-	} `json:"data"`
+// WebhookPath is where the named provider's webhooks are taken: the
+// URL to register with it (the simulator's is /v1/webhooks/payments).
+func WebhookPath(provider string) string {
+	if provider == "paysim" {
+		return "/v1/webhooks/payments"
+	}
+	return "/v1/webhooks/" + provider
 }
 
-// webhook takes the provider's events: the signature is checked over the
-// raw body (constant time, 5-minute tolerance), then the event is applied
-// once (its id is the de-duplication key, in the same transaction).
+// webhook takes the provider's events: the provider's adapter checks the
+// signature over the raw body with its own scheme (constant time) and reads
+// the event; it is applied once (its id is the de-duplication key, in the
+// same transaction as its effect).
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		s.fail(w, r, core.Errorf(core.ETooLarge, "the body is over %d bytes", MaxBodyBytes))
 		return
 	}
-	if err := paysig.Verify(s.Payments.WebhookSecret, r.Header.Get(paysig.Header), raw, time.Now()); err != nil {
-		s.Metrics.Webhooks.WithLabelValues("bad_signature").Inc()
-		s.fail(w, r, core.Errorf(core.EBadSignature, "%v", err))
+	ev, err := s.Payments.Provider.Webhook(r.Header, raw, time.Now())
+	if err != nil {
+		if core.ErrorCode(err) == core.EBadSignature {
+			s.Metrics.Webhooks.WithLabelValues("bad_signature").Inc()
+		}
+		s.fail(w, r, err)
 		return
 	}
-	var ev webhookEvent
-	if err := json.Unmarshal(raw, &ev); err != nil || ev.ID == "" || ev.Type == "" {
-		s.fail(w, r, core.Errorf(core.EInvalid, "not a provider event"))
-		return
+	if !ev.Created.IsZero() {
+		s.Metrics.WebhookLag.Observe(max(0, time.Since(ev.Created).Seconds()))
 	}
-	if ev.Created > 0 {
-		s.Metrics.WebhookLag.Observe(max(0, time.Since(time.Unix(ev.Created, 0)).Seconds()))
-	}
-	obj := ev.Data.Object
-	booking, _ := core.ParseBookingReference(obj.Reference)
+	booking, _ := core.ParseBookingReference(ev.Reference)
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
 	var outcome core.BookingStatus
-	switch ev.Type {
-	case "payment.succeeded", "payment.failed":
-		outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{EventID: ev.ID, Type: ev.Type, PaymentID: obj.ID,
-			BookingID: booking, Succeeded: ev.Type == "payment.succeeded", Amount: obj.Amount, Currency: obj.Currency})
+	switch ev.Outcome {
+	case core.EventSucceeded, core.EventFailed:
+		outcome, err = s.Payments.Bookings.Settle(ctx, core.Settlement{EventID: ev.ID, Type: ev.Type, PaymentID: ev.PaymentID,
+			BookingID: booking, Succeeded: ev.Outcome == core.EventSucceeded, Amount: ev.Amount, Currency: ev.Currency})
 		if err != nil {
 			s.fail(w, r, err) // 503: the provider retries
 			return
@@ -507,7 +528,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		outcome = "ignored" // refund.succeeded and others: the outbox already knows
 	}
 	s.Metrics.Webhooks.WithLabelValues(string(outcome)).Inc()
-	log := s.Log.With("event", ev.ID, "type", ev.Type, "payment", obj.ID, "reference", obj.Reference, "outcome", outcome)
+	log := s.Log.With("provider", s.Payments.Provider.Name(), "event", ev.ID, "type", ev.Type, "payment", ev.PaymentID, "reference", ev.Reference, "outcome", outcome)
 	switch outcome {
 	case core.OutcomeUnknownOrder:
 		log.Warn("payment webhook for an unknown order: acknowledged, needs a look")
@@ -517,11 +538,11 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		// it loudly); alert.
 		s.Metrics.ProviderContradictions.WithLabelValues("webhook").Inc()
 		log.Error("PAYMENT PROVIDER CONTRADICTS ITSELF: a settled booking's own payment re-reported with another amount or currency; needs an operator",
-			"amount", obj.Amount, "currency", obj.Currency)
+			"amount", ev.Amount, "currency", ev.Currency)
 	case core.OutcomeStrayRefund:
 		// Money the booking does not keep (core.Settlement): its refund
 		// is queued; run it now, in the worker's loop.
-		log.Warn("payment the booking does not keep: refund queued", "amount", obj.Amount, "currency", obj.Currency)
+		log.Warn("payment the booking does not keep: refund queued", "amount", ev.Amount, "currency", ev.Currency)
 		if booking > 0 {
 			s.Payments.Outbox.Kick(core.JobStrayRefund, booking)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onsale/onsale/core"
 	corehttp "github.com/onsale/onsale/core/http"
+	"github.com/onsale/onsale/core/paysim"
 	"github.com/onsale/onsale/core/ticket"
 	"github.com/onsale/onsale/shared/admission"
 )
@@ -28,6 +29,15 @@ func (p *fakeProvider) Payment(_ context.Context, id string) (*core.Payment, err
 	return &core.Payment{ID: id, Status: core.PaymentPending}, nil
 }
 
+func (p *fakeProvider) Name() string { return "paysim" }
+
+func (p *fakeProvider) Takes(string) bool { return true }
+
+// Webhook verifies as the simulator's client does, with the secret whsec.
+func (p *fakeProvider) Webhook(h http.Header, body []byte, now time.Time) (*core.PaymentEvent, error) {
+	return paysim.New("", "", []byte("whsec")).Webhook(h, body, now)
+}
+
 // withPayments wires the payment routes with a fake provider.
 func withPayments(f *fixture, s *corehttp.Server) {
 	priv, err := admission.GenerateKey()
@@ -35,7 +45,7 @@ func withPayments(f *fixture, s *corehttp.Server) {
 		panic(err)
 	}
 	s.Payments = &corehttp.Payments{Bookings: f.db, Keys: f.db, Provider: &fakeProvider{}, Outbox: &kicks{},
-		WebhookSecret: []byte("whsec"), Tickets: ticket.NewSigner(priv)}
+		Tickets: ticket.NewSigner(priv)}
 }
 
 func (f *fixture) expiredAdmit(t *testing.T, identity string, event int64) string {

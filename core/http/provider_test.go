@@ -43,7 +43,7 @@ func TestPayWithRefusedKey(t *testing.T) {
 		}
 		met = s.Metrics
 		s.Payments = &corehttp.Payments{Bookings: f.db, Keys: f.db, Provider: prov, Outbox: &kicks{},
-			WebhookSecret: []byte("whsec"), Tickets: ticket.NewSigner(priv)}
+			Tickets: ticket.NewSigner(priv)}
 	})
 	h := f.hold(t, "fan", "AUD-E-7")
 	id := h.body["hold_id"].(string)

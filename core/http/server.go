@@ -120,7 +120,7 @@ func (s *Server) Handler() http.Handler {
 	if s.Payments != nil {
 		mux.HandleFunc("POST /v1/holds/{hold}/payment", s.pay)
 		mux.HandleFunc("POST /v1/holds/{hold}/confirm", s.confirm)
-		mux.HandleFunc("POST /v1/webhooks/payments", s.webhook)
+		mux.HandleFunc("POST "+WebhookPath(s.Payments.Provider.Name()), s.webhook)
 		mux.HandleFunc("GET /v1/bookings/{booking}", s.getBooking)
 		mux.HandleFunc("GET /v1/bookings/{booking}/tickets/{n}/qr.png", s.ticketQR)
 	}
@@ -689,6 +689,7 @@ var status = map[string]int{
 	core.EPaymentDeclined:   http.StatusPaymentRequired,
 	core.EPaymentInProgress: http.StatusConflict,
 	core.EProvider:          http.StatusBadGateway,
+	core.EMethodUnavailable: http.StatusUnprocessableEntity,
 	core.EIdemMissing:       http.StatusBadRequest,
 	core.EIdemReused:        http.StatusUnprocessableEntity,
 	core.EIdemInFlight:      http.StatusConflict,

@@ -17,6 +17,7 @@ import (
 	"github.com/onsale/onsale/core"
 	corehttp "github.com/onsale/onsale/core/http"
 	"github.com/onsale/onsale/core/metrics"
+	"github.com/onsale/onsale/core/paysim"
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/postgres/postgrestest"
 	"github.com/onsale/onsale/core/seed"
@@ -76,7 +77,7 @@ func TestLateWebhookKicksQueuedJob(t *testing.T) {
 			priv, _ := admission.GenerateKey()
 			s := &corehttp.Server{Catalog: db, Holds: db, Verifier: admission.NewVerifierFromPublicKeys(admission.NewSigner(priv).PublicKey()),
 				Ready: db.Ping, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(),
-				Payments: &corehttp.Payments{Bookings: db, Keys: db, Outbox: k, WebhookSecret: secret}}
+				Payments: &corehttp.Payments{Bookings: db, Keys: db, Outbox: k, Provider: paysim.New("", "", secret)}}
 			srv := served(t, s.Handler())
 			t.Cleanup(srv.Close)
 
@@ -223,7 +224,7 @@ func (tc strayCase) run(t *testing.T) {
 	met := metrics.New()
 	s := &corehttp.Server{Catalog: db, Holds: db, Verifier: admission.NewVerifierFromPublicKeys(admission.NewSigner(priv).PublicKey()),
 		Ready: db.Ping, Log: slog.New(slog.DiscardHandler), Metrics: met,
-		Payments: &corehttp.Payments{Bookings: db, Keys: db, Outbox: k, WebhookSecret: secret}}
+		Payments: &corehttp.Payments{Bookings: db, Keys: db, Outbox: k, Provider: paysim.New("", "", secret)}}
 	srv := served(t, s.Handler())
 	t.Cleanup(srv.Close)
 

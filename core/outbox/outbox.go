@@ -46,7 +46,7 @@ type Store interface {
 }
 
 // Provider is what a Worker needs of the payment provider
-// (core/provider's Client implements it). Every call that moves money
+// (a core.PaymentProvider). Every call that moves money
 // carries an idempotency key, so a retry is carried out once.
 type Provider interface {
 	Refund(ctx context.Context, key, paymentID string) (*core.Refund, error)
@@ -523,9 +523,10 @@ type ReconcileStore interface {
 }
 
 // PaymentLister looks up the payments made for an order reference
-// (core/provider's Client implements it).
+// (a core.PaymentProvider).
 type PaymentLister interface {
-	PaymentsByReference(ctx context.Context, ref string) ([]core.Payment, error)
+	// PaymentsFor lists a booking's payments (see core.PaymentProvider).
+	PaymentsFor(ctx context.Context, ref, id string) ([]core.Payment, error)
 }
 
 // Reconciler asks the provider about bookings left PAYMENT_PENDING longer
@@ -564,7 +565,7 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	}
 	settled := 0
 	for _, b := range pending {
-		payments, err := r.Provider.PaymentsByReference(ctx, b.Reference())
+		payments, err := r.Provider.PaymentsFor(ctx, b.Reference(), b.PaymentID)
 		if err != nil {
 			r.Log.Warn("reconcile: provider lookup failed", "booking", b.ID, "err", err)
 			continue // its turn comes again; the others are not held up

@@ -692,7 +692,7 @@ func TestStrayRefundFollowsPaymentStatus(t *testing.T) {
 // lister is the provider's payments by order reference.
 type lister map[string][]core.Payment
 
-func (l lister) PaymentsByReference(_ context.Context, ref string) ([]core.Payment, error) {
+func (l lister) PaymentsFor(_ context.Context, ref, _ string) ([]core.Payment, error) {
 	return l[ref], nil
 }
 

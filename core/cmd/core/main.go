@@ -25,8 +25,8 @@ import (
 	"github.com/onsale/onsale/core/metrics"
 	"github.com/onsale/onsale/core/notify"
 	"github.com/onsale/onsale/core/outbox"
+	"github.com/onsale/onsale/core/paysim"
 	"github.com/onsale/onsale/core/postgres"
-	"github.com/onsale/onsale/core/provider"
 	"github.com/onsale/onsale/core/redis"
 	"github.com/onsale/onsale/core/seatmap"
 	"github.com/onsale/onsale/core/sweeper"
@@ -312,7 +312,7 @@ func (m *Main) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ticket key: %w", err)
 		}
-		prov := provider.New(c.ProviderURL, c.ProviderKey)
+		prov := paysim.New(c.ProviderURL, c.ProviderKey, []byte(c.WebhookSecret))
 		prov.HTTP = outbound
 		worker = &outbox.Worker{DB: db, Provider: prov, Tickets: ticket.NewSigner(tkey), PublicURL: c.PublicURL,
 			Links: keys, Lease: c.OutboxLease, Log: log, Metrics: met}
@@ -327,8 +327,8 @@ func (m *Main) Run(ctx context.Context) error {
 			worker.SMS = sms
 		}
 		reconciler = &outbox.Reconciler{DB: db, Provider: prov, Worker: worker, After: c.ReconcileAfter, Log: log, Metrics: met}
-		srv.Payments = &http.Payments{Bookings: db, Keys: db, Provider: prov, Outbox: worker,
-			WebhookSecret: []byte(c.WebhookSecret), Tickets: worker.Tickets}
+		srv.Payments = &http.Payments{Bookings: db, Keys: db, Provider: prov, Outbox: worker, Tickets: worker.Tickets,
+			PublicURL: c.PublicURL}
 		log.Info("payments on", "provider", c.ProviderURL, "late_policy", c.LatePolicy, "smtp", c.SMTPAddr != "", "sms", c.SMSURL != "")
 	}
 	hs := newHTTPServer(srv.Handler(), log)

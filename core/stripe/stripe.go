@@ -1,0 +1,338 @@
+// Package stripe is the core's card payments through Stripe
+// (github.com/stripe/stripe-go): a core.PaymentProvider.
+//
+// A card booking is a PaymentIntent with manual capture: confirm creates it
+// with the card's PaymentMethod and confirms it at once (authorize), the
+// outbox captures it after the seats are booked, cancels it when the hold is
+// gone, and refunds it when a show is cancelled. A card that needs 3-D
+// Secure (most cards issued in India) leaves the PaymentIntent in
+// requires_action with a redirect to the issuer's page: the core answers
+// confirm 202 with that page as the payment's checkout_url, the fan's app
+// sends the fan there, Stripe sends the fan back to the booking page, and
+// the webhook payment_intent.amount_capturable_updated settles the booking.
+// No Stripe script runs in onsale's pages.
+//
+// Idempotency: every POST carries the core's key (booking and attempt).
+// Stripe keeps a key about 24 hours while the outbox retries money jobs
+// longer, so a refusal that says the PaymentIntent is no longer in the
+// state the call needs is read by fetching it: captured already, cancelled
+// already, refunded whole already. A retry past a day is therefore carried
+// out once too: a second capture or cancel of the same PaymentIntent is
+// refused by Stripe (and read as done), a refund of nothing left is refused
+// (and checked against the charge), and a full refund never asks for an
+// amount, so it cannot give back more than was taken.
+//
+// Webhooks carry Stripe-Signature, the scheme onsale's own simulator uses
+// (shared/paysig: t=<unix>,v1=<HMAC-SHA256 of t.body>, 5 minutes'
+// tolerance). An event of the other mode (test against live) is refused.
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/onsale/onsale/core"
+	"github.com/onsale/onsale/shared/paysig"
+	"github.com/stripe/stripe-go/v82"
+)
+
+// SignatureHeader carries the webhook signature.
+const SignatureHeader = "Stripe-Signature"
+
+// API is Stripe's API address.
+const API = "https://api.stripe.com"
+
+// Client is Stripe, as the core uses it.
+type Client struct {
+	sc            *stripe.Client
+	webhookSecret []byte
+	live          bool
+}
+
+// Config configures a Client.
+type Config struct {
+	// Key is the secret (sk_) or restricted (rk_) API key; its mode (test
+	// or live) is the mode of the events the webhook accepts.
+	Key string
+	// WebhookSecret is the endpoint's signing secret (whsec_...).
+	WebhookSecret string
+	// URL is the API's address: API, or a stand-in (stripe-mock, the
+	// simulator's Stripe mode) in tests.
+	URL  string
+	HTTP *http.Client
+}
+
+// New returns a client, or an error for a key that is not Stripe's.
+func New(c Config) (*Client, error) {
+	live, ok := keyMode(c.Key)
+	if !ok {
+		return nil, errors.New("stripe: the key must be a secret or restricted key (sk_test_, sk_live_, rk_test_, rk_live_)")
+	}
+	if !strings.HasPrefix(c.WebhookSecret, "whsec_") {
+		return nil, errors.New("stripe: the webhook secret must be the endpoint's signing secret (whsec_...)")
+	}
+	if c.URL == "" {
+		c.URL = API
+	}
+	if c.HTTP == nil {
+		c.HTTP = &http.Client{Timeout: 10 * time.Second}
+	}
+	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		URL:               stripe.String(c.URL),
+		HTTPClient:        c.HTTP,
+		MaxNetworkRetries: stripe.Int64(0), // the core and its outbox retry, under the same key
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})
+	return &Client{sc: stripe.NewClient(c.Key, stripe.WithBackends(backends)), webhookSecret: []byte(c.WebhookSecret), live: live}, nil
+}
+
+// keyMode reports whether key is a live key, and whether it is Stripe's.
+func keyMode(key string) (live, ok bool) {
+	for _, p := range []string{"sk_", "rk_"} {
+		if rest, found := strings.CutPrefix(key, p); found {
+			switch {
+			case strings.HasPrefix(rest, "live_") && len(rest) > 5:
+				return true, true
+			case strings.HasPrefix(rest, "test_") && len(rest) > 5:
+				return false, true
+			}
+		}
+	}
+	return false, false
+}
+
+// Name is "stripe".
+func (c *Client) Name() string { return "stripe" }
+
+// Takes reports whether Stripe takes a method: cards only (UPI goes
+// through Razorpay).
+func (c *Client) Takes(method string) bool { return method == "card" }
+
+// CreatePayment creates and confirms a manual-capture PaymentIntent with
+// the card's PaymentMethod (r.PaymentToken, pm_...), under key.
+func (c *Client) CreatePayment(ctx context.Context, key string, r core.PaymentRequest) (*core.Payment, error) {
+	if r.Method != "card" {
+		return nil, &core.ProviderError{Status: http.StatusBadRequest, Code: "method_unavailable", Message: "Stripe takes cards here"}
+	}
+	capture := stripe.PaymentIntentCaptureMethodManual
+	if r.Capture == "automatic" {
+		capture = stripe.PaymentIntentCaptureMethodAutomatic
+	}
+	p := &stripe.PaymentIntentCreateParams{
+		Amount:             stripe.Int64(r.Amount),
+		Currency:           stripe.String(strings.ToLower(r.Currency)),
+		CaptureMethod:      stripe.String(string(capture)),
+		PaymentMethod:      stripe.String(r.PaymentToken),
+		PaymentMethodTypes: stripe.StringSlice([]string{"card"}),
+		Confirm:            stripe.Bool(true),
+		Description:        stripe.String(r.Reference),
+		Metadata:           map[string]string{"reference": r.Reference},
+	}
+	if r.ReturnURL != "" {
+		p.ReturnURL = stripe.String(r.ReturnURL)
+	}
+	p.SetIdempotencyKey(key)
+	pi, err := c.sc.V1PaymentIntents.Create(ctx, p)
+	if err != nil {
+		return nil, providerError(err)
+	}
+	return payment(pi), nil
+}
+
+// Payment fetches a PaymentIntent with its latest charge (what was
+// refunded).
+func (c *Client) Payment(ctx context.Context, id string) (*core.Payment, error) {
+	p := &stripe.PaymentIntentRetrieveParams{}
+	p.AddExpand("latest_charge")
+	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, p)
+	if err != nil {
+		return nil, providerError(err)
+	}
+	return payment(pi), nil
+}
+
+// PaymentsFor fetches the booking's recorded PaymentIntent. Stripe cannot
+// search PaymentIntents by metadata for accounts in India, so a booking
+// that recorded none has none listed: its PaymentIntent, if Stripe made
+// one, reports itself by webhook (which settles the booking, or gives the
+// money back when the reconciler gave the booking up).
+func (c *Client) PaymentsFor(ctx context.Context, _, id string) ([]core.Payment, error) {
+	if id == "" {
+		return nil, nil
+	}
+	p, err := c.Payment(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return []core.Payment{*p}, nil
+}
+
+// Capture captures the whole authorization under key.
+func (c *Client) Capture(ctx context.Context, key, id string) (*core.Payment, error) {
+	p := &stripe.PaymentIntentCaptureParams{}
+	p.SetIdempotencyKey(key)
+	pi, err := c.sc.V1PaymentIntents.Capture(ctx, id, p)
+	if err != nil {
+		return nil, c.stateError(ctx, id, err)
+	}
+	return payment(pi), nil
+}
+
+// Cancel cancels an uncaptured PaymentIntent under key (the authorization
+// is released).
+func (c *Client) Cancel(ctx context.Context, key, id string) (*core.Payment, error) {
+	p := &stripe.PaymentIntentCancelParams{}
+	p.SetIdempotencyKey(key)
+	pi, err := c.sc.V1PaymentIntents.Cancel(ctx, id, p)
+	if err != nil {
+		return nil, c.stateError(ctx, id, err)
+	}
+	return payment(pi), nil
+}
+
+// Refund refunds what is left of the PaymentIntent's capture under key (no
+// amount: Stripe gives back the rest, never more).
+func (c *Client) Refund(ctx context.Context, key, id string) (*core.Refund, error) {
+	p := &stripe.RefundCreateParams{PaymentIntent: stripe.String(id)}
+	p.SetIdempotencyKey(key)
+	rf, err := c.sc.V1Refunds.Create(ctx, p)
+	if err != nil {
+		var se *stripe.Error
+		if errors.As(err, &se) && se.Code == stripe.ErrorCodeChargeAlreadyRefunded {
+			// Nothing left: the outbox checks the charge (core's verifyRefunded).
+			return nil, &core.ProviderError{Status: http.StatusConflict, Code: "refund_exceeds_capture", Message: se.Msg}
+		}
+		return nil, providerError(err)
+	}
+	return &core.Refund{ID: rf.ID, PaymentID: id, Amount: rf.Amount, Status: string(rf.Status)}, nil
+}
+
+// stateError reads Stripe's "the PaymentIntent is not in a state for this"
+// by fetching it: the core's 409 already_captured, already_canceled or
+// invalid_state.
+func (c *Client) stateError(ctx context.Context, id string, err error) error {
+	var se *stripe.Error
+	if !errors.As(err, &se) || se.Code != stripe.ErrorCodePaymentIntentUnexpectedState {
+		return providerError(err)
+	}
+	p, ferr := c.Payment(ctx, id)
+	if ferr != nil {
+		return ferr
+	}
+	code := "invalid_state"
+	switch p.Status {
+	case core.PaymentSucceeded:
+		code = "already_captured"
+	case core.PaymentCanceled:
+		code = "already_canceled"
+	}
+	return &core.ProviderError{Status: http.StatusConflict, Code: code, Message: se.Msg}
+}
+
+// providerError puts Stripe's error in the core's terms; a transport error
+// stays as it is (temporary).
+func providerError(err error) error {
+	var se *stripe.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	pe := &core.ProviderError{Status: se.HTTPStatusCode, Code: string(se.Code), Message: se.Msg}
+	switch {
+	case se.Type == stripe.ErrorTypeCard || se.HTTPStatusCode == http.StatusPaymentRequired:
+		pe.Status, pe.Code = http.StatusPaymentRequired, "card_declined"
+		if se.DeclineCode != "" {
+			pe.Message += " (" + string(se.DeclineCode) + ")"
+		}
+	case se.Code == stripe.ErrorCodeIdempotencyKeyInUse:
+		pe.Status, pe.Code = http.StatusConflict, "request_in_progress" // temporary: retry under the same key
+	case se.Type == stripe.ErrorTypeIdempotency:
+		pe.Status, pe.Code = http.StatusUnprocessableEntity, "idempotency_key_reused"
+	case pe.Code == "":
+		pe.Code = string(se.Type)
+	}
+	return pe
+}
+
+// payment is a PaymentIntent in the core's terms.
+func payment(pi *stripe.PaymentIntent) *core.Payment {
+	p := &core.Payment{ID: pi.ID, Amount: pi.Amount, Currency: strings.ToUpper(string(pi.Currency)),
+		Reference: pi.Metadata["reference"], Method: "card"}
+	switch pi.Status {
+	case stripe.PaymentIntentStatusRequiresCapture:
+		p.Status = core.PaymentRequiresCapture
+	case stripe.PaymentIntentStatusSucceeded:
+		p.Status = core.PaymentSucceeded
+		p.AmountCaptured = pi.AmountReceived
+	case stripe.PaymentIntentStatusCanceled:
+		p.Status = core.PaymentCanceled
+	case stripe.PaymentIntentStatusRequiresPaymentMethod:
+		// Confirmed once and refused (the card was declined or failed its
+		// 3-D Secure step): the core's attempt is over; a new attempt is a
+		// new PaymentIntent.
+		p.Status = core.PaymentPending
+		if pi.LastPaymentError != nil {
+			p.Status, p.FailureReason = core.PaymentFailed, pi.LastPaymentError.Msg
+		}
+	default: // requires_confirmation, requires_action, processing
+		p.Status = core.PaymentPending
+	}
+	if pi.LatestCharge != nil {
+		p.AmountRefunded = pi.LatestCharge.AmountRefunded
+		if pi.LatestCharge.Captured {
+			p.AmountCaptured = pi.LatestCharge.AmountCaptured
+		}
+	}
+	if pi.Status == stripe.PaymentIntentStatusRequiresAction && pi.NextAction != nil && pi.NextAction.RedirectToURL != nil {
+		p.CheckoutURL = pi.NextAction.RedirectToURL.URL
+	}
+	return p
+}
+
+// Webhook verifies Stripe-Signature and reads the PaymentIntent events the
+// flows need: an authorization (amount_capturable_updated) or a charge
+// (succeeded) is the money being there; payment_failed and canceled are
+// the attempt over. Every other event is acknowledged and ignored.
+func (c *Client) Webhook(h http.Header, body []byte, now time.Time) (*core.PaymentEvent, error) {
+	if err := paysig.Verify(c.webhookSecret, h.Get(SignatureHeader), body, now); err != nil {
+		return nil, core.Errorf(core.EBadSignature, "%v", err)
+	}
+	var ev stripe.Event
+	if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" || ev.Type == "" || ev.Data == nil {
+		return nil, core.Errorf(core.EInvalid, "not a Stripe event")
+	}
+	if ev.Livemode != c.live {
+		return nil, core.Errorf(core.EInvalid, "a %s event for a %s key: this endpoint is registered in the other mode", mode(ev.Livemode), mode(c.live))
+	}
+	e := &core.PaymentEvent{ID: ev.ID, Type: string(ev.Type), Outcome: core.EventIgnored}
+	if ev.Created > 0 {
+		e.Created = time.Unix(ev.Created, 0)
+	}
+	if !strings.HasPrefix(e.Type, "payment_intent.") {
+		return e, nil
+	}
+	var pi stripe.PaymentIntent
+	if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil || pi.ID == "" {
+		return nil, core.Errorf(core.EInvalid, "a %s event without a PaymentIntent", ev.Type)
+	}
+	e.PaymentID, e.Reference, e.Currency = pi.ID, pi.Metadata["reference"], strings.ToUpper(string(pi.Currency))
+	switch ev.Type {
+	case "payment_intent.amount_capturable_updated":
+		e.Outcome, e.Amount = core.EventSucceeded, pi.AmountCapturable
+	case "payment_intent.succeeded":
+		e.Outcome, e.Amount = core.EventSucceeded, pi.AmountReceived
+	case "payment_intent.payment_failed", "payment_intent.canceled":
+		e.Outcome, e.Amount = core.EventFailed, pi.Amount
+	}
+	return e, nil
+}
+
+func mode(live bool) string {
+	if live {
+		return "live"
+	}
+	return "test"
+}
