@@ -86,6 +86,23 @@ need_promtool() {
 	apt_get_install .run/apt-prometheus.log prometheus
 }
 
+# STRIPE_MOCK_VERSION: github.com/stripe/stripe-mock, the Stripe adapter's shape test
+# (core/stripe) answers against it.
+STRIPE_MOCK_VERSION=v0.203.0
+
+# need_stripe_mock: install stripe-mock from the Go module proxy into .run/tools when absent
+# (about 5 s) and export ONSALE_STRIPE_MOCK, its path.
+need_stripe_mock() {
+	local bin=$PWD/.run/tools/stripe-mock
+	if [[ ! -x $bin ]] || [[ $(cat "$bin.version" 2>/dev/null) != "$STRIPE_MOCK_VERSION" ]]; then
+		echo "+ go install github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION (into .run/tools)"
+		mkdir -p .run/tools
+		GOBIN=$PWD/.run/tools go install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION" || return 1
+		printf '%s\n' "$STRIPE_MOCK_VERSION" >"$bin.version"
+	fi
+	export ONSALE_STRIPE_MOCK=$bin
+}
+
 # need_ha: install Debian's HA engines when absent (make test's failover tests, make
 # cluster-up, the fault sale): patroni (3.0), etcd-server and etcd-client (3.4), haproxy
 # (2.6); about 10 s. Nothing is started by the packages here (no systemd as PID 1).

@@ -44,6 +44,8 @@ need_promtool || fail "could not install prometheus for promtool (see .run/apt-p
 echo "+ promtool check rules, test rules (deploy/prometheus)"
 (cd deploy/prometheus && promtool check rules onsale.rules.yml && promtool test rules onsale.rules.test.yml) ||
 	fail "deploy/prometheus: the alert rules do not check or their unit tests fail"
+# The Stripe adapter's requests are checked against stripe-mock (core/stripe).
+need_stripe_mock || fail "could not install stripe-mock from the Go module proxy"
 # The failover tests start the HA engines: Patroni on etcd, HAProxy (Debian's packages).
 need_ha || fail "could not install patroni, etcd-server, etcd-client, haproxy (see .run/apt-ha.log)"
 export ONSALE_SCREENSHOTS=${ONSALE_SCREENSHOTS:-$PWD/.run/screenshots}

@@ -26,6 +26,7 @@ import (
 	"github.com/onsale/onsale/core/notify"
 	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/paysim"
+	"github.com/onsale/onsale/core/stripe"
 	"github.com/onsale/onsale/core/postgres"
 	"github.com/onsale/onsale/core/redis"
 	"github.com/onsale/onsale/core/seatmap"
@@ -74,10 +75,12 @@ type Config struct {
 	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateways' service token (at least 32 bytes): they read each event's saved dials here with it, to set a room up again after Redis lost it (an operator's change comes with the operator's own token, checked and audited here); empty: no dials routes, and gateways with an operators' API refuse to set a room up"`
 	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis for the seat-map cache: redis://host:port/db (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,...; off when empty"`
 
-	// Payments: on when ProviderURL is set.
-	ProviderURL    string        `env:"ONSALE_PROVIDER_URL" flag:"provider-url" help:"payment provider base URL; payments are off without it"`
-	ProviderKey    string        `env:"ONSALE_PROVIDER_KEY" flag:"provider-key" secret:"true" help:"payment provider API key"`
-	WebhookSecret  string        `env:"ONSALE_WEBHOOK_SECRET" flag:"webhook-secret" secret:"true" help:"secret of the provider's webhook signatures"`
+	// Payments: on with stripe or razorpay, or with paysim when ProviderURL is set.
+	Provider       string        `env:"ONSALE_PROVIDER" flag:"provider" default:"paysim" oneof:"paysim|stripe|razorpay" help:"the payment provider: paysim (onsale's simulator: tests and demos), stripe (cards) or razorpay (UPI); docs/going-live.md says which keys and webhooks each needs"`
+	ProviderURL    string        `env:"ONSALE_PROVIDER_URL" flag:"provider-url" help:"the provider's API address: required for paysim (payments are off without it); for stripe and razorpay empty means their public API (set it only for a stand-in in tests)"`
+	ProviderKeyID  string        `env:"ONSALE_PROVIDER_KEY_ID" flag:"provider-key-id" help:"razorpay only: the key id (rzp_test_... or rzp_live_...); ONSALE_PROVIDER_KEY is its secret"`
+	ProviderKey    string        `env:"ONSALE_PROVIDER_KEY" flag:"provider-key" secret:"true" help:"the provider's API key: paysim's key, Stripe's secret or restricted key (sk_test_/sk_live_/rk_...), or Razorpay's key secret"`
+	WebhookSecret  string        `env:"ONSALE_WEBHOOK_SECRET" flag:"webhook-secret" secret:"true" help:"secret of the provider's webhook signatures (Stripe: the endpoint's whsec_...; Razorpay: the secret typed in when the webhook was added)"`
 	LatePolicy     string        `env:"ONSALE_LATE_POLICY" flag:"late-policy" default:"refund" oneof:"refund|honour" help:"a payment for an expired hold: refund (keep the countdown) or honour (book it if the seats are still this hold's)"`
 	SigningKey     string        `env:"ONSALE_SIGNING_KEY" flag:"signing-key" help:"PEM file of the core's Ed25519 key that signs account tokens, hold grants, ticket links and staff tokens (admitkey gen makes one); empty: a key made at start-up, so tokens die with the process and several cores cannot share them"`
 	TicketKey      string        `env:"ONSALE_TICKET_KEY" flag:"ticket-key" help:"PEM file of the Ed25519 key that signs tickets (admitkey gen makes one)"`
@@ -106,6 +109,10 @@ type Config struct {
 	DevLogCodes           bool   `env:"ONSALE_DEV_LOG_CODES" flag:"dev-log-codes" default:"false" help:"development only: without ONSALE_SMS_URL, log sign-in codes at warn level instead of refusing sign-in (503)"`
 }
 
+// payments reports whether payments are on: a real provider always, the
+// simulator when its address is given.
+func (c *Config) payments() bool { return c.Provider != "paysim" || c.ProviderURL != "" }
+
 // Validate checks the rules across settings.
 func (c *Config) Validate() error {
 	switch {
@@ -113,8 +120,12 @@ func (c *Config) Validate() error {
 		return errors.New("DATABASE_URL (or -database-url) is required")
 	case (c.AdmitPublicKey == "") == (c.AdmitJWKSURL == ""):
 		return errors.New("give exactly one of ONSALE_ADMIT_PUBLIC_KEY and ONSALE_ADMIT_JWKS_URL")
-	case c.ProviderURL != "" && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
+	case c.payments() && (c.ProviderKey == "" || c.WebhookSecret == "" || c.TicketKey == ""):
 		return errors.New("payments need ONSALE_PROVIDER_KEY, ONSALE_WEBHOOK_SECRET and ONSALE_TICKET_KEY")
+	case c.Provider == "razorpay" && c.ProviderKeyID == "":
+		return errors.New("razorpay needs ONSALE_PROVIDER_KEY_ID (its key id) beside ONSALE_PROVIDER_KEY (its secret)")
+	case c.Provider != "razorpay" && c.ProviderKeyID != "":
+		return errors.New("ONSALE_PROVIDER_KEY_ID is razorpay's; this core uses " + c.Provider)
 	case c.AdminToken != "" && len(c.AdminToken) < http.MinDialsToken:
 		return fmt.Errorf("ONSALE_ADMIN_TOKEN is %d bytes; at least %d are required", len(c.AdminToken), http.MinDialsToken)
 	}
@@ -307,13 +318,15 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	var worker *outbox.Worker
 	var reconciler *outbox.Reconciler
-	if c.ProviderURL != "" {
+	if c.payments() {
 		tkey, err := admission.ReadPrivateKeyFile(c.TicketKey)
 		if err != nil {
 			return fmt.Errorf("ticket key: %w", err)
 		}
-		prov := paysim.New(c.ProviderURL, c.ProviderKey, []byte(c.WebhookSecret))
-		prov.HTTP = outbound
+		prov, err := c.paymentProvider(outbound)
+		if err != nil {
+			return err
+		}
 		worker = &outbox.Worker{DB: db, Provider: prov, Tickets: ticket.NewSigner(tkey), PublicURL: c.PublicURL,
 			Links: keys, Lease: c.OutboxLease, Log: log, Metrics: met}
 		if c.SMTPAddr != "" {
@@ -329,7 +342,7 @@ func (m *Main) Run(ctx context.Context) error {
 		reconciler = &outbox.Reconciler{DB: db, Provider: prov, Worker: worker, After: c.ReconcileAfter, Log: log, Metrics: met}
 		srv.Payments = &http.Payments{Bookings: db, Keys: db, Provider: prov, Outbox: worker, Tickets: worker.Tickets,
 			PublicURL: c.PublicURL}
-		log.Info("payments on", "provider", c.ProviderURL, "late_policy", c.LatePolicy, "smtp", c.SMTPAddr != "", "sms", c.SMSURL != "")
+		log.Info("payments on", "provider", prov.Name(), "api", c.ProviderURL, "webhook_path", http.WebhookPath(prov.Name()), "late_policy", c.LatePolicy, "smtp", c.SMTPAddr != "", "sms", c.SMSURL != "")
 	}
 	hs := newHTTPServer(srv.Handler(), log)
 	// The operators' listener, bound before the API's reports ready (a
@@ -509,4 +522,19 @@ func poolStats(p *pgxpool.Pool) func() metrics.PoolStats {
 			Acquires: s.AcquireCount(), Waits: s.EmptyAcquireCount(), Canceled: s.CanceledAcquireCount(),
 			AcquireTime: s.AcquireDuration(), WaitTime: s.EmptyAcquireWaitTime()}
 	}
+}
+
+// paymentProvider opens the configured provider's adapter.
+func (c *Config) paymentProvider(hc *nethttp.Client) (core.PaymentProvider, error) {
+	switch c.Provider {
+	case "stripe":
+		p, err := stripe.New(stripe.Config{Key: c.ProviderKey, WebhookSecret: c.WebhookSecret, URL: c.ProviderURL, HTTP: hc})
+		if err != nil {
+			return nil, fmt.Errorf("ONSALE_PROVIDER=stripe: %w", err)
+		}
+		return p, nil
+	}
+	p := paysim.New(c.ProviderURL, c.ProviderKey, []byte(c.WebhookSecret))
+	p.HTTP = hc
+	return p, nil
 }
