@@ -54,7 +54,7 @@ func (s *Sim) checkoutPage(w http.ResponseWriter, r *http.Request) {
 		Reference: p.Reference,
 		Amount:    rupees(p.Amount),
 		Status:    p.Status,
-		Pending:   p.Method == MethodUPI && p.Status == StatusPending,
+		Pending:   p.Status == StatusPending, // UPI, or a card's 3-D Secure step
 		Return:    returnURL(r.URL.Query().Get("return")),
 	})
 }

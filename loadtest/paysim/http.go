@@ -22,6 +22,46 @@ func (s *Sim) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	if s.dialect == DialectStripe {
+		s.stripeRoutes(mux)
+	} else {
+		s.paysimRoutes(mux)
+	}
+	mux.Handle("GET /v1/ledger", s.auth(s.query(func(r *http.Request) (any, error) {
+		return s.ledgerOf(r.URL.Query().Get("reference")), nil
+	})))
+
+	mux.HandleFunc("GET /checkout/{id}", s.checkoutPage)
+	mux.HandleFunc("POST /checkout/{id}/approve", s.checkoutSettle(true))
+	mux.HandleFunc("POST /checkout/{id}/decline", s.checkoutSettle(false))
+
+	mux.HandleFunc("POST /sms", s.postSMS)
+	mux.HandleFunc("GET /sms", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"messages": s.messages(r.URL.Query().Get("to"))})
+	})
+
+	if s.control {
+		mux.HandleFunc("GET /_sim/config", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, s.Behaviour())
+		})
+		mux.HandleFunc("PUT /_sim/config", s.putConfig)
+		mux.Handle("POST /_sim/payments/{id}/succeed", s.settleHook(true))
+		mux.Handle("POST /_sim/payments/{id}/fail", s.settleHook(false))
+		mux.HandleFunc("POST /_sim/webhooks/flush", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]int{"flushed": s.FlushWebhooks()})
+		})
+		mux.HandleFunc("GET /_sim/webhooks", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]any{"deliveries": s.Deliveries()})
+		})
+		mux.HandleFunc("POST /_sim/idempotency/forget", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]int{"forgotten": s.ForgetIdempotencyKeys()})
+		})
+	}
+	return s.serve(mux)
+}
+
+// paysimRoutes is the simulator's own payments API.
+func (s *Sim) paysimRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/payments", s.api(s.mutation(func(r *http.Request, body []byte) (int, any, error) {
 		var req PaymentRequest
 		if err := decode(body, &req); err != nil {
@@ -58,34 +98,6 @@ func (s *Sim) routes() http.Handler {
 		rf, err := s.refund(r.PathValue("id"), req.Amount)
 		return http.StatusCreated, rf, err
 	})))
-	mux.Handle("GET /v1/ledger", s.auth(s.query(func(r *http.Request) (any, error) {
-		return s.ledgerOf(r.URL.Query().Get("reference")), nil
-	})))
-
-	mux.HandleFunc("GET /checkout/{id}", s.checkoutPage)
-	mux.HandleFunc("POST /checkout/{id}/approve", s.checkoutSettle(true))
-	mux.HandleFunc("POST /checkout/{id}/decline", s.checkoutSettle(false))
-
-	mux.HandleFunc("POST /sms", s.postSMS)
-	mux.HandleFunc("GET /sms", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"messages": s.messages(r.URL.Query().Get("to"))})
-	})
-
-	if s.control {
-		mux.HandleFunc("GET /_sim/config", func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, s.Behaviour())
-		})
-		mux.HandleFunc("PUT /_sim/config", s.putConfig)
-		mux.Handle("POST /_sim/payments/{id}/succeed", s.settleHook(true))
-		mux.Handle("POST /_sim/payments/{id}/fail", s.settleHook(false))
-		mux.HandleFunc("POST /_sim/webhooks/flush", func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, map[string]int{"flushed": s.FlushWebhooks()})
-		})
-		mux.HandleFunc("GET /_sim/webhooks", func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, map[string]any{"deliveries": s.Deliveries()})
-		})
-	}
-	return s.serve(mux)
 }
 
 // serve routes through mux, answering unknown routes and methods in JSON,
@@ -122,7 +134,7 @@ func (s *Sim) api(h http.Handler) http.Handler {
 		if out {
 			secs := max(1, int(math.Ceil(end.Sub(now).Seconds())))
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			writeError(w, errorf(EUnavailable, "provider outage until %s", end.UTC().Format(time.RFC3339)))
+			s.writeAPIError(w, errorf(EUnavailable, "provider outage until %s", end.UTC().Format(time.RFC3339)))
 			return
 		}
 		authed.ServeHTTP(w, r)
@@ -135,7 +147,7 @@ func (s *Sim) auth(h http.Handler) http.Handler {
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(key), []byte(s.apiKey)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="paysim"`)
-			writeError(w, errorf(EUnauthorized, "missing or wrong API key"))
+			s.writeAPIError(w, errorf(EUnauthorized, "missing or wrong API key"))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -301,7 +313,16 @@ func (s *Sim) asError(r *http.Request, err error) *Error {
 }
 
 func (s *Sim) writeErr(w http.ResponseWriter, r *http.Request, err error) {
-	writeError(w, s.asError(r, err))
+	s.writeAPIError(w, s.asError(r, err))
+}
+
+// writeAPIError answers e in the dialect's shape.
+func (s *Sim) writeAPIError(w http.ResponseWriter, e *Error) {
+	if s.dialect == DialectStripe {
+		s.writeStripeError(w, e)
+		return
+	}
+	writeError(w, e)
 }
 
 func writeError(w http.ResponseWriter, e *Error) {

@@ -22,6 +22,10 @@ const (
 	CaptureAuto   = "automatic"
 	CaptureManual = "manual"
 	DeclineToken  = "tok_decline" // a card token that is always declined
+	// ThreeDSToken is a card that needs its 3-D Secure step: the payment
+	// waits (pending) on the checkout page until the payer approves
+	// (authorized, or charged with automatic capture) or declines.
+	ThreeDSToken = "tok_3ds"
 )
 
 const maxReferenceLen = 200
@@ -39,6 +43,8 @@ type Payment struct {
 	AmountRefunded int64  `json:"amount_refunded"`
 	Created        int64  `json:"created"` // unix seconds
 	FailureReason  string `json:"failure_reason"`
+
+	returnURL string // where the 3-D Secure page sends the payer back (Stripe's return_url)
 }
 
 // Refund is the provider's refund object. Refunds succeed at once.
@@ -110,7 +116,7 @@ func (s *Sim) createPayment(r PaymentRequest) (Payment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := &Payment{
-		ID:        newID("pay"),
+		ID:        newID(s.paymentPrefix()),
 		Amount:    r.Amount,
 		Currency:  r.Currency,
 		Reference: r.Reference,
@@ -132,9 +138,10 @@ func (s *Sim) createPayment(r PaymentRequest) (Payment, error) {
 		}
 	case r.PaymentToken == DeclineToken || rand.Float64() < s.beh.FailRate:
 		s.fail(p, "card_declined")
+	case r.PaymentToken == ThreeDSToken:
+		p.Status = StatusPending // the payer's 3-D Secure step, on the checkout page
 	case r.Capture == CaptureManual:
-		p.Status = StatusRequiresCapture
-		s.record(EntryAuthorization, p, "", p.Amount)
+		s.authorize(p)
 	default:
 		s.succeed(p, EntryCharge)
 	}
@@ -142,9 +149,9 @@ func (s *Sim) createPayment(r PaymentRequest) (Payment, error) {
 	return *p, nil
 }
 
-// Settle decides a pending UPI payment now, as if the payer approved
-// (ok) or declined, and queues its webhook. It returns a not_found or
-// invalid_state *Error for anything but a pending UPI payment.
+// Settle decides a pending payment now (UPI, or a card's 3-D Secure step),
+// as if the payer approved (ok) or declined, and queues its webhook. It
+// returns a not_found or invalid_state *Error for a payment not pending.
 func (s *Sim) Settle(paymentID string, ok bool) (Payment, error) {
 	return s.settle(paymentID, &ok, false)
 }
@@ -158,11 +165,11 @@ func (s *Sim) settle(id string, ok *bool, auto bool) (Payment, error) {
 	if p == nil {
 		return Payment{}, errorf(ENotFound, "no payment %q", id)
 	}
-	if p.Method != MethodUPI || p.Status != StatusPending {
+	if p.Status != StatusPending {
 		if auto {
 			return *p, nil
 		}
-		return Payment{}, errorf(EInvalidState, "payment %s is %s %s, not a pending upi payment", id, p.Method, p.Status)
+		return Payment{}, errorf(EInvalidState, "payment %s is %s %s, not a pending payment", id, p.Method, p.Status)
 	}
 	if t := s.settling[id]; t != nil {
 		t.Stop()
@@ -172,13 +179,25 @@ func (s *Sim) settle(id string, ok *bool, auto bool) (Payment, error) {
 		approve := rand.Float64() >= s.beh.FailRate
 		ok = &approve
 	}
-	if *ok {
+	switch {
+	case *ok && p.Capture == CaptureManual:
+		s.authorize(p)
+	case *ok:
 		s.succeed(p, EntryCharge)
-	} else {
+	case p.Method == MethodCard:
+		s.fail(p, "authentication_failed")
+	default:
 		s.fail(p, "upi_declined")
 	}
 	s.log.Debug("upi payment settled", "payment", p.ID, "reference", p.Reference, "status", p.Status, "auto", auto)
 	return *p, nil
+}
+
+// authorize holds a card's money for a later capture.
+func (s *Sim) authorize(p *Payment) {
+	p.Status = StatusRequiresCapture
+	s.record(EntryAuthorization, p, "", p.Amount)
+	s.emit(eventAuthorized, *p)
 }
 
 // succeed takes the money: a charge (automatic capture) or a capture.
@@ -227,7 +246,14 @@ func (s *Sim) cancel(id string) (Payment, error) {
 	case StatusRequiresCapture:
 		p.Status = StatusCanceled
 		s.record(EntryVoid, p, "", p.Amount)
+		s.emit(eventCanceled, *p)
 		return *p, nil
+	case StatusPending:
+		if p.Method == MethodCard { // waiting for its 3-D Secure step: nothing is held yet
+			p.Status = StatusCanceled
+			s.emit(eventCanceled, *p)
+			return *p, nil
+		}
 	case StatusSucceeded:
 		return Payment{}, errorf(EAlreadyCaptured, "payment %s is captured; refund it instead", id)
 	case StatusCanceled:

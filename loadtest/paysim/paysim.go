@@ -60,6 +60,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -73,12 +74,24 @@ type Config struct {
 	WebhookURL    string // where webhooks go; empty: they wait until SetWebhookURL
 	Control       bool   // serve /_sim/ (runtime config and test hooks)
 	Behaviour     Behaviour
+	// Dialect is the API and webhook shape: DialectPaysim (the
+	// simulator's own, the default) or DialectStripe (Stripe's
+	// PaymentIntents, refunds, events and Stripe-Signature). The payments,
+	// the ledger, the checkout page and the misbehaviour are the same.
+	Dialect string
 }
+
+// Dialects.
+const (
+	DialectPaysim = "paysim"
+	DialectStripe = "stripe"
+)
 
 // Sim is the simulated provider. Its state lives in memory, guarded by one
 // mutex; all methods are safe for concurrent use.
 type Sim struct {
 	log     *slog.Logger
+	dialect string
 	apiKey  string
 	secret  []byte
 	control bool
@@ -117,6 +130,7 @@ type Sim struct {
 	idem       map[idemKey]*idemRecord
 	deliveries []*delivery // every delivery ever queued, in order
 	queue      deliveryQueue
+	refusals   map[string]int // the Stripe dialect's error answers by code
 	sms        []SMS
 	smsTo      map[string][]int // indexes into sms by number, oldest first
 }
@@ -130,6 +144,13 @@ func New(cfg Config, log *slog.Logger) (*Sim, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	switch cfg.Dialect {
+	case "":
+		cfg.Dialect = DialectPaysim
+	case DialectPaysim, DialectStripe:
+	default:
+		return nil, fmt.Errorf("paysim: dialect %q: want paysim or stripe", cfg.Dialect)
+	}
 	beh := cfg.Behaviour.withDefaults()
 	if err := beh.Validate(); err != nil {
 		return nil, err
@@ -137,6 +158,7 @@ func New(cfg Config, log *slog.Logger) (*Sim, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sim{
 		log:        log,
+		dialect:    cfg.Dialect,
 		apiKey:     cfg.APIKey,
 		secret:     []byte(cfg.WebhookSecret),
 		control:    cfg.Control,
@@ -152,6 +174,7 @@ func New(cfg Config, log *slog.Logger) (*Sim, error) {
 		byRef:      make(map[string][]*Payment),
 		settling:   make(map[string]*time.Timer),
 		idem:       make(map[idemKey]*idemRecord),
+		refusals:   make(map[string]int),
 	}
 	s.handler = s.routes()
 	s.wg.Add(1 + webhookWorkers)

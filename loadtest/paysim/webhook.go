@@ -19,6 +19,12 @@ const (
 	EventPaymentSucceeded = "payment.succeeded"
 	EventPaymentFailed    = "payment.failed"
 	EventRefundSucceeded  = "refund.succeeded"
+
+	// Sent by providers of other shapes only (Stripe's
+	// amount_capturable_updated and canceled): the simulator's own shape
+	// says nothing when a card is authorized or voided.
+	eventAuthorized = "payment.authorized"
+	eventCanceled   = "payment.canceled"
 )
 
 // Event is a webhook body. Every delivery of one event, retry or
@@ -89,16 +95,31 @@ func (q *deliveryQueue) Pop() any {
 // emit queues a webhook event about obj; s.mu is held. The duplicate and
 // reorder misbehaviour is drawn here.
 func (s *Sim) emit(typ string, obj any) {
-	data, err := json.Marshal(obj)
-	if err != nil {
-		panic(fmt.Sprintf("paysim: encode %s object: %v", typ, err))
-	}
 	now := s.now()
-	ev := Event{ID: newID("evt"), Type: typ, Created: now.Unix(), Data: EventData{Object: data}}
-	body, err := json.Marshal(ev)
+	var body []byte
+	var err error
+	switch s.dialect {
+	case DialectStripe:
+		typ, body, err = stripeEvent(typ, obj, now)
+	default:
+		if typ == eventAuthorized || typ == eventCanceled {
+			return
+		}
+		var data []byte
+		if data, err = json.Marshal(obj); err == nil {
+			body, err = json.Marshal(Event{ID: newID("evt"), Type: typ, Created: now.Unix(), Data: EventData{Object: data}})
+		}
+	}
 	if err != nil {
 		panic(fmt.Sprintf("paysim: encode %s event: %v", typ, err))
 	}
+	if typ == "" {
+		return // the dialect sends nothing for it
+	}
+	var ev struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(body, &ev)
 	copies := 1
 	if rand.Float64() < s.beh.DuplicateRate {
 		copies = 2
@@ -245,7 +266,7 @@ func (s *Sim) post(url string, body []byte) (int, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "onsale-paysim")
-	req.Header.Set(paysig.Header, paysig.Sign(s.secret, s.now(), body))
+	req.Header.Set(s.signatureHeader(), paysig.Sign(s.secret, s.now(), body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, err

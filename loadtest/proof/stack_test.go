@@ -44,6 +44,8 @@ type proofStack struct {
 	coreURL string
 	admit   *admission.Signer
 	event   int64 // the stadium concert
+	// webhook is the core's webhook path for the provider in use.
+	webhook string
 }
 
 type stackOpts struct {
@@ -51,6 +53,10 @@ type stackOpts struct {
 	sms     bool     // ticket SMS through the simulator
 	smtp    string   // SMTP relay for ticket emails (host:port); "" = none
 	coreEnv []string // more of the core's environment (overrides)
+	// provider is the adapter under test: "" or "paysim" (the simulator's
+	// own shape), "stripe" (the core's Stripe adapter against the
+	// simulator's Stripe dialect).
+	provider string
 }
 
 func newStack(t *testing.T, o stackOpts) *proofStack {
@@ -63,7 +69,11 @@ func newStack(t *testing.T, o stackOpts) *proofStack {
 	b := paysim.DefaultBehaviour()
 	b.UPIDelayMin, b.UPIDelayMax = time.Hour, time.Hour // tests settle UPI payments themselves
 	b.WebhookRetryBase, b.WebhookRetryMax = 20*time.Millisecond, 200*time.Millisecond
-	sim, err := paysim.New(paysim.Config{APIKey: apiKey, WebhookSecret: webhookSecret, Control: true, Behaviour: b}, slog.New(slog.DiscardHandler))
+	if o.provider == "" {
+		o.provider = paysim.DialectPaysim
+	}
+	sim, err := paysim.New(paysim.Config{APIKey: apiKey, WebhookSecret: webhookSecret, Control: true, Behaviour: b, Dialect: o.provider},
+		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +85,12 @@ func newStack(t *testing.T, o stackOpts) *proofStack {
 	// unless asked for, tickets linking to onsale.test.
 	env := []string{"ONSALE_DB_MAX_CONNS=30", "ONSALE_OUTBOX_LEASE=1s", "ONSALE_OUTBOX_POLL=20ms", "ONSALE_SWEEP_INTERVAL=1h",
 		"ONSALE_PUBLIC_URL=http://onsale.test", "ONSALE_LOG_LEVEL=warn", "ONSALE_SMTP_ADDR=" + o.smtp, "ONSALE_SMTP_FROM=tickets@onsale.test",
-		"ONSALE_SMTP_TLS=off"} // the proof's SMTP sink is plain, on the same host
+		"ONSALE_SMTP_TLS=off", // the proof's SMTP sink is plain, on the same host
+		"ONSALE_PROVIDER=" + o.provider}
+	webhook := "/v1/webhooks/" + o.provider
+	if o.provider == paysim.DialectPaysim {
+		webhook = "/v1/webhooks/payments"
+	}
 	if o.policy != "" {
 		env = append(env, "ONSALE_LATE_POLICY="+o.policy)
 	}
@@ -88,7 +103,7 @@ func newStack(t *testing.T, o stackOpts) *proofStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { apps.Stop() })
-	sim.SetWebhookURL(apps.CoreURL + "/v1/webhooks/payments")
+	sim.SetWebhookURL(apps.CoreURL + webhook)
 
 	db, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
@@ -99,7 +114,8 @@ func newStack(t *testing.T, o stackOpts) *proofStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &proofStack{db: db, dbURL: dbURL, sim: sim, simURL: simSrv.URL, apps: apps, coreURL: apps.CoreURL, admit: admission.NewSigner(key)}
+	s := &proofStack{db: db, dbURL: dbURL, sim: sim, simURL: simSrv.URL, apps: apps, coreURL: apps.CoreURL, admit: admission.NewSigner(key),
+		webhook: webhook}
 	s.event = seedStadium(t, dbURL)
 	return s
 }
