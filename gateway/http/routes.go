@@ -89,9 +89,15 @@ var routes = compile([]route{
 	{method: "", pattern: "/openapi.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},
 	{method: "", pattern: "/openapi/core.yaml", name: "openapi", limit: limitPage, handle: notAllowed("GET the document")},
 	// The payment provider's webhooks, on to the core, which verifies their
-	// signatures: the core need not face the internet (webhook).
+	// signatures: the core need not face the internet (webhook). One path
+	// per provider the core has an adapter for (the simulator's is
+	// /payments); the core answers the one it uses, 404 the others.
 	{method: "POST", pattern: "/v1/webhooks/payments", name: "webhook", limit: limitWebhook, handle: (*Server).webhook},
 	{method: "", pattern: "/v1/webhooks/payments", name: "webhook", limit: limitPage, handle: notAllowed("POST a webhook")},
+	{method: "POST", pattern: "/v1/webhooks/stripe", name: "webhook", limit: limitWebhook, handle: (*Server).webhook},
+	{method: "", pattern: "/v1/webhooks/stripe", name: "webhook", limit: limitPage, handle: notAllowed("POST a webhook")},
+	{method: "POST", pattern: "/v1/webhooks/razorpay", name: "webhook", limit: limitWebhook, handle: (*Server).webhook},
+	{method: "", pattern: "/v1/webhooks/razorpay", name: "webhook", limit: limitPage, handle: notAllowed("POST a webhook")},
 	{method: "", pattern: "/v1/events/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy},
 	{method: "", pattern: "/v1/holds/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy},
 	{method: "", pattern: "/v1/bookings/*", name: "proxy", limit: limitAPI, handle: (*Server).proxy},

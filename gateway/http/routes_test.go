@@ -48,6 +48,8 @@ func TestRouteTable(t *testing.T) {
 		{"GET", "/v1/events/", "proxy", "", ""},
 		{"POST", "/v1/webhooks/payments", "webhook", "", ""},
 		{"GET", "/v1/webhooks/payments", "webhook", "", ""},
+		{"POST", "/v1/webhooks/stripe", "webhook", "", ""},
+		{"POST", "/v1/webhooks/razorpay", "webhook", "", ""},
 		{"POST", "/v1/webhooks/other", "unmatched", "", ""},
 		{"POST", "/v1/holds", "proxy", "", ""},
 		{"POST", "/v1/holds/9/payments", "proxy", "", ""},
