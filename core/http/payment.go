@@ -336,8 +336,8 @@ func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (co
 	case err != nil:
 	case !s.Payments.Provider.Takes(method):
 		err = core.Errorf(core.EMethodUnavailable, "this box office takes %s through %s", takenBy(s.Payments.Provider), s.Payments.Provider.Name())
-	case card && in.PaymentToken == "":
-		err = core.Errorf(core.EInvalid, "payment_token is required")
+	case card && in.PaymentToken != "" && !paymentToken(in.PaymentToken):
+		err = core.Errorf(core.EInvalid, "payment_token is the provider's token for the card (pm_..., tok_...), never the card's number; leave it out to pay on the provider's page")
 	case !card && in.PaymentToken != "":
 		err = core.Errorf(core.EInvalid, "payment_token belongs to /confirm, the card flow")
 	}
@@ -353,6 +353,16 @@ func (s *Server) payInput(w http.ResponseWriter, r *http.Request, card bool) (co
 		return ref, in, contact, nil, false
 	}
 	return ref, in, contact, raw, true
+}
+
+// paymentToken reports whether t looks like a provider's card token: 1 to
+// 255 letters, digits and underscores, not all digits (a card number is
+// refused before it reaches a log or the provider).
+func paymentToken(t string) bool {
+	if len(t) > 255 || strings.Trim(t, "0123456789") == "" {
+		return false
+	}
+	return strings.Trim(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == ""
 }
 
 // takenBy names the methods a provider takes, for a refusal.

@@ -34,7 +34,8 @@ type checkoutView struct {
 	Reference string
 	Amount    string // in rupees, "₹15,000.00"
 	Status    string
-	Pending   bool   // a pending UPI payment: the buttons are shown
+	Pending   bool   // a pending payment: the buttons are shown
+	Card      bool   // a card (its 3-D Secure step, or the card typed here), not UPI
 	Return    string // a followable return URL, or ""
 
 	Problem string // an error page's heading; empty for a payment
@@ -55,6 +56,7 @@ func (s *Sim) checkoutPage(w http.ResponseWriter, r *http.Request) {
 		Amount:    rupees(p.Amount),
 		Status:    p.Status,
 		Pending:   p.Status == StatusPending, // UPI, or a card's 3-D Secure step
+		Card:      p.Method == MethodCard,
 		Return:    returnURL(r.URL.Query().Get("return")),
 	})
 }

@@ -36,7 +36,7 @@ func TestBadInput(t *testing.T) {
 		{"other currency", `{"amount":100,"currency":"USD","reference":"b","method":"upi"}`, auth, 400, paysim.EInvalid},
 		{"no reference", `{"amount":100,"currency":"INR","method":"upi"}`, auth, 400, paysim.EInvalid},
 		{"reference too long", `{"amount":100,"currency":"INR","reference":"` + strings.Repeat("x", 201) + `","method":"upi"}`, auth, 400, paysim.EInvalid},
-		{"card without token", `{"amount":100,"currency":"INR","reference":"b","method":"card"}`, auth, 400, paysim.EInvalid},
+		{"card token not a token", `{"amount":100,"currency":"INR","reference":"b","method":"card","payment_token":"4111111111111111"}`, auth, 400, paysim.EInvalid},
 		{"card with a bad token", `{"amount":100,"currency":"INR","reference":"b","method":"card","payment_token":"4242424242424242"}`, auth, 400, paysim.EInvalid},
 		{"upi with a token", `{"amount":100,"currency":"INR","reference":"b","method":"upi","payment_token":"tok_x"}`, auth, 400, paysim.EInvalid},
 		{"upi manual capture", `{"amount":100,"currency":"INR","reference":"b","method":"upi","capture":"manual"}`, auth, 400, paysim.EInvalid},

@@ -97,8 +97,10 @@ func (r *PaymentRequest) validate() error {
 			return errorf(EInvalid, "upi payments are captured automatically")
 		}
 	case MethodCard:
-		if !strings.HasPrefix(r.PaymentToken, "tok_") {
-			return errorf(EInvalid, "card payments need a payment_token tok_...")
+		// No token: the card is typed on the hosted checkout page (as
+		// Stripe Checkout takes it), where the payer approves or declines.
+		if r.PaymentToken != "" && !strings.HasPrefix(r.PaymentToken, "tok_") {
+			return errorf(EInvalid, "a card's payment_token is tok_... (none: the hosted checkout page takes the card)")
 		}
 	default:
 		return errorf(EInvalid, "method must be upi or card")
@@ -136,12 +138,12 @@ func (s *Sim) createPayment(r PaymentRequest) (Payment, error) {
 				s.background(func() { s.settle(id, nil, true) })
 			})
 		}
+	case r.PaymentToken == ThreeDSToken || r.PaymentToken == "":
+		p.Status = StatusPending // the payer's 3-D Secure step, or the card itself, on the checkout page
 	case r.PaymentToken == DeclineToken || rand.Float64() < s.beh.FailRate:
 		s.fail(p, "card_declined")
-	case r.PaymentToken == ThreeDSToken:
-		p.Status = StatusPending // the payer's 3-D Secure step, on the checkout page
 	case r.Capture == CaptureManual:
-		s.authorize(p)
+		s.authorize(p, false)
 	default:
 		s.succeed(p, EntryCharge)
 	}
@@ -181,7 +183,7 @@ func (s *Sim) settle(id string, ok *bool, auto bool) (Payment, error) {
 	}
 	switch {
 	case *ok && p.Capture == CaptureManual:
-		s.authorize(p)
+		s.authorize(p, true)
 	case *ok:
 		s.succeed(p, EntryCharge)
 	case p.Method == MethodCard:
@@ -193,11 +195,17 @@ func (s *Sim) settle(id string, ok *bool, auto bool) (Payment, error) {
 	return *p, nil
 }
 
-// authorize holds a card's money for a later capture.
-func (s *Sim) authorize(p *Payment) {
+// authorize holds a card's money for a later capture; byPayer: the payer
+// did it on the checkout page (a 3-D Secure step, a card typed there), so
+// the merchant learns it by webhook, not from its own call's answer.
+func (s *Sim) authorize(p *Payment, byPayer bool) {
 	p.Status = StatusRequiresCapture
 	s.record(EntryAuthorization, p, "", p.Amount)
-	s.emit(eventAuthorized, *p)
+	if byPayer {
+		s.emit(eventAuthorizedByPayer, *p)
+	} else {
+		s.emit(eventAuthorized, *p)
+	}
 }
 
 // succeed takes the money: a charge (automatic capture) or a capture.

@@ -5,7 +5,8 @@
 //
 // The API (JSON, amounts in paise, Authorization: Bearer <api key>):
 //
-//	POST /v1/payments                 create: UPI (pending, settles later) or card (manual: authorize; automatic: charge)
+//	POST /v1/payments                 create: UPI (pending, settles later) or card (manual: authorize; automatic: charge;
+//	                                  no token, or tok_3ds: pending until the payer approves on the checkout page)
 //	GET  /v1/payments/{id}            one payment
 //	GET  /v1/payments?reference=ref   the payments of one merchant order
 //	POST /v1/payments/{id}/capture    capture an authorization
@@ -24,8 +25,10 @@
 // with shared/paysig and POSTed to the webhook URL until it answers 2xx,
 // with exponential backoff; every attempt is signed afresh over the same
 // body. payment.succeeded is sent when money is taken (a UPI payer approves,
-// a card is charged or captured), payment.failed when a payment fails
-// (including a declined card), refund.succeeded for every refund.
+// a card is charged or captured) or a card is authorized on the checkout
+// page, payment.failed when a payment fails (including a declined card),
+// refund.succeeded for every refund. Config.Dialect = DialectStripe
+// answers in Stripe's shapes instead (stripe.go).
 //
 // Behaviour sets the misbehaviour: slow UPI payers, failures, duplicate and
 // reordered webhooks, responses delayed past the client's timeout, outages.

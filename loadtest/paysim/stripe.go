@@ -337,11 +337,12 @@ func stripeRefund(r Refund) map[string]any {
 func stripeEvent(typ string, obj any, now time.Time) (string, []byte, error) {
 	var data any
 	switch typ {
-	case EventPaymentSucceeded, EventPaymentFailed, eventAuthorized, eventCanceled:
+	case EventPaymentSucceeded, EventPaymentFailed, eventAuthorized, eventAuthorizedByPayer, eventCanceled:
 		p := obj.(Payment)
 		data = stripePI(p, "")
 		typ = map[string]string{EventPaymentSucceeded: "payment_intent.succeeded", EventPaymentFailed: "payment_intent.payment_failed",
-			eventAuthorized: "payment_intent.amount_capturable_updated", eventCanceled: "payment_intent.canceled"}[typ]
+			eventAuthorized: "payment_intent.amount_capturable_updated", eventAuthorizedByPayer: "payment_intent.amount_capturable_updated",
+			eventCanceled: "payment_intent.canceled"}[typ]
 	case EventRefundSucceeded:
 		r := obj.(Refund)
 		typ = "charge.refunded"

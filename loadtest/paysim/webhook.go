@@ -25,6 +25,11 @@ const (
 	// says nothing when a card is authorized or voided.
 	eventAuthorized = "payment.authorized"
 	eventCanceled   = "payment.canceled"
+	// eventAuthorizedByPayer: a card authorized on the checkout page. The
+	// simulator's own shape tells it as payment.succeeded (the money is
+	// there, for the merchant to capture), since no answer of the
+	// merchant's own call did.
+	eventAuthorizedByPayer = "payment.authorized_by_payer"
 )
 
 // Event is a webhook body. Every delivery of one event, retry or
@@ -102,8 +107,11 @@ func (s *Sim) emit(typ string, obj any) {
 	case DialectStripe:
 		typ, body, err = stripeEvent(typ, obj, now)
 	default:
-		if typ == eventAuthorized || typ == eventCanceled {
+		switch typ {
+		case eventAuthorized, eventCanceled:
 			return
+		case eventAuthorizedByPayer:
+			typ = EventPaymentSucceeded
 		}
 		var data []byte
 		if data, err = json.Marshal(obj); err == nil {

@@ -496,7 +496,8 @@ func TestPaymentBadInput(t *testing.T) {
 		{"email not an address", pay, "fan-b", `{"email":"fan at home"}`, []string{"Idempotency-Key", "b6"}, 400, eInvalid},
 		{"phone with letters", pay, "fan-b", `{"phone":"call me"}`, []string{"Idempotency-Key", "b7"}, 400, eInvalid},
 		{"payment token on the UPI route", pay, "fan-b", `{"payment_token":"tok_visa"}`, []string{"Idempotency-Key", "b8"}, 400, eInvalid},
-		{"confirm without a payment token", confirm, "fan-b", `{}`, []string{"Idempotency-Key", "b9"}, 400, eInvalid},
+		{"confirm with a card number for a token", confirm, "fan-b", `{"payment_token":"4111 1111 1111 1111"}`, []string{"Idempotency-Key", "b9"}, 400, eInvalid},
+		{"confirm with the card's digits for a token", confirm, "fan-b", `{"payment_token":"4111111111111111"}`, []string{"Idempotency-Key", "b9"}, 400, eInvalid},
 		{"body over 64 KiB", pay, "fan-b", `{"email":"` + strings.Repeat("a", 70<<10) + `"}`, []string{"Idempotency-Key", "b10"}, 413, eTooLarge},
 	}
 	for _, tc := range tests {

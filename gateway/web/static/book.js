@@ -375,7 +375,7 @@ async function pay() {
       if (b.status === "FAILED") { await declined(h); return; }
       store.set("booking", b.booking_id);
       if (b.status === "CONFIRMED" && b.captured) { showTickets(b); return; }
-      if (r.body.payment && r.body.payment.id) await checkoutLink(r.body.payment.id);
+      if (r.body.payment && r.body.payment.id) await checkoutLink(r.body.payment);
       showPaying(b);
       return;
     }
@@ -391,12 +391,19 @@ async function pay() {
   }
 }
 
-async function checkoutLink(paymentId) {
-  let url = "";
-  try { url = (await (await fetch("/web-config.json")).json()).checkout_url; } catch (e) { /* below */ }
-  const back = location.origin + location.pathname;
-  store.set("checkout", `${url}/${paymentId}?return=${encodeURIComponent(back)}`);
-  $("checkout").href = store.get("checkout");
+// checkoutLink is the provider's page for this payment: the one the core
+// names (a real provider's, which sends the fan back here), else the
+// simulator's checkout from /web-config.json.
+async function checkoutLink(payment) {
+  let link = /^https?:\/\//.test(payment.checkout_url || "") ? payment.checkout_url : "";
+  if (!link) {
+    let url = "";
+    try { url = (await (await fetch("/web-config.json")).json()).checkout_url; } catch (e) { /* below */ }
+    const back = location.origin + location.pathname;
+    link = `${url}/${payment.id}?return=${encodeURIComponent(back)}`;
+  }
+  store.set("checkout", link);
+  $("checkout").href = link;
 }
 
 function showPaying(b) {
