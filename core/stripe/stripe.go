@@ -12,6 +12,15 @@
 // the webhook payment_intent.amount_capturable_updated settles the booking.
 // No Stripe script runs in onsale's pages.
 //
+// A card typed on Stripe's own page (confirm without a payment_token: the
+// fans' web pages) is a Checkout Session in payment mode with the same
+// manual capture: its id (cs_...) is the booking's payment, its url the
+// page confirm answers 202 with, and checkout.session.completed (the card
+// authorized) or .expired settles the booking. The adapter acts on the
+// session's PaymentIntent for capture, cancel and refund; the
+// PaymentIntent's own events are ignored for it (marked by its metadata),
+// so a booking is settled by one payment only.
+//
 // Idempotency: every POST carries the core's key (booking and attempt).
 // Stripe keeps a key about 24 hours while the outbox retries money jobs
 // longer, so a refusal that says the PaymentIntent is no longer in the
@@ -112,8 +121,18 @@ func (c *Client) Name() string { return "stripe" }
 // through Razorpay).
 func (c *Client) Takes(method string) bool { return method == "card" }
 
+// checkoutMark marks, in a PaymentIntent's metadata, one made by a Checkout
+// Session: its events are the session's to tell.
+const checkoutMark = "onsale_checkout"
+
+// checkoutLife is how long a Checkout Session stays open: Stripe's
+// shortest. A payer who finishes after the hold is gone is a late payment
+// (the authorization is cancelled); one who never does, an expired session.
+const checkoutLife = 30 * time.Minute
+
 // CreatePayment creates and confirms a manual-capture PaymentIntent with
-// the card's PaymentMethod (r.PaymentToken, pm_...), under key.
+// the card's PaymentMethod (r.PaymentToken, pm_...), or without a token a
+// Checkout Session (the card typed on Stripe's page), under key.
 func (c *Client) CreatePayment(ctx context.Context, key string, r core.PaymentRequest) (*core.Payment, error) {
 	if r.Method != "card" {
 		return nil, &core.ProviderError{Status: http.StatusBadRequest, Code: "method_unavailable", Message: "Stripe takes cards here"}
@@ -121,6 +140,9 @@ func (c *Client) CreatePayment(ctx context.Context, key string, r core.PaymentRe
 	capture := stripe.PaymentIntentCaptureMethodManual
 	if r.Capture == "automatic" {
 		capture = stripe.PaymentIntentCaptureMethodAutomatic
+	}
+	if r.PaymentToken == "" {
+		return c.checkout(ctx, key, r, capture)
 	}
 	p := &stripe.PaymentIntentCreateParams{
 		Amount:             stripe.Int64(r.Amount),
@@ -143,9 +165,99 @@ func (c *Client) CreatePayment(ctx context.Context, key string, r core.PaymentRe
 	return payment(pi), nil
 }
 
+// checkout creates a Checkout Session for one card payment of r.
+func (c *Client) checkout(ctx context.Context, key string, r core.PaymentRequest, capture stripe.PaymentIntentCaptureMethod) (*core.Payment, error) {
+	if r.ReturnURL == "" {
+		return nil, errors.New("stripe: a Checkout Session needs the page to send the payer back to (ONSALE_PUBLIC_URL)")
+	}
+	p := &stripe.CheckoutSessionCreateParams{
+		Mode:               stripe.String(string(stripe.CheckoutSessionModePayment)),
+		ClientReferenceID:  stripe.String(r.Reference),
+		SuccessURL:         stripe.String(r.ReturnURL),
+		CancelURL:          stripe.String(r.ReturnURL),
+		PaymentMethodTypes: stripe.StringSlice([]string{"card"}),
+		ExpiresAt:          stripe.Int64(time.Now().Add(checkoutLife).Unix()),
+		Metadata:           map[string]string{"reference": r.Reference},
+		LineItems: []*stripe.CheckoutSessionCreateLineItemParams{{
+			Quantity: stripe.Int64(1),
+			PriceData: &stripe.CheckoutSessionCreateLineItemPriceDataParams{
+				Currency:    stripe.String(strings.ToLower(r.Currency)),
+				UnitAmount:  stripe.Int64(r.Amount),
+				ProductData: &stripe.CheckoutSessionCreateLineItemPriceDataProductDataParams{Name: stripe.String("Tickets, " + r.Reference)},
+			},
+		}},
+		PaymentIntentData: &stripe.CheckoutSessionCreatePaymentIntentDataParams{
+			CaptureMethod: stripe.String(string(capture)),
+			Metadata:      map[string]string{"reference": r.Reference, checkoutMark: "1"},
+		},
+	}
+	p.SetIdempotencyKey(key)
+	cs, err := c.sc.V1CheckoutSessions.Create(ctx, p)
+	if err != nil {
+		return nil, providerError(err)
+	}
+	return session(cs), nil
+}
+
+// isSession reports whether a payment id is a Checkout Session's.
+func isSession(id string) bool { return strings.HasPrefix(id, "cs_") }
+
+// retrieveSession fetches a Checkout Session with its PaymentIntent and
+// the PaymentIntent's latest charge.
+func (c *Client) retrieveSession(ctx context.Context, id string) (*stripe.CheckoutSession, error) {
+	p := &stripe.CheckoutSessionRetrieveParams{}
+	p.AddExpand("payment_intent.latest_charge")
+	cs, err := c.sc.V1CheckoutSessions.Retrieve(ctx, id, p)
+	if err != nil {
+		return nil, providerError(err)
+	}
+	return cs, nil
+}
+
+// session is a Checkout Session in the core's terms, under the session's
+// id: open (the payer is on the page), expired (failed), or complete (its
+// PaymentIntent's state).
+func session(cs *stripe.CheckoutSession) *core.Payment {
+	p := &core.Payment{ID: cs.ID, Amount: cs.AmountTotal, Currency: strings.ToUpper(string(cs.Currency)), Method: "card",
+		Reference: cs.ClientReferenceID, Status: core.PaymentPending}
+	switch {
+	case cs.Status == stripe.CheckoutSessionStatusOpen:
+		p.CheckoutURL = cs.URL
+	case cs.Status == stripe.CheckoutSessionStatusExpired:
+		p.Status, p.FailureReason = core.PaymentFailed, "the payer did not finish on Stripe's page"
+	case cs.PaymentIntent != nil && cs.PaymentIntent.Status != "":
+		pi := payment(cs.PaymentIntent)
+		p.Status, p.AmountCaptured, p.AmountRefunded, p.FailureReason = pi.Status, pi.AmountCaptured, pi.AmountRefunded, pi.FailureReason
+	}
+	return p
+}
+
+// intentOf is the PaymentIntent a payment id acts on: itself, or a
+// completed Checkout Session's ("" for a session still open or expired).
+func (c *Client) intentOf(ctx context.Context, id string) (string, *stripe.CheckoutSession, error) {
+	if !isSession(id) {
+		return id, nil, nil
+	}
+	cs, err := c.retrieveSession(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	if cs.Status == stripe.CheckoutSessionStatusComplete && cs.PaymentIntent != nil {
+		return cs.PaymentIntent.ID, cs, nil
+	}
+	return "", cs, nil
+}
+
 // Payment fetches a PaymentIntent with its latest charge (what was
-// refunded).
+// refunded), or a Checkout Session with its PaymentIntent.
 func (c *Client) Payment(ctx context.Context, id string) (*core.Payment, error) {
+	if isSession(id) {
+		cs, err := c.retrieveSession(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return session(cs), nil
+	}
 	p := &stripe.PaymentIntentRetrieveParams{}
 	p.AddExpand("latest_charge")
 	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, p)
@@ -173,23 +285,49 @@ func (c *Client) PaymentsFor(ctx context.Context, _, id string) ([]core.Payment,
 
 // Capture captures the whole authorization under key.
 func (c *Client) Capture(ctx context.Context, key, id string) (*core.Payment, error) {
+	pid, _, err := c.intentOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if pid == "" {
+		return nil, &core.ProviderError{Status: http.StatusConflict, Code: "invalid_state", Message: "the Checkout Session authorized nothing"}
+	}
 	p := &stripe.PaymentIntentCaptureParams{}
 	p.SetIdempotencyKey(key)
-	pi, err := c.sc.V1PaymentIntents.Capture(ctx, id, p)
+	pi, err := c.sc.V1PaymentIntents.Capture(ctx, pid, p)
 	if err != nil {
-		return nil, c.stateError(ctx, id, err)
+		return nil, c.stateError(ctx, pid, err)
 	}
 	return payment(pi), nil
 }
 
 // Cancel cancels an uncaptured PaymentIntent under key (the authorization
-// is released).
+// is released); a Checkout Session still open is expired (the payer can no
+// longer pay on it).
 func (c *Client) Cancel(ctx context.Context, key, id string) (*core.Payment, error) {
+	pid, cs, err := c.intentOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if pid == "" {
+		if cs.Status == stripe.CheckoutSessionStatusExpired {
+			return nil, &core.ProviderError{Status: http.StatusConflict, Code: "already_canceled", Message: "the Checkout Session expired"}
+		}
+		p := &stripe.CheckoutSessionExpireParams{}
+		p.SetIdempotencyKey(key)
+		cs, err := c.sc.V1CheckoutSessions.Expire(ctx, id, p)
+		if err != nil {
+			return nil, providerError(err) // completed meanwhile: the retry cancels its PaymentIntent
+		}
+		out := session(cs)
+		out.Status = core.PaymentCanceled
+		return out, nil
+	}
 	p := &stripe.PaymentIntentCancelParams{}
 	p.SetIdempotencyKey(key)
-	pi, err := c.sc.V1PaymentIntents.Cancel(ctx, id, p)
+	pi, err := c.sc.V1PaymentIntents.Cancel(ctx, pid, p)
 	if err != nil {
-		return nil, c.stateError(ctx, id, err)
+		return nil, c.stateError(ctx, pid, err)
 	}
 	return payment(pi), nil
 }
@@ -197,7 +335,14 @@ func (c *Client) Cancel(ctx context.Context, key, id string) (*core.Payment, err
 // Refund refunds what is left of the PaymentIntent's capture under key (no
 // amount: Stripe gives back the rest, never more).
 func (c *Client) Refund(ctx context.Context, key, id string) (*core.Refund, error) {
-	p := &stripe.RefundCreateParams{PaymentIntent: stripe.String(id)}
+	pid, _, err := c.intentOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if pid == "" {
+		return nil, &core.ProviderError{Status: http.StatusConflict, Code: "invalid_state", Message: "the Checkout Session took nothing"}
+	}
+	p := &stripe.RefundCreateParams{PaymentIntent: stripe.String(pid)}
 	p.SetIdempotencyKey(key)
 	rf, err := c.sc.V1Refunds.Create(ctx, p)
 	if err != nil {
@@ -311,12 +456,29 @@ func (c *Client) Webhook(h http.Header, body []byte, now time.Time) (*core.Payme
 	if ev.Created > 0 {
 		e.Created = time.Unix(ev.Created, 0)
 	}
-	if !strings.HasPrefix(e.Type, "payment_intent.") {
+	switch {
+	case strings.HasPrefix(e.Type, "checkout.session."):
+		var cs stripe.CheckoutSession
+		if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil || cs.ID == "" {
+			return nil, core.Errorf(core.EInvalid, "a %s event without a Checkout Session", ev.Type)
+		}
+		e.PaymentID, e.Reference, e.Amount, e.Currency = cs.ID, cs.ClientReferenceID, cs.AmountTotal, strings.ToUpper(string(cs.Currency))
+		switch ev.Type {
+		case "checkout.session.completed":
+			e.Outcome = core.EventSucceeded // the card authorized (or charged) on Stripe's page
+		case "checkout.session.expired":
+			e.Outcome = core.EventFailed
+		}
+		return e, nil
+	case !strings.HasPrefix(e.Type, "payment_intent."):
 		return e, nil
 	}
 	var pi stripe.PaymentIntent
 	if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil || pi.ID == "" {
 		return nil, core.Errorf(core.EInvalid, "a %s event without a PaymentIntent", ev.Type)
+	}
+	if pi.Metadata[checkoutMark] != "" {
+		return e, nil // a Checkout Session's: its session's events settle the booking
 	}
 	e.PaymentID, e.Reference, e.Currency = pi.ID, pi.Metadata["reference"], strings.ToUpper(string(pi.Currency))
 	switch ev.Type {

@@ -22,9 +22,12 @@ func (s *Sim) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	if s.dialect == DialectStripe {
+	switch s.dialect {
+	case DialectStripe:
 		s.stripeRoutes(mux)
-	} else {
+	case DialectRazorpay:
+		s.razorpayRoutes(mux)
+	default:
 		s.paysimRoutes(mux)
 	}
 	mux.Handle("GET /v1/ledger", s.auth(s.query(func(r *http.Request) (any, error) {
@@ -145,6 +148,12 @@ func (s *Sim) api(h http.Handler) http.Handler {
 func (s *Sim) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if s.dialect == DialectRazorpay && !strings.HasPrefix(r.URL.Path, "/v1/ledger") {
+			// Razorpay: Basic, a key id and the API key as its secret.
+			var id string
+			id, key, ok = r.BasicAuth()
+			ok = ok && strings.HasPrefix(id, razorpayKeyPrefix)
+		}
 		if !ok || subtle.ConstantTimeCompare([]byte(key), []byte(s.apiKey)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="paysim"`)
 			s.writeAPIError(w, errorf(EUnauthorized, "missing or wrong API key"))
@@ -318,11 +327,14 @@ func (s *Sim) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeAPIError answers e in the dialect's shape.
 func (s *Sim) writeAPIError(w http.ResponseWriter, e *Error) {
-	if s.dialect == DialectStripe {
+	switch s.dialect {
+	case DialectStripe:
 		s.writeStripeError(w, e)
-		return
+	case DialectRazorpay:
+		s.writeRazorpayError(w, e)
+	default:
+		writeError(w, e)
 	}
-	writeError(w, e)
 }
 
 func writeError(w http.ResponseWriter, e *Error) {

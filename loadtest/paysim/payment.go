@@ -44,7 +44,8 @@ type Payment struct {
 	Created        int64  `json:"created"` // unix seconds
 	FailureReason  string `json:"failure_reason"`
 
-	returnURL string // where the 3-D Secure page sends the payer back (Stripe's return_url)
+	returnURL string // where the 3-D Secure page sends the payer back (Stripe's return_url, Razorpay's callback_url)
+	expireBy  int64  // a Razorpay link's expire_by (unix seconds; not enforced)
 }
 
 // Refund is the provider's refund object. Refunds succeed at once.
@@ -257,7 +258,13 @@ func (s *Sim) cancel(id string) (Payment, error) {
 		s.emit(eventCanceled, *p)
 		return *p, nil
 	case StatusPending:
-		if p.Method == MethodCard { // waiting for its 3-D Secure step: nothing is held yet
+		// A card waiting for its 3-D Secure step, or a Razorpay link not
+		// paid: nothing is held yet, and nobody may pay on it any more.
+		if p.Method == MethodCard || s.dialect == DialectRazorpay {
+			if t := s.settling[id]; t != nil {
+				t.Stop()
+				delete(s.settling, id)
+			}
 			p.Status = StatusCanceled
 			s.emit(eventCanceled, *p)
 			return *p, nil

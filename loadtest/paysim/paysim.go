@@ -78,9 +78,12 @@ type Config struct {
 	Control       bool   // serve /_sim/ (runtime config and test hooks)
 	Behaviour     Behaviour
 	// Dialect is the API and webhook shape: DialectPaysim (the
-	// simulator's own, the default) or DialectStripe (Stripe's
-	// PaymentIntents, refunds, events and Stripe-Signature). The payments,
-	// the ledger, the checkout page and the misbehaviour are the same.
+	// simulator's own, the default), DialectStripe (Stripe's
+	// PaymentIntents, Checkout Sessions, refunds, events and
+	// Stripe-Signature: stripe.go) or DialectRazorpay (Razorpay's Payment
+	// Links, payments, refunds, events and X-Razorpay-Signature:
+	// razorpay.go). The payments, the ledger, the checkout page and the
+	// misbehaviour are the same.
 	Dialect string
 }
 
@@ -150,9 +153,9 @@ func New(cfg Config, log *slog.Logger) (*Sim, error) {
 	switch cfg.Dialect {
 	case "":
 		cfg.Dialect = DialectPaysim
-	case DialectPaysim, DialectStripe:
+	case DialectPaysim, DialectStripe, DialectRazorpay:
 	default:
-		return nil, fmt.Errorf("paysim: dialect %q: want paysim or stripe", cfg.Dialect)
+		return nil, fmt.Errorf("paysim: dialect %q: want paysim, stripe or razorpay", cfg.Dialect)
 	}
 	beh := cfg.Behaviour.withDefaults()
 	if err := beh.Validate(); err != nil {

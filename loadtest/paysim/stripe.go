@@ -332,9 +332,9 @@ func stripeRefund(r Refund) map[string]any {
 		"status": "succeeded", "created": r.Created}
 }
 
-// stripeEvent is the simulator's event typ about obj as a Stripe event:
-// its type and body ("" for an event Stripe would not send).
-func stripeEvent(typ string, obj any, now time.Time) (string, []byte, error) {
+// stripeEvent is the simulator's event typ about obj as Stripe events
+// (none for an event Stripe would not send).
+func stripeEvent(typ string, obj any, now time.Time) ([]outgoing, error) {
 	var data any
 	switch typ {
 	case EventPaymentSucceeded, EventPaymentFailed, eventAuthorized, eventAuthorizedByPayer, eventCanceled:
@@ -349,19 +349,23 @@ func stripeEvent(typ string, obj any, now time.Time) (string, []byte, error) {
 		data = map[string]any{"id": "ch_" + strings.TrimPrefix(r.PaymentID, "pi_"), "object": "charge", "payment_intent": r.PaymentID,
 			"amount_refunded": r.Amount, "refunded": true}
 	default:
-		return "", nil, nil
+		return nil, nil
 	}
-	body, err := json.Marshal(map[string]any{"id": newID("evt"), "object": "event", "api_version": stripeAPIVersion,
+	id := newID("evt")
+	body, err := json.Marshal(map[string]any{"id": id, "object": "event", "api_version": stripeAPIVersion,
 		"created": now.Unix(), "livemode": false, "type": typ, "data": map[string]any{"object": data},
 		"pending_webhooks": 1, "request": map[string]any{"id": nil, "idempotency_key": nil}})
-	return typ, body, err
+	return []outgoing{{id: id, typ: typ, body: body}}, err
 }
 
 // paymentPrefix starts a payment's id: pi (a PaymentIntent) in the Stripe
 // dialect, pay otherwise.
 func (s *Sim) paymentPrefix() string {
-	if s.dialect == DialectStripe {
+	switch s.dialect {
+	case DialectStripe:
 		return "pi"
+	case DialectRazorpay:
+		return "plink"
 	}
 	return "pay"
 }

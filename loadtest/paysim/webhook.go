@@ -101,11 +101,13 @@ func (q *deliveryQueue) Pop() any {
 // reorder misbehaviour is drawn here.
 func (s *Sim) emit(typ string, obj any) {
 	now := s.now()
-	var body []byte
+	var out []outgoing
 	var err error
 	switch s.dialect {
 	case DialectStripe:
-		typ, body, err = stripeEvent(typ, obj, now)
+		out, err = stripeEvent(typ, obj, now)
+	case DialectRazorpay:
+		out, err = razorpayEvents(typ, obj, now)
 	default:
 		switch typ {
 		case eventAuthorized, eventCanceled:
@@ -113,35 +115,38 @@ func (s *Sim) emit(typ string, obj any) {
 		case eventAuthorizedByPayer:
 			typ = EventPaymentSucceeded
 		}
-		var data []byte
+		var data, body []byte
 		if data, err = json.Marshal(obj); err == nil {
-			body, err = json.Marshal(Event{ID: newID("evt"), Type: typ, Created: now.Unix(), Data: EventData{Object: data}})
+			id := newID("evt")
+			body, err = json.Marshal(Event{ID: id, Type: typ, Created: now.Unix(), Data: EventData{Object: data}})
+			out = []outgoing{{id: id, typ: typ, body: body}}
 		}
 	}
 	if err != nil {
 		panic(fmt.Sprintf("paysim: encode %s event: %v", typ, err))
 	}
-	if typ == "" {
-		return // the dialect sends nothing for it
-	}
-	var ev struct {
-		ID string `json:"id"`
-	}
-	json.Unmarshal(body, &ev)
-	copies := 1
-	if rand.Float64() < s.beh.DuplicateRate {
-		copies = 2
-	}
-	at := now
-	if s.beh.ReorderWindow > 0 {
-		at = at.Add(time.Duration(rand.Float64() * float64(s.beh.ReorderWindow)))
-	}
-	for c := 1; c <= copies; c++ {
-		d := &delivery{Delivery: Delivery{EventID: ev.ID, Type: typ, Copy: c, State: DeliveryQueued, NextAttempt: at}, body: body}
-		s.deliveries = append(s.deliveries, d)
-		heap.Push(&s.queue, d)
+	for _, ev := range out {
+		copies := 1
+		if rand.Float64() < s.beh.DuplicateRate {
+			copies = 2
+		}
+		at := now
+		if s.beh.ReorderWindow > 0 {
+			at = at.Add(time.Duration(rand.Float64() * float64(s.beh.ReorderWindow)))
+		}
+		for c := 1; c <= copies; c++ {
+			d := &delivery{Delivery: Delivery{EventID: ev.id, Type: ev.typ, Copy: c, State: DeliveryQueued, NextAttempt: at}, body: ev.body}
+			s.deliveries = append(s.deliveries, d)
+			heap.Push(&s.queue, d)
+		}
 	}
 	s.nudge()
+}
+
+// outgoing is one event in the dialect's shape, to be delivered.
+type outgoing struct {
+	id, typ string
+	body    []byte
 }
 
 // nudge wakes the scheduler to look at the queue again.
@@ -238,7 +243,7 @@ func (s *Sim) attempt(d *delivery) {
 	s.mu.Lock()
 	url := s.webhookURL
 	s.mu.Unlock()
-	code, err := s.post(url, d.body)
+	code, err := s.post(url, d.EventID, d.body)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -267,14 +272,19 @@ func (s *Sim) attempt(d *delivery) {
 }
 
 // post sends one signed webhook request and returns the status.
-func (s *Sim) post(url string, body []byte) (int, error) {
+func (s *Sim) post(url, eventID string, body []byte) (int, error) {
 	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("webhook request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "onsale-paysim")
-	req.Header.Set(s.signatureHeader(), paysig.Sign(s.secret, s.now(), body))
+	if s.dialect == DialectRazorpay {
+		req.Header.Set("X-Razorpay-Signature", razorpaySignature(s.secret, body))
+		req.Header.Set("X-Razorpay-Event-Id", eventID)
+	} else {
+		req.Header.Set(s.signatureHeader(), paysig.Sign(s.secret, s.now(), body))
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, err

@@ -54,8 +54,8 @@ type stackOpts struct {
 	smtp    string   // SMTP relay for ticket emails (host:port); "" = none
 	coreEnv []string // more of the core's environment (overrides)
 	// provider is the adapter under test: "" or "paysim" (the simulator's
-	// own shape), "stripe" (the core's Stripe adapter against the
-	// simulator's Stripe dialect).
+	// own shape), "stripe" or "razorpay" (the core's adapter against the
+	// simulator's dialect of that provider).
 	provider string
 }
 
@@ -87,6 +87,9 @@ func newStack(t *testing.T, o stackOpts) *proofStack {
 		"ONSALE_PUBLIC_URL=http://onsale.test", "ONSALE_LOG_LEVEL=warn", "ONSALE_SMTP_ADDR=" + o.smtp, "ONSALE_SMTP_FROM=tickets@onsale.test",
 		"ONSALE_SMTP_TLS=off", // the proof's SMTP sink is plain, on the same host
 		"ONSALE_PROVIDER=" + o.provider}
+	if o.provider == paysim.DialectRazorpay {
+		env = append(env, "ONSALE_PROVIDER_KEY_ID=rzp_test_onsale") // the simulator's key (apiKey) is its secret
+	}
 	webhook := "/v1/webhooks/" + o.provider
 	if o.provider == paysim.DialectPaysim {
 		webhook = "/v1/webhooks/payments"

@@ -27,6 +27,7 @@ import (
 	"github.com/onsale/onsale/core/outbox"
 	"github.com/onsale/onsale/core/paysim"
 	"github.com/onsale/onsale/core/postgres"
+	"github.com/onsale/onsale/core/razorpay"
 	"github.com/onsale/onsale/core/redis"
 	"github.com/onsale/onsale/core/seatmap"
 	"github.com/onsale/onsale/core/stripe"
@@ -531,6 +532,13 @@ func (c *Config) paymentProvider(hc *nethttp.Client) (core.PaymentProvider, erro
 		p, err := stripe.New(stripe.Config{Key: c.ProviderKey, WebhookSecret: c.WebhookSecret, URL: c.ProviderURL, HTTP: hc})
 		if err != nil {
 			return nil, fmt.Errorf("ONSALE_PROVIDER=stripe: %w", err)
+		}
+		return p, nil
+	case "razorpay":
+		p, err := razorpay.New(razorpay.Config{KeyID: c.ProviderKeyID, KeySecret: c.ProviderKey, WebhookSecret: c.WebhookSecret,
+			URL: c.ProviderURL, HTTP: hc})
+		if err != nil {
+			return nil, fmt.Errorf("ONSALE_PROVIDER=razorpay: %w", err)
 		}
 		return p, nil
 	}

@@ -48,7 +48,7 @@ type Config struct {
 	APIKey          string        `env:"ONSALE_PAYSIM_API_KEY" flag:"api-key" default:"sk_test_paysim" secret:"true" help:"the Bearer API key clients must send"`
 	WebhookSecret   string        `env:"ONSALE_PAYSIM_WEBHOOK_SECRET" flag:"webhook-secret" default:"whsec_test_paysim" secret:"true" help:"secret that signs webhooks"`
 	WebhookURL      string        `env:"ONSALE_PAYSIM_WEBHOOK_URL" flag:"webhook-url" default:"http://127.0.0.1:8081/v1/webhooks/payments" help:"where webhooks are POSTed"`
-	Dialect         string        `env:"ONSALE_PAYSIM_DIALECT" flag:"dialect" default:"paysim" oneof:"paysim|stripe" help:"the API and webhook shape: paysim (its own) or stripe (Stripe's PaymentIntents, refunds, events and Stripe-Signature, for a core with ONSALE_PROVIDER=stripe)"`
+	Dialect         string        `env:"ONSALE_PAYSIM_DIALECT" flag:"dialect" default:"paysim" oneof:"paysim|stripe|razorpay" help:"the API and webhook shape: paysim (its own), stripe (Stripe's PaymentIntents, Checkout Sessions, refunds, events and Stripe-Signature, for a core with ONSALE_PROVIDER=stripe) or razorpay (Razorpay's Payment Links, payments, refunds, events and X-Razorpay-Signature; Basic auth with a key id rzp_test_... and the API key as its secret)"`
 	Control         bool          `env:"ONSALE_PAYSIM_CONTROL" flag:"control" default:"false" help:"serve /_sim/config and the /_sim/ test hooks, without auth"`
 	ShutdownTimeout time.Duration `env:"ONSALE_PAYSIM_SHUTDOWN_TIMEOUT" flag:"shutdown-timeout" default:"10s" min:"1ms" max:"10m" help:"grace period for in-flight requests on SIGTERM"`
 	LogLevel        slog.Level    `env:"ONSALE_LOG_LEVEL" flag:"log-level" default:"info" help:"debug, info, warn or error; logs are JSON on stderr"`
