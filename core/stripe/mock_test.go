@@ -163,6 +163,38 @@ func TestAgainstStripeMock(t *testing.T) {
 		t.Errorf("refund named payment_intent %q; want %s", got, id)
 	}
 
+	// The card typed on Stripe's page: a Checkout Session, read and
+	// expired.
+	cs, err := c.CreatePayment(ctx, "charge:h2", core.PaymentRequest{Amount: 150000, Currency: "INR", Reference: "booking-8", Method: "card",
+		Capture: "manual", ReturnURL: "https://tickets.example/events/3/book"})
+	if err != nil || !strings.HasPrefix(cs.ID, "cs_") {
+		t.Fatalf("checkout session: %+v %v", cs, err)
+	}
+	r = rec.last()
+	for k, v := range map[string]string{"mode": "payment", "client_reference_id": "booking-8", "success_url": "https://tickets.example/events/3/book",
+		"line_items[0][price_data][unit_amount]": "150000", "line_items[0][price_data][currency]": "inr", "line_items[0][quantity]": "1",
+		"payment_intent_data[capture_method]": "manual", "payment_intent_data[metadata][onsale_checkout]": "1"} {
+		if got := r.form.Get(k); got != v {
+			t.Errorf("checkout session sent %s=%q; want %q", k, got, v)
+		}
+	}
+	if r.path != "/v1/checkout/sessions" || r.key != "charge:h2" {
+		t.Errorf("checkout session was %s key %q", r.path, r.key)
+	}
+	if got, err := c.Payment(ctx, cs.ID); err != nil || got.ID != cs.ID {
+		t.Fatalf("retrieve session: %+v %v", got, err)
+	}
+	n = len(rec.reqs)
+	if _, err := c.Cancel(ctx, "void:8", cs.ID); err != nil {
+		var pe *core.ProviderError
+		if !errors.As(err, &pe) || pe.Status != http.StatusConflict { // stripe-mock's fixed session may read as expired or complete
+			t.Fatalf("cancel session: %v", err)
+		}
+	}
+	if last := rec.last(); len(rec.reqs) == n || last.method != "POST" || !strings.HasSuffix(last.path, "/expire") && !strings.HasSuffix(last.path, "/cancel") {
+		t.Errorf("cancel of a session ended with %s %s; want its expiry (open) or its PaymentIntent's cancel (complete)", last.method, last.path)
+	}
+
 	// A refusal is in the core's terms: stripe-mock refuses an unknown
 	// parameter (400) as Stripe does; here an id of the wrong kind.
 	_, err = c.Payment(ctx, "not an id/..")

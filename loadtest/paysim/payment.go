@@ -44,8 +44,10 @@ type Payment struct {
 	Created        int64  `json:"created"` // unix seconds
 	FailureReason  string `json:"failure_reason"`
 
-	returnURL string // where the 3-D Secure page sends the payer back (Stripe's return_url, Razorpay's callback_url)
-	expireBy  int64  // a Razorpay link's expire_by (unix seconds; not enforced)
+	returnURL  string // where the 3-D Secure page sends the payer back (Stripe's return_url, Razorpay's callback_url)
+	expireBy   int64  // a Razorpay link's expire_by (unix seconds; not enforced)
+	session    bool   // a Stripe Checkout Session's PaymentIntent (the card typed on the checkout page)
+	authorized bool   // a card authorization was made (a void follows it, not an expiry)
 }
 
 // Refund is the provider's refund object. Refunds succeed at once.
@@ -200,7 +202,7 @@ func (s *Sim) settle(id string, ok *bool, auto bool) (Payment, error) {
 // did it on the checkout page (a 3-D Secure step, a card typed there), so
 // the merchant learns it by webhook, not from its own call's answer.
 func (s *Sim) authorize(p *Payment, byPayer bool) {
-	p.Status = StatusRequiresCapture
+	p.Status, p.authorized = StatusRequiresCapture, true
 	s.record(EntryAuthorization, p, "", p.Amount)
 	if byPayer {
 		s.emit(eventAuthorizedByPayer, *p)

@@ -26,6 +26,14 @@ import (
 //	POST /v1/payment_intents/{id}/capture  capture an authorization
 //	POST /v1/payment_intents/{id}/cancel   cancel an authorization
 //	POST /v1/refunds                       refund what is left of payment_intent
+//	POST /v1/checkout/sessions             a Checkout Session: the card typed on the checkout page
+//	GET  /v1/checkout/sessions/{id}        one session (expand[] expands its PaymentIntent)
+//	POST /v1/checkout/sessions/{id}/expire expire an open session
+//
+// A session cs_X is the simulator's payment pi_X, pending until its payer
+// approves on the checkout page (checkout.session.completed, and the
+// PaymentIntent's events) or declines (checkout.session.expired: the
+// simulator's payer gives the session up).
 //
 // Bodies are forms (Stripe's encoding); unknown parameters are refused, as
 // Stripe refuses them. The test PaymentMethods are Stripe's: pm_card_visa
@@ -128,6 +136,65 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 			return 0, nil, err
 		}
 		return http.StatusOK, stripePI(p, r.Host), nil
+	})))
+	mux.Handle("POST /v1/checkout/sessions", s.api(s.stripeMutation(func(r *http.Request, f url.Values) (int, any, error) {
+		if err := allowOnly(f, "mode", "client_reference_id", "success_url", "cancel_url", "payment_method_types[0]", "expires_at",
+			"metadata[reference]", "line_items[0][quantity]", "line_items[0][price_data][currency]", "line_items[0][price_data][unit_amount]",
+			"line_items[0][price_data][product_data][name]", "payment_intent_data[capture_method]",
+			"payment_intent_data[metadata][reference]", "payment_intent_data[metadata][onsale_checkout]"); err != nil {
+			return 0, nil, err
+		}
+		amount, err := strconv.ParseInt(f.Get("line_items[0][price_data][unit_amount]"), 10, 64)
+		expires, _ := strconv.ParseInt(f.Get("expires_at"), 10, 64)
+		now := s.now().Unix()
+		switch {
+		case f.Get("mode") != "payment":
+			return 0, nil, errorf(EInvalid, "mode: the simulator takes payment mode only")
+		case f.Get("success_url") == "":
+			return 0, nil, errorf(EInvalid, "success_url: required in payment mode")
+		case err != nil || f.Get("line_items[0][quantity]") != "1":
+			return 0, nil, errorf(EInvalid, "line_items: one item of quantity 1 with price_data[unit_amount]")
+		case f.Get("expires_at") != "" && (expires < now+30*60-5 || expires > now+24*3600):
+			return 0, nil, errorf(EInvalid, "expires_at: between 30 minutes and 24 hours from now")
+		}
+		req := PaymentRequest{Amount: amount, Currency: f.Get("line_items[0][price_data][currency]"), Method: MethodCard,
+			Reference: cmp.Or(f.Get("payment_intent_data[metadata][reference]"), f.Get("client_reference_id")), Capture: CaptureAuto}
+		if f.Get("payment_intent_data[capture_method]") == "manual" {
+			req.Capture = CaptureManual
+		}
+		p, err := s.createPayment(req) // no token: pending until the payer acts on the checkout page
+		if err != nil {
+			return 0, nil, err
+		}
+		s.mu.Lock()
+		q := s.payments[p.ID]
+		q.session, q.returnURL = true, f.Get("success_url")
+		p = *q
+		s.mu.Unlock()
+		return http.StatusOK, stripeSession(p, r.Host, false), nil
+	})))
+	mux.Handle("GET /v1/checkout/sessions/{id}", s.api(s.query(func(r *http.Request) (any, error) {
+		p, err := s.sessionPayment(r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		return stripeSession(p, r.Host, strings.Contains(r.URL.RawQuery, "expand")), nil
+	})))
+	mux.Handle("POST /v1/checkout/sessions/{id}/expire", s.api(s.stripeMutation(func(r *http.Request, f url.Values) (int, any, error) {
+		if err := allowOnly(f); err != nil {
+			return 0, nil, err
+		}
+		p, err := s.sessionPayment(r.PathValue("id"))
+		if err != nil {
+			return 0, nil, err
+		}
+		if p.Status != StatusPending {
+			return 0, nil, errorf(EInvalidState, "Only Checkout Sessions with a status in [\"open\"] can be expired.")
+		}
+		if p, err = s.cancel(p.ID); err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, stripeSession(p, r.Host, false), nil
 	})))
 	mux.Handle("POST /v1/refunds", s.api(s.stripeMutation(func(r *http.Request, f url.Values) (int, any, error) {
 		if err := allowOnly(f, "payment_intent", "reason"); err != nil {
@@ -295,9 +362,13 @@ func (s *Sim) writeStripeError(w http.ResponseWriter, e *Error) {
 // stripePI is a payment as a Stripe PaymentIntent. host is the simulator's
 // address as the caller reached it (the 3-D Secure page is on it).
 func stripePI(p Payment, host string) map[string]any {
+	meta := map[string]string{"reference": p.Reference}
+	if p.session {
+		meta["onsale_checkout"] = "1" // payment_intent_data[metadata], as onsale's sessions set it
+	}
 	pi := map[string]any{"id": p.ID, "object": "payment_intent", "amount": p.Amount, "currency": strings.ToLower(p.Currency),
 		"capture_method": map[string]string{CaptureManual: "manual", CaptureAuto: "automatic"}[p.Capture],
-		"created":        p.Created, "livemode": false, "metadata": map[string]string{"reference": p.Reference},
+		"created":        p.Created, "livemode": false, "metadata": meta,
 		"description": p.Reference, "payment_method_types": []string{"card"}, "amount_capturable": 0, "amount_received": 0,
 		"last_payment_error": nil, "next_action": nil, "latest_charge": nil}
 	switch p.Status {
@@ -327,6 +398,43 @@ func stripePI(p Payment, host string) map[string]any {
 	return pi
 }
 
+// sessionPayment is the payment of a Checkout Session (cs_X is pi_X).
+func (s *Sim) sessionPayment(id string) (Payment, error) {
+	p, err := s.payment("pi_" + strings.TrimPrefix(id, "cs_"))
+	if err != nil || !p.session {
+		return Payment{}, errorf(ENotFound, "No such checkout.session: '%s'", id)
+	}
+	return p, nil
+}
+
+// stripeSession is a payment as a Checkout Session; expand: its
+// PaymentIntent (with its latest charge) in full rather than its id.
+func stripeSession(p Payment, host string, expand bool) map[string]any {
+	cs := map[string]any{"id": "cs_" + strings.TrimPrefix(p.ID, "pi_"), "object": "checkout.session", "mode": "payment",
+		"amount_total": p.Amount, "currency": strings.ToLower(p.Currency), "client_reference_id": p.Reference, "livemode": false,
+		"metadata": map[string]string{"reference": p.Reference}, "payment_intent": nil, "url": nil, "created": p.Created,
+		"success_url": p.returnURL, "status": "complete", "payment_status": "unpaid"}
+	switch {
+	case p.Status == StatusPending:
+		cs["status"] = "open"
+		if host != "" {
+			cs["url"] = "http://" + host + "/checkout/" + url.PathEscape(p.ID) + "?return=" + url.QueryEscape(p.returnURL)
+		}
+	case (p.Status == StatusFailed || p.Status == StatusCanceled) && !p.authorized:
+		cs["status"] = "expired" // given up on the page, or expired by the merchant: nothing authorized
+	}
+	if cs["status"] == "complete" {
+		if p.Status == StatusSucceeded {
+			cs["payment_status"] = "paid"
+		}
+		cs["payment_intent"] = p.ID
+		if expand {
+			cs["payment_intent"] = stripePI(p, host)
+		}
+	}
+	return cs
+}
+
 func stripeRefund(r Refund) map[string]any {
 	return map[string]any{"id": r.ID, "object": "refund", "amount": r.Amount, "currency": "inr", "payment_intent": r.PaymentID,
 		"status": "succeeded", "created": r.Created}
@@ -340,6 +448,17 @@ func stripeEvent(typ string, obj any, now time.Time) ([]outgoing, error) {
 	case EventPaymentSucceeded, EventPaymentFailed, eventAuthorized, eventAuthorizedByPayer, eventCanceled:
 		p := obj.(Payment)
 		data = stripePI(p, "")
+		if session := sessionEvent(typ, p, now); session != nil {
+			pi, err := stripeEvent1(map[string]string{EventPaymentSucceeded: "payment_intent.succeeded", EventPaymentFailed: "payment_intent.payment_failed",
+				eventAuthorizedByPayer: "payment_intent.amount_capturable_updated", eventCanceled: "payment_intent.canceled"}[typ], data, now)
+			if err != nil {
+				return nil, err
+			}
+			if pi.typ == "" || typ == EventPaymentFailed || typ == eventCanceled && !p.authorized {
+				return []outgoing{*session}, nil // a session given up or expired: its PaymentIntent never was
+			}
+			return []outgoing{*session, pi}, nil
+		}
 		typ = map[string]string{EventPaymentSucceeded: "payment_intent.succeeded", EventPaymentFailed: "payment_intent.payment_failed",
 			eventAuthorized: "payment_intent.amount_capturable_updated", eventAuthorizedByPayer: "payment_intent.amount_capturable_updated",
 			eventCanceled: "payment_intent.canceled"}[typ]
@@ -351,11 +470,41 @@ func stripeEvent(typ string, obj any, now time.Time) ([]outgoing, error) {
 	default:
 		return nil, nil
 	}
+	ev, err := stripeEvent1(typ, data, now)
+	return []outgoing{ev}, err
+}
+
+// stripeEvent1 is one Stripe event of typ about data.
+func stripeEvent1(typ string, data any, now time.Time) (outgoing, error) {
 	id := newID("evt")
 	body, err := json.Marshal(map[string]any{"id": id, "object": "event", "api_version": stripeAPIVersion,
 		"created": now.Unix(), "livemode": false, "type": typ, "data": map[string]any{"object": data},
 		"pending_webhooks": 1, "request": map[string]any{"id": nil, "idempotency_key": nil}})
-	return []outgoing{{id: id, typ: typ, body: body}}, err
+	return outgoing{id: id, typ: typ, body: body}, err
+}
+
+// sessionEvent is the Checkout Session event a step of a session's payment
+// makes (nil: none, or not a session's): completed when the payer
+// authorizes (or pays) on the page, expired when the payer gives up or the
+// merchant expires it.
+func sessionEvent(typ string, p Payment, now time.Time) *outgoing {
+	if !p.session {
+		return nil
+	}
+	var t string
+	switch {
+	case typ == eventAuthorizedByPayer || typ == EventPaymentSucceeded && p.Capture == CaptureAuto && p.AmountRefunded == 0:
+		t = "checkout.session.completed"
+	case typ == EventPaymentFailed || typ == eventCanceled && !p.authorized:
+		t = "checkout.session.expired"
+	default:
+		return nil
+	}
+	ev, err := stripeEvent1(t, stripeSession(p, "", false), now)
+	if err != nil {
+		return nil
+	}
+	return &ev
 }
 
 // paymentPrefix starts a payment's id: pi (a PaymentIntent) in the Stripe

@@ -169,6 +169,51 @@ func TestStripeCardFlows(t *testing.T) {
 		}
 	})
 
+	// The fans' web pages: no token, the card typed on Stripe's page (a
+	// Checkout Session), authorized there, captured after the seats are
+	// booked; given up; or finished after the hold ran out.
+	hosted := func(t *testing.T, account, seat string) (int64, string, string) {
+		t.Helper()
+		hold := s.hold(t, account, seat)
+		r := s.call(t, "POST", "/v1/holds/"+hold+"/confirm", account, `{}`, "Idempotency-Key", "web-"+hold)
+		pay, _ := r.body["payment"].(map[string]any)
+		if r.status != 202 || pay == nil || !strings.HasPrefix(fmt.Sprint(pay["id"]), "cs_") || pay["checkout_url"] == nil {
+			t.Fatalf("confirm without a token = %d %s; want 202 with a Checkout Session and its page", r.status, r.raw)
+		}
+		cs := pay["id"].(string)
+		return int64(r.body["booking"].(map[string]any)["booking_id"].(float64)), hold, "pi_" + strings.TrimPrefix(cs, "cs_")
+	}
+	t.Run("the card typed on Stripe's page", func(t *testing.T) {
+		booking, _, pi := hosted(t, "web", "NU2-F-9")
+		if _, err := s.sim.Settle(pi, true); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "confirmed by checkout.session.completed, captured", func() bool { return s.captured(t, booking) })
+		ref := bookingReference(booking)
+		if tot := s.totals(ref); tot.Captured != 450000 || s.entries("capture", ref) != 1 {
+			t.Fatalf("ledger %+v; want 4,500 rupees captured once", tot)
+		}
+		keep[ref] = 450000
+	})
+	t.Run("Stripe's page given up", func(t *testing.T) {
+		booking, _, pi := hosted(t, "web-no", "NU2-F-10")
+		if _, err := s.sim.Settle(pi, false); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "FAILED by checkout.session.expired", func() bool { return s.bookingStatus(t, booking) == bookingFailed })
+	})
+	t.Run("Stripe's page finished after the hold ran out", func(t *testing.T) {
+		booking, hold, pi := hosted(t, "web-late", "NU2-F-11")
+		s.expire(t, hold)
+		if _, err := s.sim.Settle(pi, true); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the authorization cancelled", func() bool { return s.bookingStatus(t, booking) == bookingRefunded })
+		if ref := bookingReference(booking); s.entries("void", ref) != 1 || s.totals(ref).Captured != 0 {
+			t.Fatalf("ledger %+v; want the authorization cancelled once", s.totals(ref))
+		}
+	})
+
 	t.Run("show cancelled: the captured money refunded", func(t *testing.T) {
 		r := s.operatorCall(t, "POST", fmt.Sprintf("/operator/v1/events/%d/cancel", s.event), `{"reason":"Rain."}`)
 		if r.status != 200 {
