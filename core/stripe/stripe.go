@@ -317,12 +317,29 @@ func (c *Client) Cancel(ctx context.Context, key, id string) (*core.Payment, err
 		p.SetIdempotencyKey(key)
 		cs, err := c.sc.V1CheckoutSessions.Expire(ctx, id, p)
 		if err != nil {
-			return nil, providerError(err) // completed meanwhile: the retry cancels its PaymentIntent
+			// Completed while we looked (the payer finished): cancel its
+			// PaymentIntent instead.
+			if pid, _, ferr := c.intentOf(ctx, id); ferr == nil && pid != "" {
+				return c.cancelIntent(ctx, intentKey(key), pid)
+			}
+			return nil, providerError(err)
 		}
 		out := session(cs)
 		out.Status = core.PaymentCanceled
 		return out, nil
 	}
+	if cs != nil {
+		key = intentKey(key)
+	}
+	return c.cancelIntent(ctx, key, pid)
+}
+
+// intentKey is the key of a session's PaymentIntent's cancel: Stripe's keys
+// belong to one request, and the session's own expiry may have had key.
+func intentKey(key string) string { return key + ":intent" }
+
+// cancelIntent cancels an uncaptured PaymentIntent under key.
+func (c *Client) cancelIntent(ctx context.Context, key, pid string) (*core.Payment, error) {
 	p := &stripe.PaymentIntentCancelParams{}
 	p.SetIdempotencyKey(key)
 	pi, err := c.sc.V1PaymentIntents.Cancel(ctx, pid, p)

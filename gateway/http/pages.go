@@ -50,10 +50,15 @@ func permissions(name string) string {
 	return "camera=(), microphone=(), geolocation=()"
 }
 
-// webConfig tells the pages where the payment provider's checkout is.
+// webConfig tells the pages where the payment provider's checkout is and
+// which ways to pay to offer.
 func (s *Server) webConfig(ctx *fasthttp.RequestCtx, _ params) error {
 	ctx.Response.Header.Set("Cache-Control", "public, max-age=60")
-	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"checkout_url": s.cfg.CheckoutURL})
+	methods := s.cfg.PaymentMethods
+	if len(methods) == 0 {
+		methods = []string{"upi", "card"}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"checkout_url": s.cfg.CheckoutURL, "payment_methods": methods})
 	return nil
 }
 

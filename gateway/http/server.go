@@ -75,6 +75,9 @@ type Config struct {
 	MaxTickets int
 	// CheckoutURL is the payment provider's hosted checkout, for the pages.
 	CheckoutURL string
+	// PaymentMethods are the ways the booking page offers to pay ("upi",
+	// "card"; nil: both).
+	PaymentMethods []string
 	// Per client address (joins; polls without a valid token apart) and per
 	// queue token (polls): requests per second and burst. Zero takes the
 	// defaults: 5/s burst 20 per address, 2/s burst 10 per token. The other

@@ -13,6 +13,7 @@ import (
 	_ "net/http/pprof" // on DefaultServeMux, served only on -debug-addr
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -61,6 +62,7 @@ type Config struct {
 	Redis           string        `env:"ONSALE_REDIS,REDIS_URL" flag:"redis" secret:"url" help:"Redis: redis://host:port/db for one server (rediss:// for TLS), or a cluster: rediss://user:password@host:port,host:port,... or host:port,host:port,... (required)"`
 	CoreURL         string        `env:"ONSALE_CORE_URL" flag:"core-url" default:"http://127.0.0.1:8081" secret:"url" help:"the core's base URL: event times, seat layouts and counts, and the booking API passed through"`
 	CheckoutURL     string        `env:"ONSALE_CHECKOUT_URL" flag:"checkout-url" default:"http://127.0.0.1:18090/checkout" secret:"url" help:"the payment provider's hosted checkout, linked from the booking page"`
+	PaymentMethods  []string      `env:"ONSALE_PAYMENT_METHODS" flag:"payment-methods" default:"upi,card" help:"the ways the booking page offers to pay, comma-separated, of upi and card: what the core's payment provider takes (paysim: both; stripe: card; razorpay: upi)"`
 	AdmitKeys       []string      `env:"ONSALE_ADMIT_KEYS" flag:"admit-keys" help:"Ed25519 PEM key files, comma-separated: the first signs admit tokens, all are published (required)"`
 	QueueSecret     string        `env:"ONSALE_QUEUE_SECRET" flag:"queue-secret" secret:"true" help:"HMAC secret of queue tokens, 32 bytes or more, the same on every gateway (required)"`
 	AdminToken      string        `env:"ONSALE_ADMIN_TOKEN" flag:"admin-token" secret:"true" help:"the gateways' service token (at least 32 bytes), the same as the core's: the gateway reads each event's saved dials from the core with it, to set a room up again after Redis lost it; empty: no operators' API (operators sign in with their own accounts: the console and /admin/v1 take their session tokens)"`
@@ -105,6 +107,8 @@ func (c *Config) Validate() error {
 		return errors.New("ONSALE_REDIS (or REDIS_URL, -redis) is required")
 	case len(c.AdmitKeys) == 0:
 		return errors.New("ONSALE_ADMIT_KEYS (-admit-keys) is required")
+	case len(c.PaymentMethods) == 0 || slices.ContainsFunc(c.PaymentMethods, func(m string) bool { return m != "upi" && m != "card" }):
+		return fmt.Errorf("ONSALE_PAYMENT_METHODS %q: one or both of upi and card, comma-separated", strings.Join(c.PaymentMethods, ","))
 	case len(c.QueueSecret) < 32:
 		return errors.New("ONSALE_QUEUE_SECRET (-queue-secret) of at least 32 bytes is required")
 	case c.AdminToken != "" && len(c.AdminToken) < gwhttp.MinAdminToken:
@@ -261,7 +265,7 @@ func (m *Main) Run(ctx context.Context) error {
 		operators = accounts.Sibling(account.OperatorAudience) // the same keys, one refresh
 	}
 	srv, err := gwhttp.NewServer(gwhttp.Config{Room: rm, Core: core, Queue: queue, Admit: ring, Operators: operators,
-		Accounts: accounts, Log: log, CheckoutURL: c.CheckoutURL,
+		Accounts: accounts, Log: log, CheckoutURL: c.CheckoutURL, PaymentMethods: c.PaymentMethods,
 		IPRate: c.IPRate, IPBurst: int(4 * c.IPRate), TokenRate: c.TokenRate, TokenBurst: int(5 * c.TokenRate),
 		TrustedProxies: trusted, Health: monitor})
 	if err != nil {

@@ -322,6 +322,8 @@ function showHold(h) {
   const amount = h.amount_paise || seatsTotal(h.seats || []);
   $("held-total").textContent = "Total to pay: " + rupees(amount);
   $("pay").textContent = "Pay " + rupees(amount) + " with UPI";
+  $("pay-card").textContent = "Pay " + rupees(amount) + " by card";
+  showMethods();
   const a = onsale.account();
   const c = store.get("contact") || {};
   if (!$("phone").value) $("phone").value = c.phone || (a && a.account && a.account.phone) || "";
@@ -342,17 +344,43 @@ function showHold(h) {
   holdTimer = setInterval(tick, 1000);
 }
 
-// attempt is the payment attempt of this hold: one Idempotency-Key each.
-function attempt(h, next) {
+// attempt is the payment attempt of this hold: one Idempotency-Key each
+// (and one per way to pay: the core keeps a key for one route).
+function attempt(h, next, method) {
   let a = store.get("pay");
   if (!a || a.hold !== h.hold_id) a = { hold: h.hold_id, n: 0 };
-  if (next || !a.key) a = { hold: h.hold_id, n: a.n + 1, key: `${h.hold_id}.${a.n + 1}.${crypto.randomUUID()}` };
+  method = method || a.method || "upi";
+  if (next || !a.key || a.method !== method) {
+    a = { hold: h.hold_id, n: a.n + 1, method, key: `${h.hold_id}.${method}.${a.n + 1}.${crypto.randomUUID()}` };
+  }
   store.set("pay", a);
   return a;
 }
 
+// methods are the ways to pay the box office takes (/web-config.json):
+// UPI, card, or both; a refusal of one by the core hides it.
+let methods = ["upi", "card"];
+async function loadMethods() {
+  try {
+    const c = await (await fetch("/web-config.json")).json();
+    if (Array.isArray(c.payment_methods) && c.payment_methods.length) methods = c.payment_methods;
+  } catch (e) { /* both, and the core says if one is not taken */ }
+  showMethods();
+}
+function showMethods() {
+  $("pay").hidden = !methods.includes("upi");
+  $("pay-card").hidden = !methods.includes("card");
+}
+
+// howToPay says what the fan does on the provider's page.
+function howToPay(method) {
+  $("paying-how").textContent = method === "card"
+    ? "Finish the payment on the secure card page (your bank may ask you to confirm). This page updates by itself."
+    : "Approve the payment in your UPI app. This page updates by itself.";
+}
+
 let paying = false;
-async function pay() {
+async function pay(method) {
   if (paying) return;
   const h = store.get("hold");
   if (!h) return;
@@ -361,15 +389,17 @@ async function pay() {
   if (phone && !/^\+?\d{8,15}$/.test(phone)) { message("That mobile number does not look right: 10 digits, or + and the country code."); $("phone").focus(); return; }
   if (email && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(email)) { message("That email address does not look right."); $("email").focus(); return; }
   paying = true;
-  $("pay").disabled = true;
+  $("pay").disabled = $("pay-card").disabled = true;
   message("");
   const body = {};
   if (phone) body.phone = phone;
   if (email) body.email = email;
   store.set("contact", body);
   try {
-    const a = attempt(h, false);
-    const r = await api("POST", `/v1/holds/${h.hold_id}/payment`, { body, token: holdAuth(h), headers: { "Idempotency-Key": a.key } });
+    const a = attempt(h, false, method);
+    const route = method === "card" ? "confirm" : "payment"; // a card without a token: typed on the provider's page
+    const r = await api("POST", `/v1/holds/${h.hold_id}/${route}`, { body, token: holdAuth(h), headers: { "Idempotency-Key": a.key } });
+    howToPay(method);
     if (r.status === 201 || r.status === 200 || r.status === 202) {
       const b = r.body.booking || r.body;
       if (b.status === "FAILED") { await declined(h); return; }
@@ -381,13 +411,20 @@ async function pay() {
     }
     if (r.status === 402) { await declined(h); return; } // refused at once: the core keeps this answer for this key
     if (r.status === 410) { message("Your hold ran out before the payment. Nothing was charged." + (sessionOpen() ? " Choose again." : " Your turn to take new seats has ended.")); store.del("hold"); store.del("pay"); toChoose(); return; }
-    if (r.status === 422 && /idempotency/i.test(r.body.message || "")) attempt(h, true); // a key the core has seen for another body: the next press uses a new one
+    if (r.status === 422 && r.body.error === "method_unavailable") {
+      methods = methods.filter((m) => m !== method);
+      if (!methods.length) methods = [method === "card" ? "upi" : "card"];
+      showMethods();
+      message(method === "card" ? "This box office does not take cards: pay with UPI." : "This box office does not take UPI: pay by card.");
+      return;
+    }
+    if (r.status === 422 && /idempotency/i.test(r.body.message || "")) attempt(h, true, method); // a key the core has seen for another body: the next press uses a new one
     message(r.body.message || "The payment could not start; please try again.");
   } catch (e) {
     message("No connection. Your seats are still held; press Pay again when you are back online.");
   } finally {
     paying = false;
-    $("pay").disabled = false;
+    $("pay").disabled = $("pay-card").disabled = false;
   }
 }
 
@@ -408,6 +445,7 @@ async function checkoutLink(payment) {
 
 function showPaying(b) {
   screen("paying");
+  howToPay((store.get("pay") || {}).method);
   if (b && b.amount_paise) $("paying-total").textContent = paidFor(b);
   const link = store.get("checkout");
   if (link) $("checkout").href = link;
@@ -470,7 +508,7 @@ async function declined(h) {
   if (held) {
     attempt(held, true);
     showHold(held);
-    message("The payment did not go through. Your seats are still held: pay again (you can use another UPI app).");
+    message("The payment did not go through. Your seats are still held: pay again (another UPI app, or another card).");
   } else {
     message("The payment did not go through, and your hold has ended." + (sessionOpen() ? " Choose again." : " Your turn to take new seats has ended."));
     toChoose();
@@ -622,9 +660,11 @@ $("best").addEventListener("click", () => hold({ best_available: { band: $("band
 $("band").addEventListener("change", showBest);
 $("count").addEventListener("change", showBest);
 $("hold-picked").addEventListener("click", () => hold({ seats: [...picked] }));
-$("pay").addEventListener("click", pay);
+$("pay").addEventListener("click", () => pay("upi"));
+$("pay-card").addEventListener("click", () => pay("card"));
 $("release").addEventListener("click", release);
 $("zoom-in").addEventListener("click", () => zoom(1));
 $("zoom-out").addEventListener("click", () => zoom(-1));
 window.addEventListener("resize", cue);
+loadMethods();
 start().then(showBest);
