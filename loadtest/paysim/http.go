@@ -120,6 +120,11 @@ func (s *Sim) serve(mux *http.ServeMux) http.Handler {
 			}
 			writeError(sw, e)
 		} else {
+			if strings.HasPrefix(pattern, "GET /v1/") && pattern != "GET /v1/ledger" || strings.HasPrefix(pattern, "POST /v1/") {
+				s.mu.Lock()
+				s.calls[pattern]++ // the provider's API as a merchant calls it
+				s.mu.Unlock()
+			}
 			mux.ServeHTTP(sw, r) // routes again, setting the path values
 		}
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "dur", time.Since(start))

@@ -65,6 +65,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -136,7 +137,8 @@ type Sim struct {
 	idem       map[idemKey]*idemRecord
 	deliveries []*delivery // every delivery ever queued, in order
 	queue      deliveryQueue
-	refusals   map[string]int // the Stripe dialect's error answers by code
+	refusals   map[string]int // the Stripe dialect's error answers by code, the Razorpay dialect's by description
+	calls      map[string]int // API requests by route pattern
 	sms        []SMS
 	smsTo      map[string][]int // indexes into sms by number, oldest first
 }
@@ -181,6 +183,7 @@ func New(cfg Config, log *slog.Logger) (*Sim, error) {
 		settling:   make(map[string]*time.Timer),
 		idem:       make(map[idemKey]*idemRecord),
 		refusals:   make(map[string]int),
+		calls:      make(map[string]int),
 	}
 	s.handler = s.routes()
 	s.wg.Add(1 + webhookWorkers)
@@ -211,6 +214,15 @@ func (s *Sim) Close() {
 	s.mu.Unlock()
 	s.stop()
 	s.wg.Wait()
+}
+
+// Calls counts the API requests the simulator has answered, by route
+// pattern ("POST /v1/payment_intents"), the ledger and the control hooks
+// apart: the provider calls a merchant makes.
+func (s *Sim) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.calls)
 }
 
 // Behaviour returns the current behaviour.
