@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -114,6 +115,17 @@ type Config struct {
 // simulator when its address is given.
 func (c *Config) payments() bool { return c.Provider != "paysim" || c.ProviderURL != "" }
 
+// liveKeys reports whether the provider's key is a live one (real money).
+func (c *Config) liveKeys() bool {
+	switch c.Provider {
+	case "stripe":
+		return strings.HasPrefix(c.ProviderKey, "sk_live_") || strings.HasPrefix(c.ProviderKey, "rk_live_")
+	case "razorpay":
+		return strings.HasPrefix(c.ProviderKeyID, "rzp_live_")
+	}
+	return false
+}
+
 // Validate checks the rules across settings.
 func (c *Config) Validate() error {
 	switch {
@@ -137,6 +149,17 @@ func (c *Config) Validate() error {
 	}
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
 		return fmt.Errorf("ONSALE_PUBLIC_URL %q: want the gateway's address, http(s)://host[:port][/path]", c.PublicURL)
+	}
+	if c.liveKeys() {
+		// Real money: the provider's pages send fans back to the public
+		// address, which must be TLS; and the key goes to the provider
+		// itself, never to a stand-in.
+		switch {
+		case !strings.HasPrefix(c.PublicURL, "https://"):
+			return fmt.Errorf("ONSALE_PUBLIC_URL %q: live keys need the public https address (the provider's pages send fans back to it)", c.PublicURL)
+		case c.ProviderURL != "":
+			return errors.New("ONSALE_PROVIDER_URL is set with live keys: a live key goes to the provider's own API only (leave it empty)")
+		}
 	}
 	if c.AdminAddr != "" {
 		if _, port, err := net.SplitHostPort(c.AdminAddr); err != nil {
