@@ -10,6 +10,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/onsale/onsale/shared v0.0.0
 	github.com/prometheus/procfs v0.23.0
+	github.com/razorpay/razorpay-go v1.3.3
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stripe/stripe-go/v82 v82.5.1
 	github.com/valyala/fasthttp v1.78.0
@@ -27,6 +28,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
