@@ -175,6 +175,14 @@ func TestRazorpayDialectWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sim.FlushWebhooks()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) { // a delivery the scheduler had begun
+		e.mu.Lock()
+		n := len(e.hooks)
+		e.mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var events []string
