@@ -175,14 +175,7 @@ func TestRazorpayDialectWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sim.FlushWebhooks()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) { // a delivery the scheduler had begun
-		e.mu.Lock()
-		n := len(e.hooks)
-		e.mu.Unlock()
-		if n >= 2 || time.Now().After(deadline) {
-			break
-		}
-	}
+	waitFor(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return len(e.hooks) >= 2 }) // a delivery the scheduler had begun
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var events []string

@@ -200,14 +200,7 @@ func TestStripeDialectWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sim.FlushWebhooks()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) { // a delivery the scheduler had begun
-		e.mu.Lock()
-		n := len(e.hooks)
-		e.mu.Unlock()
-		if n >= 3 || time.Now().After(deadline) {
-			break
-		}
-	}
+	waitFor(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return len(e.hooks) >= 3 }) // a delivery the scheduler had begun
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var types []string
@@ -232,5 +225,12 @@ func TestStripeDialectWebhooks(t *testing.T) {
 	want := "charge.refunded payment_intent.amount_capturable_updated payment_intent.succeeded"
 	if strings.Join(types, " ") != want {
 		t.Fatalf("webhooks %v; want %s", types, want)
+	}
+}
+
+// waitFor waits up to 5 s for cond.
+func waitFor(cond func() bool) {
+	for deadline := time.Now().Add(5 * time.Second); !cond() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 }

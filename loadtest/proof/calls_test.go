@@ -27,7 +27,7 @@ func TestProviderCallsPerBooking(t *testing.T) {
 	}
 	const n = 5
 	stacks := map[string]*proofStack{} // one per provider, for all its flows
-	seats := map[string]int{} // the next seat of each stack's
+	seats := map[string]int{}          // the next seat of each stack's
 	for _, p := range []string{paysim.DialectPaysim, paysim.DialectStripe, paysim.DialectRazorpay} {
 		stacks[p] = newStack(t, stackOpts{provider: p, policy: policyRefund})
 	}

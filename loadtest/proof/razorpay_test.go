@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -163,36 +162,11 @@ func TestRazorpayDuplicateWebhooks(t *testing.T) {
 // the seat, the payer is refunded exactly once.
 func TestRazorpayLatePaymentRefundedOnce(t *testing.T) {
 	s := newStack(t, stackOpts{provider: paysim.DialectRazorpay, policy: policyRefund})
-	const n = 20
-	bookings, links, seats := make([]int64, n), make([]string, n), make([]string, n)
-	for i := range n {
-		seats[i] = fmt.Sprintf("WU1-A-%d", i+1)
-		hold := s.hold(t, fmt.Sprintf("payer-%d", i), seats[i])
-		bookings[i], links[i] = s.payLink(t, fmt.Sprintf("payer-%d", i), hold)
-		s.expire(t, hold)
-	}
-	time.Sleep(2500 * time.Millisecond) // the core's memory of taken seats catches up with the expiry (see TestLatePaymentRefundedOnce)
-	got := make([]bool, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(2)
-		go func() { defer wg.Done(); s.sim.Settle(links[i], true) }()
-		go func() {
-			defer wg.Done()
-			r := s.call(t, "POST", fmt.Sprintf("/v1/events/%d/holds", s.event), fmt.Sprintf("fan-%d", i), map[string]any{"seats": []string{seats[i]}})
-			got[i] = r.status == 201
-		}()
-	}
-	wg.Wait()
-	for i, bk := range bookings {
-		if !got[i] {
-			t.Errorf("race %d: the new fan did not get the seat", i)
+	s.lateRaces(t, 20, s.payLink, func(i int, ref string) {
+		if n := s.refunds(ref); n != 1 {
+			t.Errorf("race %d: %d refunds; want one", i, n)
 		}
-		eventually(t, "refunded", func() bool { return s.bookingStatus(t, bk) == bookingRefunded })
-		if ref := bookingReference(bk); s.refunds(ref) != 1 {
-			t.Errorf("race %d: %d refunds; want one", i, s.refunds(ref))
-		}
-	}
+	})
 	s.balanced(t, nil)
 }
 
