@@ -238,6 +238,10 @@ type PaymentRequest struct {
 	// (onsale's booking page); not sent to the simulator, which takes it
 	// on its checkout page's link instead.
 	ReturnURL string `json:"-"`
+	// Since is when the booking was made: a provider's page that expires
+	// is given a time from it, so that every retry of the create sends the
+	// same request (a provider compares a retried key's parameters).
+	Since time.Time `json:"-"`
 }
 
 // PaymentProvider is the payment provider as the core uses it, whichever it
@@ -261,10 +265,10 @@ type PaymentProvider interface {
 	CreatePayment(ctx context.Context, key string, r PaymentRequest) (*Payment, error)
 	// Payment fetches a payment by the id CreatePayment returned.
 	Payment(ctx context.Context, id string) (*Payment, error)
-	// PaymentsFor lists the payments made for a booking's reference, for
-	// the reconciler; id is the payment the booking recorded ("" when none
-	// yet): a provider that cannot search by reference fetches that one.
-	PaymentsFor(ctx context.Context, ref, id string) ([]Payment, error)
+	// PaymentsFor lists the payments made for a booking, for the
+	// reconciler: by its reference, or its payment's key, or the payment
+	// it recorded, whichever the provider can look up.
+	PaymentsFor(ctx context.Context, q PaymentLookup) ([]Payment, error)
 	// Capture takes the money of an authorized payment.
 	Capture(ctx context.Context, key, id string) (*Payment, error)
 	// Cancel voids an authorization that was not captured.
@@ -276,6 +280,13 @@ type PaymentProvider interface {
 	// with code EBadSignature when the signature fails, EInvalid when it
 	// verifies but is not an event.
 	Webhook(h http.Header, body []byte, now time.Time) (*PaymentEvent, error)
+}
+
+// PaymentLookup names a booking's payments for PaymentsFor.
+type PaymentLookup struct {
+	Reference string // the booking's reference (BookingReference)
+	Key       string // the booking's payment key (Booking.PaymentKey)
+	PaymentID string // the payment the booking recorded ("" when none yet)
 }
 
 // PaymentEvent is a provider's webhook read into the core's terms.

@@ -410,11 +410,18 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 			return res
 		}
 		if b.PaymentID != "" {
-			return result{status: http.StatusCreated, body: map[string]any{"booking": b, "payment": map[string]string{"id": b.PaymentID}}}
+			// A retry (the first answer was lost, a second tab): the
+			// payment as the provider has it now, with the page to pay on;
+			// its id alone when the provider cannot say.
+			var payment any = map[string]string{"id": b.PaymentID}
+			if p, err := s.Payments.Provider.Payment(ctx, b.PaymentID); err == nil {
+				payment = p
+			}
+			return result{status: http.StatusCreated, body: map[string]any{"booking": b, "payment": payment}}
 		}
 		p, err := s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), core.PaymentRequest{
 			Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "upi", Capture: "automatic",
-			ReturnURL: s.returnURL(b)})
+			ReturnURL: s.returnURL(b), Since: b.CreatedAt})
 		if err != nil {
 			return s.providerError(ctx, b, err)
 		}
@@ -449,7 +456,7 @@ func (s *Server) confirm(w http.ResponseWriter, r *http.Request) {
 		if b.PaymentID == "" {
 			p, err = s.Payments.Provider.CreatePayment(ctx, b.PaymentKey(), core.PaymentRequest{
 				Amount: b.AmountPaise, Currency: b.Currency, Reference: b.Reference(), Method: "card",
-				PaymentToken: in.PaymentToken, Capture: "manual", ReturnURL: s.returnURL(b)})
+				PaymentToken: in.PaymentToken, Capture: "manual", ReturnURL: s.returnURL(b), Since: b.CreatedAt})
 			if err != nil {
 				return s.providerError(ctx, b, err)
 			}

@@ -28,7 +28,7 @@ const stripeSecret = "whsec_test_endpoint"
 func stripeEvent(id, typ, pi, ref string, amount int64, live bool) []byte {
 	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-09-30.clover","created":%d,"livemode":%t,"type":%q,`+
 		`"data":{"object":{"id":%q,"object":"payment_intent","amount":%d,"amount_capturable":%d,"amount_received":0,"currency":"inr",`+
-		`"capture_method":"manual","status":"requires_capture","metadata":{"reference":%q}}}}`,
+		`"capture_method":"manual","status":"requires_capture","metadata":{"reference":%q,"onsale_site":"tickets.example"}}}}`,
 		id, time.Now().Unix(), live, typ, pi, amount, amount, ref)
 }
 
@@ -63,7 +63,7 @@ func TestStripeWebhooks(t *testing.T) {
 	}
 	b := booking("AUD-E-7", "pi_A")
 	short := booking("AUD-E-8", "pi_S")
-	prov, err := stripe.New(stripe.Config{Key: "sk_test_core", WebhookSecret: stripeSecret})
+	prov, err := stripe.New(stripe.Config{Key: "sk_test_core", WebhookSecret: stripeSecret, Site: "tickets.example"})
 	if err != nil {
 		t.Fatal(err)
 	}

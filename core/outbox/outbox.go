@@ -526,7 +526,7 @@ type ReconcileStore interface {
 // (a core.PaymentProvider).
 type PaymentLister interface {
 	// PaymentsFor lists a booking's payments (see core.PaymentProvider).
-	PaymentsFor(ctx context.Context, ref, id string) ([]core.Payment, error)
+	PaymentsFor(ctx context.Context, q core.PaymentLookup) ([]core.Payment, error)
 }
 
 // Reconciler asks the provider about bookings left PAYMENT_PENDING longer
@@ -565,7 +565,7 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	}
 	settled := 0
 	for _, b := range pending {
-		payments, err := r.Provider.PaymentsFor(ctx, b.Reference(), b.PaymentID)
+		payments, err := r.Provider.PaymentsFor(ctx, core.PaymentLookup{Reference: b.Reference(), Key: b.PaymentKey(), PaymentID: b.PaymentID})
 		if err != nil {
 			r.Log.Warn("reconcile: provider lookup failed", "booking", b.ID, "err", err)
 			continue // its turn comes again; the others are not held up

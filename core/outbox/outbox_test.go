@@ -692,7 +692,8 @@ func TestStrayRefundFollowsPaymentStatus(t *testing.T) {
 // lister is the provider's payments by order reference.
 type lister map[string][]core.Payment
 
-func (l lister) PaymentsFor(_ context.Context, ref, _ string) ([]core.Payment, error) {
+func (l lister) PaymentsFor(_ context.Context, q core.PaymentLookup) ([]core.Payment, error) {
+	ref := q.Reference
 	return l[ref], nil
 }
 

@@ -77,7 +77,8 @@ func (c *Client) Payment(ctx context.Context, id string) (*core.Payment, error) 
 
 // PaymentsFor lists the payments made for an order reference (the
 // simulator searches by reference: id is not needed).
-func (c *Client) PaymentsFor(ctx context.Context, ref, _ string) ([]core.Payment, error) {
+func (c *Client) PaymentsFor(ctx context.Context, q core.PaymentLookup) ([]core.Payment, error) {
+	ref := q.Reference
 	var out struct {
 		Data []core.Payment `json:"data"`
 	}

@@ -4,8 +4,10 @@
 // given a timeout, and the adapter needs six calls).
 //
 // A UPI booking is a Payment Link (https://razorpay.com/docs/api/payments/
-// payment-links/) whose reference_id is the booking's reference and whose
-// page offers UPI alone: its id (plink_...) is the booking's payment, its
+// payment-links/) whose reference_id is made from the booking's payment key
+// (its hold's id and attempt: unique across deployments and restores),
+// whose notes name the booking's reference and this deployment's site (the
+// public address's host), and whose page offers UPI alone: its id (plink_...) is the booking's payment, its
 // short_url the page the fan is sent to (Razorpay's own: no Razorpay script
 // runs in onsale's pages), its callback_url the show's booking page.
 // Razorpay captures a link's payment itself. payment_link.paid settles the
@@ -22,7 +24,8 @@
 //   - a link: reference_id is unique at Razorpay ("payment link creation
 //     with reference ID already attempted"), one booking one link, so a
 //     retry of the create finds the link the first attempt made and
-//     returns it: never two links, never two payments, for a booking;
+//     returns it (only when its notes, amount and currency are this
+//     booking's): never two links, never two payments, for a booking;
 //   - a refund: the payment is read first; when it is refunded whole the
 //     refund is done (the outbox's check), else it is asked for whole
 //     (no amount: Razorpay refunds the rest, never more) under the key.
@@ -37,7 +40,9 @@
 // Webhooks carry X-Razorpay-Signature, the hex HMAC-SHA256 of the raw body
 // with the webhook's secret (compared in constant time, in lower-case hex
 // as Razorpay sends it: razorpay-go's own check is the test's oracle), and
-// X-Razorpay-Event-Id, the de-duplication key. Razorpay signs no time: a
+// X-Razorpay-Event-Id, the de-duplication key. An event of a link without
+// this deployment's site in its notes is acknowledged and ignored (Razorpay
+// sends an account's events to each of its webhooks). Razorpay signs no time: a
 // body replayed later verifies, and is harmless (an event for a booking
 // settled already changes nothing; the event id makes a repeat a
 // duplicate).
@@ -87,6 +92,9 @@ type Config struct {
 	// Razorpay mode) in tests.
 	URL  string
 	HTTP *http.Client
+	// Site names this deployment (the host of its public address) in the
+	// notes of its links.
+	Site string
 }
 
 // Client is Razorpay, as the core uses it.
@@ -101,6 +109,9 @@ func New(c Config) (*Client, error) {
 	}
 	if c.KeySecret == "" || c.WebhookSecret == "" {
 		return nil, errors.New("razorpay: the key secret and the webhook secret are required")
+	}
+	if c.Site == "" || len(c.Site) > 250 {
+		return nil, errors.New("razorpay: the site (the public address's host) must be 1 to 250 bytes")
 	}
 	if c.URL == "" {
 		c.URL = API
@@ -128,6 +139,8 @@ type link struct {
 	Status      string `json:"status"` // created, partially_paid, paid, expired, cancelled
 	ReferenceID string `json:"reference_id"`
 	ShortURL    string `json:"short_url"`
+	// Notes is an object, or null or [] in some of Razorpay's answers.
+	Notes json.RawMessage `json:"notes"`
 	// Payments lists the captured payments (null until one is).
 	Payments []struct {
 		PaymentID string `json:"payment_id"`
@@ -145,17 +158,43 @@ type rzpPayment struct {
 	AmountRefunded int64  `json:"amount_refunded"`
 }
 
+// notes reads a link's notes.
+func (l *link) notes() map[string]string {
+	var n map[string]string
+	_ = json.Unmarshal(l.Notes, &n) // null or []: none
+	return n
+}
+
+// referenceID is the link's reference_id for a payment key
+// (charge:<hold>[:<attempt>]): the hold's id without its dashes and the
+// attempt, at most 40 characters, unique wherever the link is made.
+func referenceID(key string) string {
+	k := strings.ReplaceAll(strings.TrimPrefix(key, "charge:"), "-", "")
+	k = strings.ReplaceAll(k, ":", "_")
+	if len(k) > 40 {
+		sum := sha256.Sum256([]byte(key))
+		k = hex.EncodeToString(sum[:20])
+	}
+	return k
+}
+
+// ours reports whether l is this deployment's link for ref ("": any).
+func (c *Client) ours(l *link, ref string) bool {
+	n := l.notes()
+	return n["site"] == c.c.Site && (ref == "" || n["reference"] == ref)
+}
+
 // CreatePayment creates the booking's Payment Link, or finds the one an
-// earlier attempt made (reference_id is unique at Razorpay). key is not
-// sent: Razorpay has no idempotency key for links.
-func (c *Client) CreatePayment(ctx context.Context, _ string, r core.PaymentRequest) (*core.Payment, error) {
+// earlier attempt made (reference_id is unique at Razorpay). key names the
+// link (referenceID): Razorpay has no idempotency key for links.
+func (c *Client) CreatePayment(ctx context.Context, key string, r core.PaymentRequest) (*core.Payment, error) {
 	if r.Method != "upi" {
 		return nil, &core.ProviderError{Status: http.StatusBadRequest, Code: "method_unavailable", Message: "Razorpay takes UPI here"}
 	}
 	body := map[string]any{
-		"amount": r.Amount, "currency": r.Currency, "accept_partial": false, "reference_id": r.Reference,
+		"amount": r.Amount, "currency": r.Currency, "accept_partial": false, "reference_id": referenceID(key),
 		"description": "Tickets, " + r.Reference, "notify": map[string]bool{"sms": false, "email": false},
-		"expire_by": time.Now().Add(linkLife).Unix(), "notes": map[string]string{"reference": r.Reference},
+		"expire_by": time.Now().Add(linkLife).Unix(), "notes": map[string]string{"reference": r.Reference, "site": c.c.Site},
 		"options": map[string]any{"checkout": map[string]any{"method": map[string]bool{"upi": true, "card": false, "netbanking": false, "wallet": false}}},
 	}
 	if r.ReturnURL != "" {
@@ -164,16 +203,23 @@ func (c *Client) CreatePayment(ctx context.Context, _ string, r core.PaymentRequ
 	var l link
 	err := c.do(ctx, http.MethodPost, "/v1/payment_links", nil, body, &l)
 	var pe *core.ProviderError
-	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "reference ID already attempted") {
-		// A retry: the first attempt made the link (its answer was lost).
-		links, ferr := c.linksOf(ctx, r.Reference)
+	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest {
+		// Most likely a retry: the first attempt made the link (its answer
+		// was lost), and Razorpay refuses its reference_id ("payment link
+		// creation with reference ID already attempted"; any 400 is looked
+		// up, not only that wording).
+		links, ferr := c.linksOf(ctx, referenceID(key))
 		if ferr != nil {
 			return nil, ferr
 		}
 		if len(links) == 0 {
-			return nil, fmt.Errorf("razorpay: a link for %s was made, and none is found", r.Reference)
+			return nil, err
 		}
-		l, err = links[0], nil
+		l = links[0]
+		if !c.ours(&l, r.Reference) || l.Amount != r.Amount || !strings.EqualFold(l.Currency, r.Currency) {
+			return nil, fmt.Errorf("razorpay: link %s for %s is not this booking's (notes %s, %d %s)", l.ID, referenceID(key), l.Notes, l.Amount, l.Currency)
+		}
+		err = nil
 	}
 	if err != nil {
 		return nil, err
@@ -181,7 +227,7 @@ func (c *Client) CreatePayment(ctx context.Context, _ string, r core.PaymentRequ
 	return c.linkPayment(ctx, &l)
 }
 
-// linksOf lists the links of a reference.
+// linksOf lists the links of a reference_id.
 func (c *Client) linksOf(ctx context.Context, ref string) ([]link, error) {
 	var out struct {
 		Links []link `json:"payment_links"`
@@ -193,7 +239,7 @@ func (c *Client) linksOf(ctx context.Context, ref string) ([]link, error) {
 // linkPayment is a link in the core's terms; a paid link's refunds are
 // read from its payment.
 func (c *Client) linkPayment(ctx context.Context, l *link) (*core.Payment, error) {
-	p := &core.Payment{ID: l.ID, Amount: l.Amount, Currency: strings.ToUpper(l.Currency), Reference: l.ReferenceID, Method: "upi"}
+	p := &core.Payment{ID: l.ID, Amount: l.Amount, Currency: strings.ToUpper(l.Currency), Reference: l.notes()["reference"], Method: "upi"}
 	switch l.Status {
 	case "paid":
 		p.Status, p.AmountCaptured = core.PaymentSucceeded, l.AmountPaid
@@ -214,10 +260,10 @@ func (c *Client) linkPayment(ctx context.Context, l *link) (*core.Payment, error
 	return p, nil
 }
 
-// paidWith is the captured payment of a paid link.
+// paidWith is the payment that paid a link: captured, or refunded since.
 func paidWith(l *link) string {
 	for _, p := range l.Payments {
-		if p.Status == "captured" {
+		if p.Status != "failed" && p.PaymentID != "" {
 			return p.PaymentID
 		}
 	}
@@ -234,21 +280,24 @@ func (c *Client) Payment(ctx context.Context, id string) (*core.Payment, error) 
 }
 
 // PaymentsFor lists the booking's link: the recorded one, or the one made
-// for its reference (Razorpay can search links by reference_id).
-func (c *Client) PaymentsFor(ctx context.Context, ref, id string) ([]core.Payment, error) {
-	if id != "" {
-		p, err := c.Payment(ctx, id)
+// under its payment key (Razorpay can search links by reference_id).
+func (c *Client) PaymentsFor(ctx context.Context, q core.PaymentLookup) ([]core.Payment, error) {
+	if q.PaymentID != "" {
+		p, err := c.Payment(ctx, q.PaymentID)
 		if err != nil {
 			return nil, err
 		}
 		return []core.Payment{*p}, nil
 	}
-	links, err := c.linksOf(ctx, ref)
+	links, err := c.linksOf(ctx, referenceID(q.Key))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]core.Payment, 0, len(links))
 	for i := range links {
+		if !c.ours(&links[i], q.Reference) {
+			continue
+		}
 		p, err := c.linkPayment(ctx, &links[i])
 		if err != nil {
 			return nil, err
@@ -279,10 +328,20 @@ func (c *Client) Cancel(ctx context.Context, _, id string) (*core.Payment, error
 	switch {
 	case err == nil:
 		return c.linkPayment(ctx, &l)
-	case errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "already paid"):
-		return nil, &core.ProviderError{Status: http.StatusConflict, Code: "already_captured", Message: pe.Message}
-	case errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "expired link"):
-		return nil, &core.ProviderError{Status: http.StatusConflict, Code: "already_canceled", Message: pe.Message}
+	case errors.As(err, &pe) && pe.Status == http.StatusBadRequest:
+		// Razorpay words it ("cannot cancel or expire an already paid/
+		// partially paid link", "... an expired link"); the link's state
+		// says it in any wording.
+		p, ferr := c.Payment(ctx, id)
+		if ferr != nil {
+			return nil, ferr
+		}
+		switch p.Status {
+		case core.PaymentSucceeded:
+			return nil, &core.ProviderError{Status: http.StatusConflict, Code: "already_captured", Message: pe.Message}
+		case core.PaymentCanceled, core.PaymentFailed:
+			return nil, &core.ProviderError{Status: http.StatusConflict, Code: "already_canceled", Message: pe.Message}
+		}
 	}
 	return nil, err
 }
@@ -313,7 +372,7 @@ func (c *Client) Refund(ctx context.Context, key, id string) (*core.Refund, erro
 	err := c.do(ctx, http.MethodPost, "/v1/payments/"+url.PathEscape(pid)+"/refund", map[string]string{IdempotencyHeader: refundKey(key)},
 		map[string]any{"notes": map[string]string{"reference": l.ReferenceID}}, &rf)
 	var pe *core.ProviderError
-	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(pe.Message, "fully refunded already") {
+	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(pe.Message), "refunded already") {
 		return nil, &core.ProviderError{Status: http.StatusConflict, Code: "refund_exceeds_capture", Message: pe.Message}
 	}
 	if err != nil {
@@ -446,7 +505,10 @@ func (c *Client) Webhook(h http.Header, body []byte, _ time.Time) (*core.Payment
 		return nil, core.Errorf(core.EInvalid, "a %s event without its payment link", ev.Event)
 	}
 	l := ev.Payload.PaymentLink.Entity
-	e.PaymentID, e.Reference, e.Amount, e.Currency = l.ID, l.ReferenceID, l.Amount, strings.ToUpper(l.Currency)
+	if !c.ours(&l, "") {
+		return e, nil // another deployment's link, or not onsale's
+	}
+	e.PaymentID, e.Reference, e.Amount, e.Currency = l.ID, l.notes()["reference"], l.Amount, strings.ToUpper(l.Currency)
 	switch ev.Event {
 	case "payment_link.paid":
 		e.Outcome = core.EventSucceeded

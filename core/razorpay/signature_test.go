@@ -94,7 +94,7 @@ func mustHex(s string) []byte {
 // taken (the payment's amount), an expired one as failed, and acknowledges
 // the payment.* events without settling anything.
 func TestWebhookEvents(t *testing.T) {
-	c, err := razorpay.New(razorpay.Config{KeyID: "rzp_test_x", KeySecret: "k", WebhookSecret: "whs"})
+	c, err := razorpay.New(razorpay.Config{KeyID: "rzp_test_x", KeySecret: "k", WebhookSecret: "whs", Site: "tickets.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestWebhookEvents(t *testing.T) {
 		return c.Webhook(h, []byte(body), time.Now())
 	}
 	paid := `{"entity":"event","event":"payment_link.paid","created_at":1700000000,"contains":["payment_link","order","payment"],` +
-		`"payload":{"payment_link":{"entity":{"id":"plink_1","amount":50000,"currency":"INR","status":"paid","reference_id":"booking-7"}},` +
+		`"payload":{"payment_link":{"entity":{"id":"plink_1","amount":50000,"currency":"INR","status":"paid","reference_id":"abc","notes":{"reference":"booking-7","site":"tickets.example"}}},` +
 		`"payment":{"entity":{"id":"pay_1","amount":50000,"currency":"INR","status":"captured"}}}}`
 	if _, err := deliver(paid, sign("other", paid), "evt_1"); core.ErrorCode(err) != core.EBadSignature {
 		t.Errorf("a forged webhook = %v; want %s", err, core.EBadSignature)
@@ -125,9 +125,17 @@ func TestWebhookEvents(t *testing.T) {
 		e.Amount != 50000 || e.Currency != "INR" || e.Created.Unix() != 1700000000 {
 		t.Fatalf("payment_link.paid = %+v %v", e, err)
 	}
-	expired := `{"entity":"event","event":"payment_link.expired","payload":{"payment_link":{"entity":{"id":"plink_2","amount":100,"currency":"INR","status":"expired","reference_id":"booking-8"}}}}`
+	expired := `{"entity":"event","event":"payment_link.expired","payload":{"payment_link":{"entity":{"id":"plink_2","amount":100,"currency":"INR","status":"expired","reference_id":"def","notes":{"reference":"booking-8","site":"tickets.example"}}}}}`
 	if e, err := deliver(expired, sign("whs", expired), "evt_2"); err != nil || e.Outcome != core.EventFailed || e.PaymentID != "plink_2" {
 		t.Errorf("payment_link.expired = %+v %v", e, err)
+	}
+	other := strings.Replace(paid, "tickets.example", "staging.example", 1) // another deployment's link on the same account
+	if e, err := deliver(other, sign("whs", other), "evt_3"); err != nil || e.Outcome != core.EventIgnored || e.PaymentID != "" {
+		t.Errorf("another deployment's payment_link.paid = %+v %v; want ignored", e, err)
+	}
+	noNotes := strings.Replace(paid, `"notes":{"reference":"booking-7","site":"tickets.example"}`, `"notes":[]`, 1)
+	if e, err := deliver(noNotes, sign("whs", noNotes), "evt_4"); err != nil || e.Outcome != core.EventIgnored {
+		t.Errorf("a link without onsale's notes = %+v %v; want ignored", e, err)
 	}
 	failed := `{"entity":"event","event":"payment.failed","payload":{"payment":{"entity":{"id":"pay_3","amount":100,"currency":"INR","status":"failed"}}}}`
 	if e, err := deliver(failed, sign("whs", failed), ""); err != nil || e.Outcome != core.EventIgnored || !strings.HasPrefix(e.ID, "sha256:") {

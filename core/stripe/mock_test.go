@@ -104,7 +104,8 @@ func (r *recorder) last() sent {
 func TestAgainstStripeMock(t *testing.T) {
 	base := stripeMock(t)
 	rec := &recorder{}
-	c, err := stripe.New(stripe.Config{Key: "sk_test_123", WebhookSecret: "whsec_x", URL: base, HTTP: &http.Client{Transport: rec, Timeout: 10 * time.Second}})
+	c, err := stripe.New(stripe.Config{Key: "sk_test_123", WebhookSecret: "whsec_x", URL: base, HTTP: &http.Client{Transport: rec, Timeout: 10 * time.Second},
+		Site: "tickets.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,13 +121,14 @@ func TestAgainstStripeMock(t *testing.T) {
 	}
 	r := rec.last()
 	want := map[string]string{"amount": "150000", "currency": "inr", "capture_method": "manual", "confirm": "true",
-		"payment_method": "pm_card_visa", "metadata[reference]": "booking-7", "return_url": "https://tickets.example/events/3/book"}
+		"payment_method": "pm_card_visa", "metadata[reference]": "booking-7", "metadata[onsale_site]": "tickets.example",
+		"return_url": "https://tickets.example/events/3/book"}
 	for k, v := range want {
 		if got := r.form.Get(k); got != v {
 			t.Errorf("create sent %s=%q; want %q (%v)", k, got, v, r.form)
 		}
 	}
-	if r.method != "POST" || r.path != "/v1/payment_intents" || r.key != "charge:h1" {
+	if r.method != "POST" || r.path != "/v1/payment_intents" || r.key != "tickets.example charge:h1" {
 		t.Errorf("create was %s %s key %q; want POST /v1/payment_intents key charge:h1", r.method, r.path, r.key)
 	}
 
@@ -137,20 +139,20 @@ func TestAgainstStripeMock(t *testing.T) {
 	if r := rec.last(); r.method != "GET" || r.path != "/v1/payment_intents/"+id {
 		t.Errorf("retrieve was %s %s", r.method, r.path)
 	}
-	if list, err := c.PaymentsFor(ctx, "booking-7", id); err != nil || len(list) != 1 {
+	if list, err := c.PaymentsFor(ctx, core.PaymentLookup{Reference: "booking-7", Key: "charge:h1", PaymentID: id}); err != nil || len(list) != 1 {
 		t.Fatalf("payments for a recorded id: %+v %v", list, err)
 	}
 	n := len(rec.reqs)
-	if list, err := c.PaymentsFor(ctx, "booking-7", ""); err != nil || len(list) != 0 || len(rec.reqs) != n {
+	if list, err := c.PaymentsFor(ctx, core.PaymentLookup{Reference: "booking-7", Key: "charge:h1"}); err != nil || len(list) != 0 || len(rec.reqs) != n {
 		t.Fatalf("payments for no recorded id: %+v %v (%d calls); want none, no call", list, err, len(rec.reqs)-n)
 	}
 	for _, call := range []struct {
 		name, path, key string
 		do              func() error
 	}{
-		{"capture", "/v1/payment_intents/" + id + "/capture", "capture:7", func() error { _, err := c.Capture(ctx, "capture:7", id); return err }},
-		{"cancel", "/v1/payment_intents/" + id + "/cancel", "void:7", func() error { _, err := c.Cancel(ctx, "void:7", id); return err }},
-		{"refund", "/v1/refunds", "refund:7", func() error { _, err := c.Refund(ctx, "refund:7", id); return err }},
+		{"capture", "/v1/payment_intents/" + id + "/capture", "tickets.example capture:7", func() error { _, err := c.Capture(ctx, "capture:7", id); return err }},
+		{"cancel", "/v1/payment_intents/" + id + "/cancel", "tickets.example void:7", func() error { _, err := c.Cancel(ctx, "void:7", id); return err }},
+		{"refund", "/v1/refunds", "tickets.example refund:7", func() error { _, err := c.Refund(ctx, "refund:7", id); return err }},
 	} {
 		if err := call.do(); err != nil {
 			t.Fatalf("%s: %v", call.name, err)
@@ -173,12 +175,13 @@ func TestAgainstStripeMock(t *testing.T) {
 	r = rec.last()
 	for k, v := range map[string]string{"mode": "payment", "client_reference_id": "booking-8", "success_url": "https://tickets.example/events/3/book",
 		"line_items[0][price_data][unit_amount]": "150000", "line_items[0][price_data][currency]": "inr", "line_items[0][quantity]": "1",
-		"payment_intent_data[capture_method]": "manual", "payment_intent_data[metadata][onsale_checkout]": "1"} {
+		"payment_intent_data[capture_method]": "manual", "payment_intent_data[metadata][onsale_checkout]": "1",
+		"metadata[onsale_site]": "tickets.example", "payment_intent_data[metadata][onsale_site]": "tickets.example"} {
 		if got := r.form.Get(k); got != v {
 			t.Errorf("checkout session sent %s=%q; want %q", k, got, v)
 		}
 	}
-	if r.path != "/v1/checkout/sessions" || r.key != "charge:h2" {
+	if r.path != "/v1/checkout/sessions" || r.key != "tickets.example charge:h2:checkout" {
 		t.Errorf("checkout session was %s key %q", r.path, r.key)
 	}
 	if got, err := c.Payment(ctx, cs.ID); err != nil || got.ID != cs.ID {

@@ -34,6 +34,11 @@
 // Webhooks carry Stripe-Signature, the scheme onsale's own simulator uses
 // (shared/paysig: t=<unix>,v1=<HMAC-SHA256 of t.body>, 5 minutes'
 // tolerance). An event of the other mode (test against live) is refused.
+// Stripe sends every event of an account to every endpoint: what onsale
+// makes carries its site (the public address's host) in its metadata, and
+// an event of a payment without this deployment's site is acknowledged and
+// ignored, never settled or refunded here; the idempotency keys carry the
+// site too.
 package stripe
 
 import (
@@ -60,7 +65,19 @@ type Client struct {
 	sc            *stripe.Client
 	webhookSecret []byte
 	live          bool
+	site          string
 }
+
+// siteMark names, in the metadata of what onsale makes at Stripe, the
+// deployment that made it: Stripe sends every event of an account to every
+// endpoint, and an event of another deployment's (or another program's)
+// payment must not settle, or refund, anything here.
+const siteMark = "onsale_site"
+
+// key is the core's idempotency key for this deployment: keys are the
+// account's, and two deployments on one account have bookings of the
+// same numbers.
+func (c *Client) key(k string) string { return c.site + " " + k }
 
 // Config configures a Client.
 type Config struct {
@@ -73,6 +90,9 @@ type Config struct {
 	// simulator's Stripe mode) in tests.
 	URL  string
 	HTTP *http.Client
+	// Site names this deployment (the host of its public address) in
+	// what it makes at Stripe and in its idempotency keys.
+	Site string
 }
 
 // New returns a client, or an error for a key that is not Stripe's.
@@ -83,6 +103,9 @@ func New(c Config) (*Client, error) {
 	}
 	if !strings.HasPrefix(c.WebhookSecret, "whsec_") {
 		return nil, errors.New("stripe: the webhook secret must be the endpoint's signing secret (whsec_...)")
+	}
+	if c.Site == "" || len(c.Site) > 100 {
+		return nil, errors.New("stripe: the site (the public address's host) must be 1 to 100 bytes")
 	}
 	if c.URL == "" {
 		c.URL = API
@@ -96,7 +119,7 @@ func New(c Config) (*Client, error) {
 		MaxNetworkRetries: stripe.Int64(0), // the core and its outbox retry, under the same key
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 	})
-	return &Client{sc: stripe.NewClient(c.Key, stripe.WithBackends(backends)), webhookSecret: []byte(c.WebhookSecret), live: live}, nil
+	return &Client{sc: stripe.NewClient(c.Key, stripe.WithBackends(backends)), webhookSecret: []byte(c.WebhookSecret), live: live, site: c.Site}, nil
 }
 
 // keyMode reports whether key is a live key, and whether it is Stripe's.
@@ -125,10 +148,14 @@ func (c *Client) Takes(method string) bool { return method == "card" }
 // Session: its events are the session's to tell.
 const checkoutMark = "onsale_checkout"
 
-// checkoutLife is how long a Checkout Session stays open: Stripe's
-// shortest. A payer who finishes after the hold is gone is a late payment
-// (the authorization is cancelled); one who never does, an expired session.
-const checkoutLife = 30 * time.Minute
+// checkoutLife is how long after its booking a Checkout Session stays
+// open: above Stripe's shortest (30 minutes from the create), so that a
+// create retried within half an hour still asks for a valid time, and the
+// same one (the booking's, not the clock's: Stripe refuses a retried key
+// with other parameters). A payer who finishes after the hold is gone is
+// a late payment (the authorization is cancelled); one who never does, an
+// expired session.
+const checkoutLife = time.Hour
 
 // CreatePayment creates and confirms a manual-capture PaymentIntent with
 // the card's PaymentMethod (r.PaymentToken, pm_...), or without a token a
@@ -152,12 +179,12 @@ func (c *Client) CreatePayment(ctx context.Context, key string, r core.PaymentRe
 		PaymentMethodTypes: stripe.StringSlice([]string{"card"}),
 		Confirm:            stripe.Bool(true),
 		Description:        stripe.String(r.Reference),
-		Metadata:           map[string]string{"reference": r.Reference},
+		Metadata:           map[string]string{"reference": r.Reference, siteMark: c.site},
 	}
 	if r.ReturnURL != "" {
 		p.ReturnURL = stripe.String(r.ReturnURL)
 	}
-	p.SetIdempotencyKey(key)
+	p.SetIdempotencyKey(c.key(key))
 	pi, err := c.sc.V1PaymentIntents.Create(ctx, p)
 	if err != nil {
 		return nil, providerError(err)
@@ -176,8 +203,8 @@ func (c *Client) checkout(ctx context.Context, key string, r core.PaymentRequest
 		SuccessURL:         stripe.String(r.ReturnURL),
 		CancelURL:          stripe.String(r.ReturnURL),
 		PaymentMethodTypes: stripe.StringSlice([]string{"card"}),
-		ExpiresAt:          stripe.Int64(time.Now().Add(checkoutLife).Unix()),
-		Metadata:           map[string]string{"reference": r.Reference},
+		ExpiresAt:          stripe.Int64(since(r).Add(checkoutLife).Unix()),
+		Metadata:           map[string]string{"reference": r.Reference, siteMark: c.site},
 		LineItems: []*stripe.CheckoutSessionCreateLineItemParams{{
 			Quantity: stripe.Int64(1),
 			PriceData: &stripe.CheckoutSessionCreateLineItemPriceDataParams{
@@ -188,15 +215,23 @@ func (c *Client) checkout(ctx context.Context, key string, r core.PaymentRequest
 		}},
 		PaymentIntentData: &stripe.CheckoutSessionCreatePaymentIntentDataParams{
 			CaptureMethod: stripe.String(string(capture)),
-			Metadata:      map[string]string{"reference": r.Reference, checkoutMark: "1"},
+			Metadata:      map[string]string{"reference": r.Reference, checkoutMark: "1", siteMark: c.site},
 		},
 	}
-	p.SetIdempotencyKey(key)
+	p.SetIdempotencyKey(c.key(key + ":checkout")) // the key of a PaymentIntent create of the same attempt is another request
 	cs, err := c.sc.V1CheckoutSessions.Create(ctx, p)
 	if err != nil {
 		return nil, providerError(err)
 	}
 	return session(cs), nil
+}
+
+// since is when r's booking was made (now, for a request without one).
+func since(r core.PaymentRequest) time.Time {
+	if r.Since.IsZero() {
+		return time.Now()
+	}
+	return r.Since
 }
 
 // isSession reports whether a payment id is a Checkout Session's.
@@ -272,7 +307,8 @@ func (c *Client) Payment(ctx context.Context, id string) (*core.Payment, error) 
 // that recorded none has none listed: its PaymentIntent, if Stripe made
 // one, reports itself by webhook (which settles the booking, or gives the
 // money back when the reconciler gave the booking up).
-func (c *Client) PaymentsFor(ctx context.Context, _, id string) ([]core.Payment, error) {
+func (c *Client) PaymentsFor(ctx context.Context, q core.PaymentLookup) ([]core.Payment, error) {
+	id := q.PaymentID
 	if id == "" {
 		return nil, nil
 	}
@@ -293,7 +329,7 @@ func (c *Client) Capture(ctx context.Context, key, id string) (*core.Payment, er
 		return nil, &core.ProviderError{Status: http.StatusConflict, Code: "invalid_state", Message: "the Checkout Session authorized nothing"}
 	}
 	p := &stripe.PaymentIntentCaptureParams{}
-	p.SetIdempotencyKey(key)
+	p.SetIdempotencyKey(c.key(key))
 	pi, err := c.sc.V1PaymentIntents.Capture(ctx, pid, p)
 	if err != nil {
 		return nil, c.stateError(ctx, pid, err)
@@ -314,7 +350,7 @@ func (c *Client) Cancel(ctx context.Context, key, id string) (*core.Payment, err
 			return nil, &core.ProviderError{Status: http.StatusConflict, Code: "already_canceled", Message: "the Checkout Session expired"}
 		}
 		p := &stripe.CheckoutSessionExpireParams{}
-		p.SetIdempotencyKey(key)
+		p.SetIdempotencyKey(c.key(key))
 		cs, err := c.sc.V1CheckoutSessions.Expire(ctx, id, p)
 		if err != nil {
 			// Completed while we looked (the payer finished): cancel its
@@ -341,7 +377,7 @@ func intentKey(key string) string { return key + ":intent" }
 // cancelIntent cancels an uncaptured PaymentIntent under key.
 func (c *Client) cancelIntent(ctx context.Context, key, pid string) (*core.Payment, error) {
 	p := &stripe.PaymentIntentCancelParams{}
-	p.SetIdempotencyKey(key)
+	p.SetIdempotencyKey(c.key(key))
 	pi, err := c.sc.V1PaymentIntents.Cancel(ctx, pid, p)
 	if err != nil {
 		return nil, c.stateError(ctx, pid, err)
@@ -360,7 +396,7 @@ func (c *Client) Refund(ctx context.Context, key, id string) (*core.Refund, erro
 		return nil, &core.ProviderError{Status: http.StatusConflict, Code: "invalid_state", Message: "the Checkout Session took nothing"}
 	}
 	p := &stripe.RefundCreateParams{PaymentIntent: stripe.String(pid)}
-	p.SetIdempotencyKey(key)
+	p.SetIdempotencyKey(c.key(key))
 	rf, err := c.sc.V1Refunds.Create(ctx, p)
 	if err != nil {
 		var se *stripe.Error
@@ -479,6 +515,9 @@ func (c *Client) Webhook(h http.Header, body []byte, now time.Time) (*core.Payme
 		if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil || cs.ID == "" {
 			return nil, core.Errorf(core.EInvalid, "a %s event without a Checkout Session", ev.Type)
 		}
+		if cs.Metadata[siteMark] != c.site {
+			return e, nil // another deployment's, or not onsale's
+		}
 		e.PaymentID, e.Reference, e.Amount, e.Currency = cs.ID, cs.ClientReferenceID, cs.AmountTotal, strings.ToUpper(string(cs.Currency))
 		switch ev.Type {
 		case "checkout.session.completed":
@@ -494,8 +533,8 @@ func (c *Client) Webhook(h http.Header, body []byte, now time.Time) (*core.Payme
 	if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil || pi.ID == "" {
 		return nil, core.Errorf(core.EInvalid, "a %s event without a PaymentIntent", ev.Type)
 	}
-	if pi.Metadata[checkoutMark] != "" {
-		return e, nil // a Checkout Session's: its session's events settle the booking
+	if pi.Metadata[checkoutMark] != "" || pi.Metadata[siteMark] != c.site {
+		return e, nil // a Checkout Session's (its session's events settle the booking), or another deployment's
 	}
 	e.PaymentID, e.Reference, e.Currency = pi.ID, pi.Metadata["reference"], strings.ToUpper(string(pi.Currency))
 	switch ev.Type {

@@ -148,12 +148,15 @@ func TestOpenAPIDocument(t *testing.T) {
 	// allow (a required member missing; a status it does not list).
 	x := apitest.Exchange{Method: "GET", URL: &url.URL{Scheme: "http", Host: "gateway", Path: "/web-config.json"}, Status: 200,
 		RespHeader: http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"x"}, "Cache-Control": {"public, max-age=60"}},
-		RespBody:   []byte(`{"checkout_url":"https://pay.example/"}`)}
+		RespBody:   []byte(`{"checkout_url":"https://pay.example/","payment_methods":["upi","card"]}`)}
 	if err := fresh.Check(x); err != nil {
 		t.Fatalf("the control's good answer: %v", err)
 	}
 	for _, bad := range []func(*apitest.Exchange){
 		func(x *apitest.Exchange) { x.RespBody = []byte(`{"checkout":"https://pay.example/"}`) },
+		func(x *apitest.Exchange) {
+			x.RespBody = []byte(`{"checkout_url":"https://pay.example/","payment_methods":["cash"]}`)
+		},
 		func(x *apitest.Exchange) { x.Status = 418 },
 		func(x *apitest.Exchange) { x.RespHeader = http.Header{"Content-Type": {"application/json"}} },
 	} {
@@ -200,12 +203,15 @@ func TestCoreDocument(t *testing.T) {
 
 // The admit tokens' keys and the pages' configuration.
 func TestKeysAndWebConfig(t *testing.T) {
-	f := newFakeWith(t, openDials(), fakeOpts{edit: func(c *gwhttp.Config) { c.CheckoutURL = "https://pay.example/checkout" }})
+	f := newFakeWith(t, openDials(), fakeOpts{edit: func(c *gwhttp.Config) {
+		c.CheckoutURL, c.PaymentMethods = "https://pay.example/checkout", []string{"card"}
+	}})
 	r := f.call("GET", "/.well-known/jwks.json", "")
 	if keys, _ := r.body["keys"].([]any); r.status != 200 || len(keys) != 1 {
 		t.Errorf("GET /.well-known/jwks.json = %d %s; want one key", r.status, r.raw)
 	}
-	if r := f.call("GET", "/web-config.json", ""); r.status != 200 || r.body["checkout_url"] != "https://pay.example/checkout" {
-		t.Errorf("GET /web-config.json = %d %s; want the checkout URL", r.status, r.raw)
+	if r := f.call("GET", "/web-config.json", ""); r.status != 200 || r.body["checkout_url"] != "https://pay.example/checkout" ||
+		fmt.Sprint(r.body["payment_methods"]) != "[card]" {
+		t.Errorf("GET /web-config.json = %d %s; want the checkout URL and the one way to pay", r.status, r.raw)
 	}
 }

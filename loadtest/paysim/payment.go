@@ -44,10 +44,21 @@ type Payment struct {
 	Created        int64  `json:"created"` // unix seconds
 	FailureReason  string `json:"failure_reason"`
 
-	returnURL  string // where the 3-D Secure page sends the payer back (Stripe's return_url, Razorpay's callback_url)
-	expireBy   int64  // a Razorpay link's expire_by (unix seconds; not enforced)
-	session    bool   // a Stripe Checkout Session's PaymentIntent (the card typed on the checkout page)
-	authorized bool   // a card authorization was made (a void follows it, not an expiry)
+	returnURL   string // where the 3-D Secure page sends the payer back (Stripe's return_url, Razorpay's callback_url)
+	expireBy    int64  // a Razorpay link's expire_by (unix seconds; not enforced)
+	session     bool   // a Stripe Checkout Session's PaymentIntent (the card typed on the checkout page)
+	referenceID string // a Razorpay link's reference_id
+	// ext holds what the provider was given to keep (nil: nothing); set
+	// once, when the payment is made (a pointer: Payment stays comparable).
+	ext        *kept
+	authorized bool // a card authorization was made (a void follows it, not an expiry)
+}
+
+// kept is what a dialect's payment was given to keep and hands back: a
+// Stripe PaymentIntent's metadata (payment_intent_data's for a session's)
+// and its session's; a Razorpay link's notes.
+type kept struct {
+	meta, sessionMeta, notes map[string]string
 }
 
 // Refund is the provider's refund object. Refunds succeed at once.
@@ -184,6 +195,14 @@ func (s *Sim) settle(id string, ok *bool, auto bool) (Payment, error) {
 		approve := rand.Float64() >= s.beh.FailRate
 		ok = &approve
 	}
+	if !*ok && (p.session || s.dialect == DialectRazorpay) {
+		// A Stripe Checkout page or a Razorpay link stays open after a
+		// failed attempt: the payer may try again on it, until it expires
+		// (Expire) or its merchant cancels it.
+		s.emit(eventAttemptFailed, *p)
+		s.log.Debug("attempt failed; the page stays open", "payment", p.ID, "reference", p.Reference)
+		return *p, nil
+	}
 	switch {
 	case *ok && p.Capture == CaptureManual:
 		s.authorize(p, true)
@@ -209,6 +228,28 @@ func (s *Sim) authorize(p *Payment, byPayer bool) {
 	} else {
 		s.emit(eventAuthorized, *p)
 	}
+}
+
+// Expire ends a pending payment unpaid, as its page's time runs out (a
+// Stripe Checkout Session, a Razorpay link, a UPI request): failed, and
+// its webhook queued. It returns a not_found or invalid_state *Error for a
+// payment not pending.
+func (s *Sim) Expire(paymentID string) (Payment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.payments[paymentID]
+	if p == nil {
+		return Payment{}, errorf(ENotFound, "no payment %q", paymentID)
+	}
+	if p.Status != StatusPending {
+		return Payment{}, errorf(EInvalidState, "payment %s is %s, not pending", paymentID, p.Status)
+	}
+	if t := s.settling[paymentID]; t != nil {
+		t.Stop()
+		delete(s.settling, paymentID)
+	}
+	s.fail(p, "expired")
+	return *p, nil
 }
 
 // succeed takes the money: a charge (automatic capture) or a capture.

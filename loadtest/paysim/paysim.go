@@ -137,8 +137,9 @@ type Sim struct {
 	idem       map[idemKey]*idemRecord
 	deliveries []*delivery // every delivery ever queued, in order
 	queue      deliveryQueue
-	refusals   map[string]int // the Stripe dialect's error answers by code, the Razorpay dialect's by description
-	calls      map[string]int // API requests by route pattern
+	refusals   map[string]int    // the Stripe dialect's error answers by code, the Razorpay dialect's by description
+	calls      map[string]int    // API requests by route pattern
+	linkRefs   map[string]string // a Razorpay link's reference_id: its payment id ("" while it is being made)
 	sms        []SMS
 	smsTo      map[string][]int // indexes into sms by number, oldest first
 }
@@ -184,6 +185,7 @@ func New(cfg Config, log *slog.Logger) (*Sim, error) {
 		idem:       make(map[idemKey]*idemRecord),
 		refusals:   make(map[string]int),
 		calls:      make(map[string]int),
+		linkRefs:   make(map[string]string),
 	}
 	s.handler = s.routes()
 	s.wg.Add(1 + webhookWorkers)

@@ -1,6 +1,7 @@
 package paysim
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,8 +37,9 @@ import (
 // unknown id too, as Razorpay answers.
 //
 // Webhooks are Razorpay events (payment.captured with payment_link.paid;
-// payment.failed with payment_link.expired: the simulator's payer who
-// declines gives the link up; payment_link.cancelled; refund.processed),
+// payment.failed for a failed attempt, the link staying payable;
+// payment_link.expired when Sim.Expire ends it; payment_link.cancelled;
+// refund.processed),
 // signed in X-Razorpay-Signature (hex HMAC-SHA256 of the body with the
 // webhook secret) and named in X-Razorpay-Event-Id. The UPI payer's delay
 // and failures, duplicates, reordering and outages are the Behaviour's.
@@ -90,25 +92,46 @@ func (s *Sim) razorpayRoutes(mux *http.ServeMux) {
 		case !in.Options.Checkout.Method["upi"]:
 			return nil, errorf(EInvalid, "the simulator's links take UPI: options.checkout.method.upi must be true")
 		}
+		var notes map[string]string
+		_ = json.Unmarshal(in.Notes, &notes) // an object, or null or []: none
 		s.mu.Lock()
-		taken := len(s.byRef[in.ReferenceID]) > 0
+		_, taken := s.linkRefs[in.ReferenceID]
+		if !taken {
+			s.linkRefs[in.ReferenceID] = "" // reserved: a concurrent create of the same reference_id is refused, as Razorpay refuses it
+		}
 		s.mu.Unlock()
 		if taken {
 			return nil, errorf(EInvalid, "payment link creation with reference ID already attempted")
 		}
-		p, err := s.createPayment(PaymentRequest{Amount: in.Amount, Currency: "INR", Reference: in.ReferenceID, Method: MethodUPI, Capture: CaptureAuto})
+		// The ledger's reference is the booking's (notes.reference), as the
+		// invariant checker reads it; the link's own is reference_id.
+		p, err := s.createPayment(PaymentRequest{Amount: in.Amount, Currency: "INR", Reference: cmp.Or(notes["reference"], in.ReferenceID),
+			Method: MethodUPI, Capture: CaptureAuto})
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		if err != nil {
+			delete(s.linkRefs, in.ReferenceID)
 			return nil, err
 		}
-		s.mu.Lock()
-		s.payments[p.ID].returnURL, s.payments[p.ID].expireBy = in.CallbackURL, in.ExpireBy
-		p = *s.payments[p.ID]
-		s.mu.Unlock()
-		return razorpayLink(p, r.Host), nil
+		q := s.payments[p.ID]
+		q.returnURL, q.expireBy, q.ext, q.referenceID = in.CallbackURL, in.ExpireBy, &kept{notes: notes}, in.ReferenceID
+		s.linkRefs[in.ReferenceID] = p.ID
+		return razorpayLink(*q, r.Host), nil
 	})))
 	mux.Handle("GET /v1/payment_links", s.api(s.razorpayCall(func(r *http.Request, _ []byte) (any, error) {
 		links := []map[string]any{}
-		for _, p := range s.list(r.URL.Query().Get("reference_id")) {
+		var ps []Payment
+		if ref := r.URL.Query().Get("reference_id"); ref != "" {
+			s.mu.Lock()
+			id := s.linkRefs[ref]
+			s.mu.Unlock()
+			if p, err := s.payment(id); err == nil {
+				ps = append(ps, p)
+			}
+		} else {
+			ps = s.list("")
+		}
+		for _, p := range ps {
 			links = append(links, razorpayLink(p, r.Host))
 		}
 		return map[string]any{"payment_links": links}, nil
@@ -307,9 +330,9 @@ func (s *Sim) writeRazorpayError(w http.ResponseWriter, e *Error) {
 func razorpayLink(p Payment, host string) map[string]any {
 	status := map[string]string{StatusPending: "created", StatusSucceeded: "paid", StatusFailed: "expired", StatusCanceled: "cancelled"}[p.Status]
 	l := map[string]any{"id": p.ID, "entity": "payment_link", "amount": p.Amount, "amount_paid": p.AmountCaptured,
-		"currency": p.Currency, "status": status, "reference_id": p.Reference, "accept_partial": false, "upi_link": false,
+		"currency": p.Currency, "status": status, "reference_id": p.referenceID, "accept_partial": false, "upi_link": false,
 		"description": "Tickets, " + p.Reference, "created_at": p.Created, "expire_by": p.expireBy, "expired_at": 0, "cancelled_at": 0,
-		"notes": map[string]string{"reference": p.Reference}, "order_id": "order_" + strings.TrimPrefix(p.ID, "plink_"),
+		"notes": notesOf(p), "order_id": "order_" + strings.TrimPrefix(p.ID, "plink_"),
 		"payments": nil, "short_url": ""}
 	if p.returnURL != "" {
 		l["callback_url"], l["callback_method"] = p.returnURL, "get"
@@ -322,10 +345,22 @@ func razorpayLink(p Payment, host string) map[string]any {
 		l["short_url"] = page
 	}
 	if p.Status == StatusSucceeded {
+		status := "captured"
+		if p.AmountRefunded >= p.AmountCaptured {
+			status = "refunded" // as Razorpay lists a payment refunded whole
+		}
 		l["payments"] = []map[string]any{{"amount": p.AmountCaptured, "created_at": p.Created, "method": "upi", "payment_id": payOf(p.ID),
-			"plink_id": p.ID, "status": "captured", "updated_at": p.Created}}
+			"plink_id": p.ID, "status": status, "updated_at": p.Created}}
 	}
 	return l
+}
+
+// notesOf is a link's notes as Razorpay answers them: [] when none.
+func notesOf(p Payment) any {
+	if p.ext == nil || len(p.ext.notes) == 0 {
+		return []string{}
+	}
+	return p.ext.notes
 }
 
 // razorpayPayment is a link's payment entity.
@@ -345,7 +380,7 @@ func razorpayPayment(p Payment) map[string]any {
 	out := map[string]any{"id": payOf(p.ID), "entity": "payment", "amount": p.Amount, "currency": p.Currency, "status": status,
 		"order_id": "order_" + strings.TrimPrefix(p.ID, "plink_"), "method": "upi", "captured": p.Status == StatusSucceeded,
 		"amount_refunded": p.AmountRefunded, "refund_status": refund, "description": "#" + strings.TrimPrefix(p.ID, "plink_"),
-		"notes": map[string]string{"reference": p.Reference}, "created_at": p.Created, "vpa": "fan@upi"}
+		"notes": notesOf(p), "created_at": p.Created, "vpa": "fan@upi"}
 	if p.Status == StatusFailed {
 		out["error_code"], out["error_description"], out["error_source"], out["error_reason"] = "BAD_REQUEST_ERROR", "Payment failed", "issuer", "payment_failed"
 	}
@@ -379,9 +414,12 @@ func razorpayEvents(typ string, obj any, now time.Time) ([]outgoing, error) {
 		add("payment_link.paid", part{"payment_link": part{"entity": razorpayLink(p, "")}, "payment": pay,
 			"order": part{"entity": part{"id": "order_" + strings.TrimPrefix(p.ID, "plink_"), "receipt": p.Reference, "amount": p.Amount,
 				"amount_paid": p.AmountCaptured, "status": "paid"}}})
-	case EventPaymentFailed:
+	case eventAttemptFailed: // the link stays payable
 		p := obj.(Payment)
+		p.Status = StatusFailed // the attempt's payment entity
 		add("payment.failed", part{"payment": part{"entity": razorpayPayment(p)}})
+	case EventPaymentFailed: // the link's time ran out
+		p := obj.(Payment)
 		add("payment_link.expired", part{"payment_link": part{"entity": razorpayLink(p, "")}})
 	case eventCanceled:
 		p := obj.(Payment)

@@ -32,8 +32,9 @@ import (
 //
 // A session cs_X is the simulator's payment pi_X, pending until its payer
 // approves on the checkout page (checkout.session.completed, and the
-// PaymentIntent's events) or declines (checkout.session.expired: the
-// simulator's payer gives the session up).
+// PaymentIntent's events) or its time runs out (checkout.session.expired);
+// a declined attempt is payment_intent.payment_failed, and the
+// session stays open, as Stripe's does, until Sim.Expire).
 //
 // Bodies are forms (Stripe's encoding); unknown parameters are refused, as
 // Stripe refuses them. The test PaymentMethods are Stripe's: pm_card_visa
@@ -69,7 +70,7 @@ var stripePaymentMethods = map[string]string{
 func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/payment_intents", s.api(s.stripeMutation(func(r *http.Request, f url.Values) (int, any, error) {
 		if err := allowOnly(f, "amount", "currency", "capture_method", "payment_method", "payment_method_types[0]", "confirm",
-			"description", "metadata[reference]", "return_url"); err != nil {
+			"description", "return_url"); err != nil {
 			return 0, nil, err
 		}
 		req := PaymentRequest{Currency: f.Get("currency"), Reference: f.Get("metadata[reference]"), Method: MethodCard, Capture: CaptureAuto}
@@ -99,12 +100,11 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 		if err != nil {
 			return 0, nil, err
 		}
-		if ret := f.Get("return_url"); ret != "" {
-			s.mu.Lock()
-			s.payments[p.ID].returnURL = ret
-			p.returnURL = ret
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		q := s.payments[p.ID]
+		q.returnURL, q.ext = f.Get("return_url"), &kept{meta: metadata(f, "metadata")}
+		p = *q
+		s.mu.Unlock()
 		if p.Status == StatusFailed {
 			return 0, nil, &stripeDecline{pi: stripePI(p, r.Host)}
 		}
@@ -139,9 +139,8 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 	})))
 	mux.Handle("POST /v1/checkout/sessions", s.api(s.stripeMutation(func(r *http.Request, f url.Values) (int, any, error) {
 		if err := allowOnly(f, "mode", "client_reference_id", "success_url", "cancel_url", "payment_method_types[0]", "expires_at",
-			"metadata[reference]", "line_items[0][quantity]", "line_items[0][price_data][currency]", "line_items[0][price_data][unit_amount]",
-			"line_items[0][price_data][product_data][name]", "payment_intent_data[capture_method]",
-			"payment_intent_data[metadata][reference]", "payment_intent_data[metadata][onsale_checkout]"); err != nil {
+			"line_items[0][quantity]", "line_items[0][price_data][currency]", "line_items[0][price_data][unit_amount]",
+			"line_items[0][price_data][product_data][name]", "payment_intent_data[capture_method]"); err != nil {
 			return 0, nil, err
 		}
 		amount, err := strconv.ParseInt(f.Get("line_items[0][price_data][unit_amount]"), 10, 64)
@@ -169,6 +168,7 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 		s.mu.Lock()
 		q := s.payments[p.ID]
 		q.session, q.returnURL = true, f.Get("success_url")
+		q.ext = &kept{meta: metadata(f, "payment_intent_data[metadata]"), sessionMeta: metadata(f, "metadata")}
 		p = *q
 		s.mu.Unlock()
 		return http.StatusOK, stripeSession(p, r.Host, false), nil
@@ -211,11 +211,11 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 	})))
 }
 
-// allowOnly refuses a form with a parameter outside names (expand[] is
-// always allowed), as Stripe does.
+// allowOnly refuses a form with a parameter outside names (expand[] and
+// metadata, anywhere, are always allowed), as Stripe does.
 func allowOnly(f url.Values, names ...string) error {
 	for k := range f {
-		if strings.HasPrefix(k, "expand[") {
+		if strings.HasPrefix(k, "expand[") || strings.HasPrefix(k, "metadata[") || strings.HasPrefix(k, "payment_intent_data[metadata][") {
 			continue
 		}
 		found := false
@@ -291,6 +291,17 @@ func (s *Sim) stripeMutation(fn func(r *http.Request, f url.Values) (int, any, e
 	})
 }
 
+// metadata reads the form's metadata under prefix (prefix[key]=value).
+func metadata(f url.Values, prefix string) map[string]string {
+	m := map[string]string{}
+	for k := range f {
+		if name, ok := strings.CutPrefix(k, prefix+"["); ok && strings.HasSuffix(name, "]") && !strings.Contains(name, "[") {
+			m[strings.TrimSuffix(name, "]")] = f.Get(k)
+		}
+	}
+	return m
+}
+
 // isInvalid reports whether err refused the input before anything ran.
 func isInvalid(err error) bool {
 	e, ok := err.(*Error)
@@ -363,8 +374,8 @@ func (s *Sim) writeStripeError(w http.ResponseWriter, e *Error) {
 // address as the caller reached it (the 3-D Secure page is on it).
 func stripePI(p Payment, host string) map[string]any {
 	meta := map[string]string{"reference": p.Reference}
-	if p.session {
-		meta["onsale_checkout"] = "1" // payment_intent_data[metadata], as onsale's sessions set it
+	if p.ext != nil && p.ext.meta != nil {
+		meta = p.ext.meta // what the merchant gave it to keep
 	}
 	pi := map[string]any{"id": p.ID, "object": "payment_intent", "amount": p.Amount, "currency": strings.ToLower(p.Currency),
 		"capture_method": map[string]string{CaptureManual: "manual", CaptureAuto: "automatic"}[p.Capture],
@@ -407,12 +418,20 @@ func (s *Sim) sessionPayment(id string) (Payment, error) {
 	return p, nil
 }
 
+// sessionMeta is a session's metadata, as its merchant gave it.
+func sessionMeta(p Payment) map[string]string {
+	if p.ext != nil && p.ext.sessionMeta != nil {
+		return p.ext.sessionMeta
+	}
+	return map[string]string{}
+}
+
 // stripeSession is a payment as a Checkout Session; expand: its
 // PaymentIntent (with its latest charge) in full rather than its id.
 func stripeSession(p Payment, host string, expand bool) map[string]any {
 	cs := map[string]any{"id": "cs_" + strings.TrimPrefix(p.ID, "pi_"), "object": "checkout.session", "mode": "payment",
 		"amount_total": p.Amount, "currency": strings.ToLower(p.Currency), "client_reference_id": p.Reference, "livemode": false,
-		"metadata": map[string]string{"reference": p.Reference}, "payment_intent": nil, "url": nil, "created": p.Created,
+		"metadata": sessionMeta(p), "payment_intent": nil, "url": nil, "created": p.Created,
 		"success_url": p.returnURL, "status": "complete", "payment_status": "unpaid"}
 	switch {
 	case p.Status == StatusPending:
@@ -445,6 +464,8 @@ func stripeRefund(r Refund) map[string]any {
 func stripeEvent(typ string, obj any, now time.Time) ([]outgoing, error) {
 	var data any
 	switch typ {
+	case eventAttemptFailed:
+		typ, data = "payment_intent.payment_failed", stripePI(obj.(Payment), "")
 	case EventPaymentSucceeded, EventPaymentFailed, eventAuthorized, eventAuthorizedByPayer, eventCanceled:
 		p := obj.(Payment)
 		data = stripePI(p, "")

@@ -30,6 +30,9 @@ const (
 	// there, for the merchant to capture), since no answer of the
 	// merchant's own call did.
 	eventAuthorizedByPayer = "payment.authorized_by_payer"
+	// eventAttemptFailed: a payer's attempt failed on a page that stays
+	// open (a Stripe Checkout Session, a Razorpay link).
+	eventAttemptFailed = "payment.attempt_failed"
 )
 
 // Event is a webhook body. Every delivery of one event, retry or
@@ -110,7 +113,7 @@ func (s *Sim) emit(typ string, obj any) {
 		out, err = razorpayEvents(typ, obj, now)
 	default:
 		switch typ {
-		case eventAuthorized, eventCanceled:
+		case eventAuthorized, eventCanceled, eventAttemptFailed:
 			return
 		case eventAuthorizedByPayer:
 			typ = EventPaymentSucceeded

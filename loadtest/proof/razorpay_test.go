@@ -59,7 +59,14 @@ func TestRazorpayUPIFlows(t *testing.T) {
 	t.Run("given up", func(t *testing.T) {
 		hold := s.hold(t, "gave-up", "NU2-F-4")
 		booking, link := s.payLink(t, "gave-up", hold)
-		if _, err := s.sim.Settle(link, false); err != nil {
+		if _, err := s.sim.Settle(link, false); err != nil { // payment.failed: the link stays payable
+			t.Fatal(err)
+		}
+		s.sim.FlushWebhooks()
+		if st := s.bookingStatus(t, booking); st != bookingPending {
+			t.Fatalf("after a failed UPI attempt: %s; want PAYMENT_PENDING (the payer may try again on the link)", st)
+		}
+		if _, err := s.sim.Expire(link); err != nil { // the link's time runs out
 			t.Fatal(err)
 		}
 		eventually(t, "FAILED by payment_link.expired", func() bool { return s.bookingStatus(t, booking) == bookingFailed })
@@ -233,7 +240,8 @@ func TestRazorpayRefundSurvivesSIGKILL(t *testing.T) {
 		var amount int64
 		s.db.QueryRow(ctx, `SELECT amount_paise FROM bookings WHERE id = $1`, booking).Scan(&amount)
 		body := fmt.Sprintf(`{"entity":"event","account_id":"acc_paysim","event":"payment_link.paid","contains":["payment_link","payment"],`+
-			`"payload":{"payment_link":{"entity":{"id":%q,"amount":%d,"currency":"INR","status":"paid","reference_id":%q}},`+
+			`"payload":{"payment_link":{"entity":{"id":%q,"amount":%d,"currency":"INR","status":"paid","reference_id":"x",`+
+			`"notes":{"reference":%q,"site":"onsale.test"}}},`+
 			`"payment":{"entity":{"id":"pay_x","amount":%[2]d,"currency":"INR","status":"captured"}}},"created_at":%[4]d}`, link, amount, ref, time.Now().Unix())
 		r := s.call(t, "POST", s.webhook, "", body, "X-Razorpay-Signature", hmacHex(webhookSecret, body), "X-Razorpay-Event-Id", "evt_crash_b")
 		if r.status != 200 || r.body["outcome"] != bookingRefundDue {

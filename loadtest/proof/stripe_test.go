@@ -197,7 +197,14 @@ func TestStripeCardFlows(t *testing.T) {
 	})
 	t.Run("Stripe's page given up", func(t *testing.T) {
 		booking, _, pi := hosted(t, "web-no", "NU2-F-10")
-		if _, err := s.sim.Settle(pi, false); err != nil {
+		if _, err := s.sim.Settle(pi, false); err != nil { // a declined card: the page stays open for another
+			t.Fatal(err)
+		}
+		s.sim.FlushWebhooks()
+		if st := s.bookingStatus(t, booking); st != bookingPending {
+			t.Fatalf("after a declined attempt on the open page: %s; want PAYMENT_PENDING", st)
+		}
+		if _, err := s.sim.Expire(pi); err != nil { // the session's time runs out
 			t.Fatal(err)
 		}
 		eventually(t, "FAILED by checkout.session.expired", func() bool { return s.bookingStatus(t, booking) == bookingFailed })

@@ -548,18 +548,25 @@ func poolStats(p *pgxpool.Pool) func() metrics.PoolStats {
 	}
 }
 
+// site names this deployment at the payment provider: the host of its
+// public address (checked by Validate).
+func (c *Config) site() string {
+	u, _ := url.Parse(c.PublicURL)
+	return u.Host
+}
+
 // paymentProvider opens the configured provider's adapter.
 func (c *Config) paymentProvider(hc *nethttp.Client) (core.PaymentProvider, error) {
 	switch c.Provider {
 	case "stripe":
-		p, err := stripe.New(stripe.Config{Key: c.ProviderKey, WebhookSecret: c.WebhookSecret, URL: c.ProviderURL, HTTP: hc})
+		p, err := stripe.New(stripe.Config{Key: c.ProviderKey, WebhookSecret: c.WebhookSecret, URL: c.ProviderURL, HTTP: hc, Site: c.site()})
 		if err != nil {
 			return nil, fmt.Errorf("ONSALE_PROVIDER=stripe: %w", err)
 		}
 		return p, nil
 	case "razorpay":
 		p, err := razorpay.New(razorpay.Config{KeyID: c.ProviderKeyID, KeySecret: c.ProviderKey, WebhookSecret: c.WebhookSecret,
-			URL: c.ProviderURL, HTTP: hc})
+			URL: c.ProviderURL, HTTP: hc, Site: c.site()})
 		if err != nil {
 			return nil, fmt.Errorf("ONSALE_PROVIDER=razorpay: %w", err)
 		}
