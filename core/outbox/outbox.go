@@ -522,11 +522,13 @@ type ReconcileStore interface {
 	Settle(ctx context.Context, s core.Settlement) (core.BookingStatus, error)
 }
 
-// PaymentLister looks up the payments made for an order reference
-// (a core.PaymentProvider).
+// PaymentLister looks up the payments made for an order reference, and
+// ends one abandoned on the provider's page (a core.PaymentProvider).
 type PaymentLister interface {
 	// PaymentsFor lists a booking's payments (see core.PaymentProvider).
 	PaymentsFor(ctx context.Context, q core.PaymentLookup) ([]core.Payment, error)
+	// Cancel ends a payment nobody may pay on any more.
+	Cancel(ctx context.Context, key, id string) (*core.Payment, error)
 }
 
 // Reconciler asks the provider about bookings left PAYMENT_PENDING longer
@@ -555,6 +557,24 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration) {
 			r.Log.Warn("reconcile failed", "err", err)
 		}
 	}
+}
+
+// abandon ends a booking's payment still pending at the provider twice the
+// deadline after the booking (a 3-D Secure step or a provider's page the
+// fan left; the hold is long gone): it is cancelled there, so nobody pays
+// on it any more, and the booking fails. A payment that was paid meanwhile
+// is left for the next look, which settles it.
+func (r *Reconciler) abandon(ctx context.Context, b *core.Booking) *core.Settlement {
+	_, err := r.Provider.Cancel(ctx, "abandon:"+strconv.FormatInt(b.ID, 10), b.PaymentID)
+	switch {
+	case err == nil || core.ProviderConflict(err, "already_canceled"):
+		r.Log.Info("reconcile: payment abandoned at the provider; cancelled", "booking", b.ID, "payment", b.PaymentID)
+		return &core.Settlement{BookingID: b.ID, Type: "reconcile"}
+	case core.ProviderConflict(err, "already_captured"):
+		return nil // paid meanwhile: the next look settles it
+	}
+	r.Log.Warn("reconcile: an abandoned payment was not cancelled", "booking", b.ID, "payment", b.PaymentID, "err", err)
+	return nil
 }
 
 // Once reconciles the stale pending bookings now; it returns how many it settled.
@@ -594,6 +614,9 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			// Every attempt failed, or none reached the provider in twice
 			// the deadline: the fan paid nothing.
 			s = &core.Settlement{BookingID: b.ID, Type: "reconcile"}
+		}
+		if s == nil && b.PaymentID != "" && time.Since(b.CreatedAt) > 2*r.After {
+			s = r.abandon(ctx, &b)
 		}
 		if s == nil {
 			continue // still pending at the provider

@@ -697,6 +697,69 @@ func (l lister) PaymentsFor(_ context.Context, q core.PaymentLookup) ([]core.Pay
 	return l[ref], nil
 }
 
+// Cancel cancels a pending payment of the lister's.
+func (l lister) Cancel(_ context.Context, _, id string) (*core.Payment, error) {
+	for ref, ps := range l {
+		for i := range ps {
+			if ps[i].ID == id {
+				if ps[i].Status != core.PaymentPending {
+					return nil, &core.ProviderError{Status: 409, Code: "invalid_state"}
+				}
+				l[ref][i].Status = core.PaymentCanceled
+				return &l[ref][i], nil
+			}
+		}
+	}
+	return nil, &core.ProviderError{Status: 404, Code: "not_found"}
+}
+
+// A payment left pending at the provider (a 3-D Secure step or a provider's
+// page the fan walked away from) does not keep its booking pending for
+// ever: twice the reconciler's deadline after the booking, the payment is
+// cancelled at the provider (nobody may pay on it any more) and the booking
+// fails. The control: one only past the deadline once is left alone.
+func TestReconcilerEndsAbandonedPayment(t *testing.T) {
+	e := newEnv(t)
+	pending := func(seat string, age string) (*core.Booking, lister) {
+		h, err := e.db.CreateHold(ctx, core.HoldParams{EventID: e.event, Account: "fan-" + seat, Request: core.HoldRequest{Seats: []string{seat}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := e.db.StartPayment(ctx, core.HoldRef{ID: h.ID, Account: "fan-" + seat, EventID: e.event}, core.FlowSync, core.Contact{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.SetPaymentID(ctx, b.ID, "pi_"+seat); err != nil {
+			t.Fatal(err)
+		}
+		e.exec(t, `UPDATE bookings SET created_at = now() - $2::interval WHERE id = $1`, b.ID, age)
+		return b, lister{b.Reference(): {{ID: "pi_" + seat, Status: core.PaymentPending, Amount: b.AmountPaise, Currency: b.Currency}}}
+	}
+	for _, tc := range []struct {
+		name, age string
+		want      core.BookingStatus
+		canceled  bool
+	}{
+		{"control: past the deadline once", "90 seconds", core.BookingPending, false},
+		{"twice past the deadline", "3 minutes", core.BookingFailed, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, l := pending(e.seats[map[bool]int{false: 1, true: 2}[tc.canceled]], tc.age)
+			r := &outbox.Reconciler{DB: e.db, Provider: l, Worker: e.worker(e.db, time.Minute), After: time.Minute,
+				Log: slog.New(slog.DiscardHandler), Metrics: e.met}
+			if _, err := r.Once(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := e.status(t, b.ID); st != tc.want {
+				t.Fatalf("booking %s; want %s", st, tc.want)
+			}
+			if got := l[b.Reference()][0].Status == core.PaymentCanceled; got != tc.canceled {
+				t.Fatalf("payment cancelled at the provider: %v; want %v", got, tc.canceled)
+			}
+		})
+	}
+}
+
 // The reconciler settles every payment the provider shows for a pending
 // booking: the booking's own confirms it, and a second one (a fan who paid
 // twice while the webhooks were lost) is refunded, not left with the
