@@ -41,6 +41,13 @@ type browserStack struct {
 
 func newStack(t *testing.T) *browserStack {
 	t.Helper()
+	return newStackOf(t, "")
+}
+
+// newStackOf is newStack with the core paying through provider's adapter
+// against the simulator's dialect of it (stack.Options.Provider).
+func newStackOf(t *testing.T, provider string) *browserStack {
+	t.Helper()
 	redis := servicetest.Env(t, "REDIS_URL")
 	dbURL, drop, err := stack.FreshDatabase(ctx, servicetest.Env(t, "DATABASE_URL"), "browser")
 	if err != nil {
@@ -50,7 +57,7 @@ func newStack(t *testing.T) *browserStack {
 	apps, err := stack.Start(ctx, stack.Options{Dir: t.TempDir(), DatabaseURL: dbURL, RedisURL: redis, AdminToken: "browser-admin-token-of-32-bytes-or-more",
 		PaysimEnv:  []string{`ONSALE_PAYSIM_BEHAVIOUR={"upi_delay_min":"1h","upi_delay_max":"1h"}`},
 		CoreEnv:    []string{"ONSALE_LOG_LEVEL=warn"},
-		GatewayEnv: []string{"ONSALE_LOG_LEVEL=warn", "ONSALE_IP_RATE=1000", "ONSALE_TOKEN_RATE=100"}})
+		GatewayEnv: []string{"ONSALE_LOG_LEVEL=warn", "ONSALE_IP_RATE=1000", "ONSALE_TOKEN_RATE=100"}, Provider: provider})
 	if err != nil {
 		t.Fatal(err)
 	}

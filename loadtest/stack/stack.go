@@ -66,6 +66,29 @@ type Options struct {
 
 	PaysimEnv, CoreEnv, GatewayEnv []string
 	Ready                          time.Duration // how long each app may take to answer; 0 = 60 s
+	// Provider is the payment provider the core uses, and the simulator
+	// answers as: "" or "paysim" (the simulator's own shape), "stripe"
+	// (cards) or "razorpay" (UPI): the core's real adapter against the
+	// simulator's dialect of that provider, and the booking page offering
+	// only what it takes.
+	Provider string
+}
+
+// ProviderEnv is what a stack of provider sets on each app beside the
+// rest: the simulator's dialect and webhook URL (to the core at coreURL),
+// the core's provider, the gateways' ways to pay. Empty for paysim.
+func ProviderEnv(provider, coreURL string) (paysim, core, gateway []string) {
+	switch provider {
+	case "", "paysim":
+		return nil, nil, nil
+	case "razorpay":
+		core = []string{"ONSALE_PROVIDER_KEY_ID=rzp_test_onsale"} // the simulator's API key is its secret
+		gateway = []string{"ONSALE_PAYMENT_METHODS=upi"}
+	default:
+		gateway = []string{"ONSALE_PAYMENT_METHODS=card"}
+	}
+	paysim = []string{"ONSALE_PAYSIM_DIALECT=" + provider, "ONSALE_PAYSIM_WEBHOOK_URL=" + coreURL + "/v1/webhooks/" + provider}
+	return paysim, append(core, "ONSALE_PROVIDER="+provider), gateway
 }
 
 // Keys are the run's key files (PEM). The gateway signs admit tokens with
@@ -243,9 +266,11 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}
 	coreURL := "http://" + o.CoreAddr
+	provPaysim, provCore, provGateway := ProviderEnv(o.Provider, coreURL)
 	if has(Paysim) {
 		s.PaysimURL = "http://" + o.PaysimAddr
-		if s.Paysim, err = start(ctx, o, Paysim, append(PaysimEnv(o.PaysimAddr, coreURL), o.PaysimEnv...), s.PaysimURL+"/healthz"); err != nil {
+		env := append(PaysimEnv(o.PaysimAddr, coreURL), provPaysim...)
+		if s.Paysim, err = start(ctx, o, Paysim, append(env, o.PaysimEnv...), s.PaysimURL+"/healthz"); err != nil {
 			return nil, err
 		}
 	}
@@ -264,6 +289,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		env = append(env, "ONSALE_ADMIN_TOKEN="+s.AdminToken, // the gateway reads saved dials from the core with it
 			"ONSALE_CORE_ADMIN_ADDR="+admins[Core])
 		env = append(env, OperatorEnv(s.OperatorName, s.OperatorPassword)...)
+		env = append(env, provCore...)
 		s.CoreAdminURL = "http://" + admins[Core]
 		if s.Core, err = start(ctx, o, Core, append(env, o.CoreEnv...), coreURL+"/readyz"); err != nil {
 			return nil, err
@@ -276,6 +302,7 @@ func startOnce(ctx context.Context, o Options) (_ *Stack, err error) {
 		s.GatewayURL = "http://" + o.GatewayAddr
 		env := GatewayEnv(s.Keys, o.GatewayAddr, o.RedisURL, coreURL, randomHex(32), s.AdminToken, s.PaysimURL)
 		env = append(env, "ONSALE_ADMIN_ADDR="+admins[Gateway])
+		env = append(env, provGateway...)
 		s.GatewayAdminURL = "http://" + admins[Gateway]
 		if s.Gateway, err = start(ctx, o, Gateway, append(env, o.GatewayEnv...), s.GatewayURL+"/readyz"); err != nil {
 			return nil, err
