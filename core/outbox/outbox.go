@@ -559,22 +559,28 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// abandon ends a booking's payment still pending at the provider twice the
-// deadline after the booking (a 3-D Secure step or a provider's page the
-// fan left; the hold is long gone): it is cancelled there, so nobody pays
-// on it any more, and the booking fails. A payment that was paid meanwhile
-// is left for the next look, which settles it.
-func (r *Reconciler) abandon(ctx context.Context, b *core.Booking) *core.Settlement {
+// abandon ends, after its booking failed (outcome), a payment left pending
+// at the provider twice the deadline after the booking (a 3-D Secure step
+// or a provider's page the fan left; the hold is long gone): it is
+// cancelled there, so that nobody pays on it any more. The booking is
+// failed first, under its own lock and only from PAYMENT_PENDING: a
+// payment that succeeded meanwhile (its webhook confirmed the booking) is
+// never cancelled here, and one that succeeds after is money after failure,
+// given back by the outbox. The cancel is best effort: a provider that
+// cannot cancel a pending payment (the simulator's UPI) leaves it, and
+// what it takes later is given back the same way.
+func (r *Reconciler) abandon(ctx context.Context, b *core.Booking, outcome core.BookingStatus) {
+	if outcome != core.BookingFailed {
+		return
+	}
 	_, err := r.Provider.Cancel(ctx, "abandon:"+strconv.FormatInt(b.ID, 10), b.PaymentID)
 	switch {
 	case err == nil || core.ProviderConflict(err, "already_canceled"):
-		r.Log.Info("reconcile: payment abandoned at the provider; cancelled", "booking", b.ID, "payment", b.PaymentID)
-		return &core.Settlement{BookingID: b.ID, Type: "reconcile"}
-	case core.ProviderConflict(err, "already_captured"):
-		return nil // paid meanwhile: the next look settles it
+		r.Log.Info("reconcile: payment abandoned at the provider; cancelled there", "booking", b.ID, "payment", b.PaymentID)
+	default:
+		r.Log.Info("reconcile: an abandoned payment was not cancelled at the provider; money it takes later is given back",
+			"booking", b.ID, "payment", b.PaymentID, "err", err)
 	}
-	r.Log.Warn("reconcile: an abandoned payment was not cancelled", "booking", b.ID, "payment", b.PaymentID, "err", err)
-	return nil
 }
 
 // Once reconciles the stale pending bookings now; it returns how many it settled.
@@ -615,8 +621,9 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			// the deadline: the fan paid nothing.
 			s = &core.Settlement{BookingID: b.ID, Type: "reconcile"}
 		}
+		abandoned := false
 		if s == nil && b.PaymentID != "" && time.Since(b.CreatedAt) > 2*r.After {
-			s = r.abandon(ctx, &b)
+			s, abandoned = &core.Settlement{BookingID: b.ID, Type: "reconcile"}, true // see abandon
 		}
 		if s == nil {
 			continue // still pending at the provider
@@ -625,6 +632,9 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 		if err != nil {
 			r.Log.Warn("reconcile: settle failed", "booking", b.ID, "err", err)
 			continue
+		}
+		if abandoned {
+			r.abandon(ctx, &b, outcome)
 		}
 		for _, x := range extra {
 			xo, err := r.DB.Settle(ctx, x)

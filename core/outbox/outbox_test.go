@@ -715,9 +715,10 @@ func (l lister) Cancel(_ context.Context, _, id string) (*core.Payment, error) {
 
 // A payment left pending at the provider (a 3-D Secure step or a provider's
 // page the fan walked away from) does not keep its booking pending for
-// ever: twice the reconciler's deadline after the booking, the payment is
-// cancelled at the provider (nobody may pay on it any more) and the booking
-// fails. The control: one only past the deadline once is left alone.
+// ever: twice the reconciler's deadline after the booking, the booking
+// fails and then the payment is cancelled at the provider (nobody may pay
+// on it any more). The control: one only past the deadline once is left
+// alone.
 func TestReconcilerEndsAbandonedPayment(t *testing.T) {
 	e := newEnv(t)
 	pending := func(seat string, age string) (*core.Booking, lister) {

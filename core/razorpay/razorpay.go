@@ -209,15 +209,13 @@ func (c *Client) CreatePayment(ctx context.Context, key string, r core.PaymentRe
 		// creation with reference ID already attempted"; any 400 is looked
 		// up, not only that wording).
 		links, ferr := c.linksOf(ctx, referenceID(key))
-		if ferr != nil {
-			return nil, ferr
-		}
-		if len(links) == 0 {
-			return nil, err
+		if ferr != nil || len(links) == 0 {
+			return nil, err // Razorpay's refusal, as it said it
 		}
 		l = links[0]
 		if !c.ours(&l, r.Reference) || l.Amount != r.Amount || !strings.EqualFold(l.Currency, r.Currency) {
-			return nil, fmt.Errorf("razorpay: link %s for %s is not this booking's (notes %s, %d %s)", l.ID, referenceID(key), l.Notes, l.Amount, l.Currency)
+			return nil, &core.ProviderError{Status: http.StatusConflict, Code: "invalid_state",
+				Message: fmt.Sprintf("link %s named %s is not this booking's (notes %s, %d %s)", l.ID, referenceID(key), l.Notes, l.Amount, l.Currency)}
 		}
 		err = nil
 	}
@@ -370,7 +368,7 @@ func (c *Client) Refund(ctx context.Context, key, id string) (*core.Refund, erro
 		Status string `json:"status"`
 	}
 	err := c.do(ctx, http.MethodPost, "/v1/payments/"+url.PathEscape(pid)+"/refund", map[string]string{IdempotencyHeader: refundKey(key)},
-		map[string]any{"notes": map[string]string{"reference": l.ReferenceID}}, &rf)
+		map[string]any{"notes": map[string]string{"reference": l.notes()["reference"]}}, &rf)
 	var pe *core.ProviderError
 	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(pe.Message), "refunded already") {
 		return nil, &core.ProviderError{Status: http.StatusConflict, Code: "refund_exceeds_capture", Message: pe.Message}

@@ -218,7 +218,7 @@ func (c *Client) checkout(ctx context.Context, key string, r core.PaymentRequest
 			Metadata:      map[string]string{"reference": r.Reference, checkoutMark: "1", siteMark: c.site},
 		},
 	}
-	p.SetIdempotencyKey(c.key(key + ":checkout")) // the key of a PaymentIntent create of the same attempt is another request
+	p.SetIdempotencyKey(c.key(key)) // one attempt, one object: a PaymentIntent create of the same attempt is refused
 	cs, err := c.sc.V1CheckoutSessions.Create(ctx, p)
 	if err != nil {
 		return nil, providerError(err)

@@ -79,6 +79,15 @@ type PaymentRequest struct {
 	Method       string `json:"method"`
 	PaymentToken string `json:"payment_token,omitempty"`
 	Capture      string `json:"capture,omitempty"` // default automatic
+
+	// What a dialect's payment is made with, set before it can settle (an
+	// event of a card authorized at once carries them): where its page
+	// sends the payer back, whether it is a Stripe Checkout Session's,
+	// what it keeps, a Razorpay link's reference_id.
+	returnURL   string
+	session     bool
+	ext         *kept
+	referenceID string
 }
 
 // RefundRequest is the body of POST /v1/payments/{id}/refunds.
@@ -139,6 +148,11 @@ func (s *Sim) createPayment(r PaymentRequest) (Payment, error) {
 		Method:    r.Method,
 		Capture:   r.Capture,
 		Created:   s.now().Unix(),
+
+		returnURL:   r.returnURL,
+		session:     r.session,
+		ext:         r.ext,
+		referenceID: r.referenceID,
 	}
 	s.payments[p.ID] = p
 	s.byRef[p.Reference] = append(s.byRef[p.Reference], p)

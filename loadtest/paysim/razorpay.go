@@ -106,7 +106,7 @@ func (s *Sim) razorpayRoutes(mux *http.ServeMux) {
 		// The ledger's reference is the booking's (notes.reference), as the
 		// invariant checker reads it; the link's own is reference_id.
 		p, err := s.createPayment(PaymentRequest{Amount: in.Amount, Currency: "INR", Reference: cmp.Or(notes["reference"], in.ReferenceID),
-			Method: MethodUPI, Capture: CaptureAuto})
+			Method: MethodUPI, Capture: CaptureAuto, returnURL: in.CallbackURL, ext: &kept{notes: notes}, referenceID: in.ReferenceID})
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err != nil {
@@ -114,7 +114,7 @@ func (s *Sim) razorpayRoutes(mux *http.ServeMux) {
 			return nil, err
 		}
 		q := s.payments[p.ID]
-		q.returnURL, q.expireBy, q.ext, q.referenceID = in.CallbackURL, in.ExpireBy, &kept{notes: notes}, in.ReferenceID
+		q.expireBy = in.ExpireBy
 		s.linkRefs[in.ReferenceID] = p.ID
 		return razorpayLink(*q, r.Host), nil
 	})))

@@ -69,7 +69,7 @@ var stripePaymentMethods = map[string]string{
 
 func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/payment_intents", s.api(s.stripeMutation(func(r *http.Request, f url.Values) (int, any, error) {
-		if err := allowOnly(f, "amount", "currency", "capture_method", "payment_method", "payment_method_types[0]", "confirm",
+		if err := allowOnly(withoutMetadata(f, "metadata"), "amount", "currency", "capture_method", "payment_method", "payment_method_types[0]", "confirm",
 			"description", "return_url"); err != nil {
 			return 0, nil, err
 		}
@@ -96,15 +96,11 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 			return 0, nil, errorf(ENotFound, "No such PaymentMethod: '%s'", f.Get("payment_method"))
 		}
 		req.PaymentToken = tok
+		req.returnURL, req.ext = f.Get("return_url"), &kept{meta: metadata(f, "metadata")}
 		p, err := s.createPayment(req)
 		if err != nil {
 			return 0, nil, err
 		}
-		s.mu.Lock()
-		q := s.payments[p.ID]
-		q.returnURL, q.ext = f.Get("return_url"), &kept{meta: metadata(f, "metadata")}
-		p = *q
-		s.mu.Unlock()
 		if p.Status == StatusFailed {
 			return 0, nil, &stripeDecline{pi: stripePI(p, r.Host)}
 		}
@@ -138,7 +134,7 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 		return http.StatusOK, stripePI(p, r.Host), nil
 	})))
 	mux.Handle("POST /v1/checkout/sessions", s.api(s.stripeMutation(func(r *http.Request, f url.Values) (int, any, error) {
-		if err := allowOnly(f, "mode", "client_reference_id", "success_url", "cancel_url", "payment_method_types[0]", "expires_at",
+		if err := allowOnly(withoutMetadata(withoutMetadata(f, "metadata"), "payment_intent_data[metadata]"), "mode", "client_reference_id", "success_url", "cancel_url", "payment_method_types[0]", "expires_at",
 			"line_items[0][quantity]", "line_items[0][price_data][currency]", "line_items[0][price_data][unit_amount]",
 			"line_items[0][price_data][product_data][name]", "payment_intent_data[capture_method]"); err != nil {
 			return 0, nil, err
@@ -161,16 +157,12 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 		if f.Get("payment_intent_data[capture_method]") == "manual" {
 			req.Capture = CaptureManual
 		}
+		req.session, req.returnURL = true, f.Get("success_url")
+		req.ext = &kept{meta: metadata(f, "payment_intent_data[metadata]"), sessionMeta: metadata(f, "metadata")}
 		p, err := s.createPayment(req) // no token: pending until the payer acts on the checkout page
 		if err != nil {
 			return 0, nil, err
 		}
-		s.mu.Lock()
-		q := s.payments[p.ID]
-		q.session, q.returnURL = true, f.Get("success_url")
-		q.ext = &kept{meta: metadata(f, "payment_intent_data[metadata]"), sessionMeta: metadata(f, "metadata")}
-		p = *q
-		s.mu.Unlock()
 		return http.StatusOK, stripeSession(p, r.Host, false), nil
 	})))
 	mux.Handle("GET /v1/checkout/sessions/{id}", s.api(s.query(func(r *http.Request) (any, error) {
@@ -211,11 +203,11 @@ func (s *Sim) stripeRoutes(mux *http.ServeMux) {
 	})))
 }
 
-// allowOnly refuses a form with a parameter outside names (expand[] and
-// metadata, anywhere, are always allowed), as Stripe does.
+// allowOnly refuses a form with a parameter outside names (expand[] is
+// always allowed), as Stripe does.
 func allowOnly(f url.Values, names ...string) error {
 	for k := range f {
-		if strings.HasPrefix(k, "expand[") || strings.HasPrefix(k, "metadata[") || strings.HasPrefix(k, "payment_intent_data[metadata][") {
+		if strings.HasPrefix(k, "expand[") {
 			continue
 		}
 		found := false
@@ -289,6 +281,18 @@ func (s *Sim) stripeMutation(fn func(r *http.Request, f url.Values) (int, any, e
 		}
 		writeRaw(w, code, b)
 	})
+}
+
+// withoutMetadata is f without its metadata under prefix: a route that
+// takes metadata there allows any key.
+func withoutMetadata(f url.Values, prefix string) url.Values {
+	out := url.Values{}
+	for k, v := range f {
+		if !strings.HasPrefix(k, prefix+"[") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // metadata reads the form's metadata under prefix (prefix[key]=value).
@@ -465,7 +469,9 @@ func stripeEvent(typ string, obj any, now time.Time) ([]outgoing, error) {
 	var data any
 	switch typ {
 	case eventAttemptFailed:
-		typ, data = "payment_intent.payment_failed", stripePI(obj.(Payment), "")
+		p := obj.(Payment)
+		p.Status, p.FailureReason = StatusFailed, "card_declined" // the attempt's PaymentIntent, back to requires_payment_method
+		typ, data = "payment_intent.payment_failed", stripePI(p, "")
 	case EventPaymentSucceeded, EventPaymentFailed, eventAuthorized, eventAuthorizedByPayer, eventCanceled:
 		p := obj.(Payment)
 		data = stripePI(p, "")

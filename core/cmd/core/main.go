@@ -552,7 +552,7 @@ func poolStats(p *pgxpool.Pool) func() metrics.PoolStats {
 // public address (checked by Validate).
 func (c *Config) site() string {
 	u, _ := url.Parse(c.PublicURL)
-	return u.Host
+	return strings.ToLower(u.Host)
 }
 
 // paymentProvider opens the configured provider's adapter.
