@@ -380,7 +380,15 @@ function confirmAction(title, text, yes) {
   setText(ui.confirmText, text);
   setText(ui.confirmYes, yes);
   return new Promise((resolve) => {
-    ui.confirm.addEventListener("close", () => resolve(ui.confirm.returnValue === "yes"), { once: true });
+    // The close event is queued: the previous question's may arrive after
+    // this one opened (Cancel, then the button again at once). Only a close
+    // that left the dialog closed answers this question.
+    const done = () => {
+      if (ui.confirm.open) return;
+      ui.confirm.removeEventListener("close", done);
+      resolve(ui.confirm.returnValue === "yes");
+    };
+    ui.confirm.addEventListener("close", done);
     ui.confirm.returnValue = "";
     ui.confirm.showModal();
     $("confirm-no").focus();
