@@ -105,7 +105,7 @@ type Client struct {
 // New returns a client, or an error for a key id that is not Razorpay's.
 func New(c Config) (*Client, error) {
 	if !strings.HasPrefix(c.KeyID, "rzp_test_") && !strings.HasPrefix(c.KeyID, "rzp_live_") {
-		return nil, errors.New("razorpay: the key id must be rzp_test_... or rzp_live_...")
+		return nil, errors.New("razorpay: the key id must start rzp_test_ or rzp_live_")
 	}
 	if c.KeySecret == "" || c.WebhookSecret == "" {
 		return nil, errors.New("razorpay: the key secret and the webhook secret are required")
