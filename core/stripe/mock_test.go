@@ -18,12 +18,13 @@ import (
 
 	"github.com/onsale/onsale/core"
 	"github.com/onsale/onsale/core/stripe"
+	"github.com/onsale/onsale/shared/servicetest"
 )
 
 // stripeMock starts github.com/stripe/stripe-mock (ONSALE_STRIPE_MOCK, or
 // stripe-mock on PATH; make test installs it from the Go module proxy) on
 // loopback ports it picks, and returns its HTTP address. Missing, the test
-// is skipped, or fails under ONSALE_REQUIRE_SERVICES=1.
+// is skipped, or fails under ONSALE_REQUIRE_SERVICES=1 (servicetest).
 func stripeMock(t *testing.T) string {
 	t.Helper()
 	bin := os.Getenv("ONSALE_STRIPE_MOCK")
@@ -31,10 +32,7 @@ func stripeMock(t *testing.T) string {
 		bin, _ = exec.LookPath("stripe-mock")
 	}
 	if bin == "" {
-		if os.Getenv("ONSALE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("no stripe-mock (ONSALE_STRIPE_MOCK or PATH): make test installs it (go install github.com/stripe/stripe-mock@v0.203.0)")
-		}
-		t.Skip("no stripe-mock: set ONSALE_STRIPE_MOCK or put it on PATH")
+		servicetest.Missing(t, "no stripe-mock (ONSALE_STRIPE_MOCK or PATH; make test installs it: go install github.com/stripe/stripe-mock@v0.203.0)")
 	}
 	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:", "-https-addr", "127.0.0.1:")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -196,45 +196,17 @@ func (s *Sim) mutation(fn func(r *http.Request, body []byte) (int, any, error)) 
 				return
 			}
 			k = idemKey{apiKey: s.apiKey, method: r.Method, path: r.URL.Path, key: key}
-			stored, e := s.claim(k, fingerprint(body))
-			if e != nil {
-				writeError(w, e)
-				return
+		}
+		s.keyed(w, r, k, fingerprint(body), true, func(e *Error) { writeError(w, e) }, func() (int, []byte, bool) {
+			code, v, err := fn(r, body)
+			if err != nil {
+				e := s.asError(r, err)
+				code, v = status[e.Code], e
 			}
-			if stored != nil {
-				w.Header().Set(ReplayedHeader, "true")
-				writeRaw(w, stored.status, stored.body)
-				return
-			}
-		}
-
-		completed := false
-		if k.key != "" {
-			defer func() { // a panic must not leave the key in progress forever
-				if !completed {
-					s.complete(k, false, 0, nil)
-				}
-			}()
-		}
-		if s.beforeExec != nil {
-			s.beforeExec()
-		}
-		code, v, err := fn(r, body)
-		if err != nil {
-			e := s.asError(r, err)
-			code, v = status[e.Code], e
-		}
-		b := encode(v)
-		if k.key != "" {
 			// Refused input (400) ran nothing: the client may fix it and
 			// use the key again. Everything else is the key's answer.
-			s.complete(k, code != http.StatusBadRequest, code, b)
-			completed = true
-		}
-		if code < 400 {
-			s.holdBack(r)
-		}
-		writeRaw(w, code, b)
+			return code, encode(v), code != http.StatusBadRequest
+		})
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
 )
 
 // IdempotencyKeyHeader names the header that makes a POST idempotent, and
@@ -62,6 +63,51 @@ func (s *Sim) complete(k idemKey, store bool, status int, body []byte) {
 	}
 	r := s.idem[k]
 	r.done, r.status, r.body = true, status, body
+}
+
+// keyed runs one state-changing request under k (k.key "": none), in the
+// way every dialect shares: the key is claimed (refuse answers a refusal
+// of the claim, in the dialect's words), a kept answer is replayed (with
+// Idempotent-Replayed when replayed is set), run is carried out (a panic
+// releases the key), its answer kept under k unless keep is false (it ran
+// nothing: the client may fix the request and use the key again), held
+// back by TimeoutRate when it succeeded, and written.
+func (s *Sim) keyed(w http.ResponseWriter, r *http.Request, k idemKey, fp string, replayed bool, refuse func(*Error),
+	run func() (code int, body []byte, keep bool)) {
+	if k.key != "" {
+		stored, e := s.claim(k, fp)
+		if e != nil {
+			refuse(e)
+			return
+		}
+		if stored != nil {
+			if replayed {
+				w.Header().Set(ReplayedHeader, "true")
+			}
+			writeRaw(w, stored.status, stored.body)
+			return
+		}
+	}
+	completed := false
+	if k.key != "" {
+		defer func() { // a panic must not leave the key in progress forever
+			if !completed {
+				s.complete(k, false, 0, nil)
+			}
+		}()
+	}
+	if s.beforeExec != nil {
+		s.beforeExec()
+	}
+	code, b, keep := run()
+	if k.key != "" {
+		s.complete(k, keep, code, b)
+		completed = true
+	}
+	if code < 400 {
+		s.holdBack(r)
+	}
+	writeRaw(w, code, b)
 }
 
 // fingerprint identifies a request body by its meaning: the SHA-256 of

@@ -231,42 +231,20 @@ func (s *Sim) razorpayRefund() http.Handler {
 				return
 			}
 			k = idemKey{apiKey: s.apiKey, method: "refund", key: key}
-			sum := sha256.Sum256([]byte(r.URL.Path + "\n" + fingerprint(body)))
-			stored, e := s.claim(k, hex.EncodeToString(sum[:]))
-			if e != nil {
-				if e.Code == EKeyReused {
-					e = errorf(EInvalid, "Different request with the same idempotency key has already been processed.")
-				} else {
-					e = errorf(EInProgress, "Another request with the same idempotency key is still in progress.")
-				}
-				s.writeRazorpayError(w, e)
-				return
+		}
+		sum := sha256.Sum256([]byte(r.URL.Path + "\n" + fingerprint(body)))
+		refuse := func(e *Error) {
+			if e.Code == EKeyReused {
+				e = errorf(EInvalid, "Different request with the same idempotency key has already been processed.")
+			} else {
+				e = errorf(EInProgress, "Another request with the same idempotency key is still in progress.")
 			}
-			if stored != nil {
-				writeRaw(w, stored.status, stored.body)
-				return
-			}
+			s.writeRazorpayError(w, e)
 		}
-		completed := false
-		if k.key != "" {
-			defer func() {
-				if !completed {
-					s.complete(k, false, 0, nil)
-				}
-			}()
-		}
-		if s.beforeExec != nil {
-			s.beforeExec()
-		}
-		code, b := s.doRazorpayRefund(r, body)
-		if k.key != "" {
-			s.complete(k, code < 400, code, b) // a refusal ran nothing: not kept
-			completed = true
-		}
-		if code < 400 {
-			s.holdBack(r)
-		}
-		writeRaw(w, code, b)
+		s.keyed(w, r, k, hex.EncodeToString(sum[:]), false, refuse, func() (int, []byte, bool) {
+			code, b := s.doRazorpayRefund(r, body)
+			return code, b, code < 400 // a refusal ran nothing: not kept
+		})
 	})
 }
 

@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,34 +17,10 @@ import (
 
 // razorpayEnv is the simulator in its Razorpay dialect and a receiver of
 // its webhooks.
-type razorpayEnv struct {
-	sim *paysim.Sim
-	url string
-
-	mu    sync.Mutex
-	hooks []http.Header
-	faces []string // bodies
-}
+type razorpayEnv struct{ *dialectEnv }
 
 func newRazorpayEnv(t *testing.T) *razorpayEnv {
-	t.Helper()
-	e := &razorpayEnv{}
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		e.mu.Lock()
-		e.hooks, e.faces = append(e.hooks, r.Header.Clone()), append(e.faces, string(b))
-		e.mu.Unlock()
-	}))
-	t.Cleanup(recv.Close)
-	sim, err := paysim.New(paysim.Config{APIKey: testKey, WebhookSecret: testSecret, WebhookURL: recv.URL, Control: true,
-		Behaviour: quiet, Dialect: paysim.DialectRazorpay}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { sim.Close(); srv.Close() })
-	e.sim, e.url = sim, srv.URL
-	return e
+	return &razorpayEnv{newDialectEnv(t, paysim.DialectRazorpay)}
 }
 
 // call sends a request with Basic auth (key id, the API key as secret).
@@ -174,20 +146,16 @@ func TestRazorpayDialectWebhooks(t *testing.T) {
 	if _, err := e.sim.Settle(id, true); err != nil {
 		t.Fatal(err)
 	}
-	e.sim.FlushWebhooks()
-	waitFor(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return len(e.hooks) >= 2 }) // a delivery the scheduler had begun
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var events []string
-	for i, h := range e.hooks {
-		body := e.faces[i]
-		if !utils.VerifyWebhookSignature(body, h.Get("X-Razorpay-Signature"), testSecret) {
+	for _, h := range e.delivered(2) {
+		body := string(h.body)
+		if !utils.VerifyWebhookSignature(body, h.header.Get("X-Razorpay-Signature"), testSecret) {
 			t.Fatalf("razorpay-go refuses the simulator's webhook %s", body)
 		}
-		if utils.VerifyWebhookSignature(body, h.Get("X-Razorpay-Signature"), "another secret") {
+		if utils.VerifyWebhookSignature(body, h.header.Get("X-Razorpay-Signature"), "another secret") {
 			t.Fatal("a webhook verified with another secret") // the control
 		}
-		if h.Get("X-Razorpay-Event-Id") == "" {
+		if h.header.Get("X-Razorpay-Event-Id") == "" {
 			t.Fatalf("no X-Razorpay-Event-Id on %s", body)
 		}
 		var ev struct {

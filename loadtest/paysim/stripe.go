@@ -242,44 +242,16 @@ func (s *Sim) stripeMutation(fn func(r *http.Request, f url.Values) (int, any, e
 				return
 			}
 			k = idemKey{apiKey: s.apiKey, key: key} // Stripe: one key, one request, whatever its path
-			sum := sha256.Sum256([]byte(r.Method + " " + r.URL.Path + "\n" + canonicalForm(form)))
-			stored, e := s.claim(k, hex.EncodeToString(sum[:]))
-			if e != nil {
-				s.writeStripeError(w, e)
-				return
+		}
+		sum := sha256.Sum256([]byte(r.Method + " " + r.URL.Path + "\n" + canonicalForm(form)))
+		s.keyed(w, r, k, hex.EncodeToString(sum[:]), true, func(e *Error) { s.writeStripeError(w, e) }, func() (int, []byte, bool) {
+			code, v, err := fn(r, form)
+			if err != nil {
+				code, b := s.stripeError(r, err)
+				return code, b, !isInvalid(err) // refused input ran nothing: not kept, as Stripe
 			}
-			if stored != nil {
-				w.Header().Set(ReplayedHeader, "true")
-				writeRaw(w, stored.status, stored.body)
-				return
-			}
-		}
-		completed := false
-		if k.key != "" {
-			defer func() {
-				if !completed {
-					s.complete(k, false, 0, nil)
-				}
-			}()
-		}
-		if s.beforeExec != nil {
-			s.beforeExec()
-		}
-		code, v, err := fn(r, form)
-		var b []byte
-		if err != nil {
-			code, b = s.stripeError(r, err)
-		} else {
-			b = encode(v)
-		}
-		if k.key != "" {
-			s.complete(k, err == nil || !isInvalid(err), code, b) // refused input ran nothing: not kept, as Stripe
-			completed = true
-		}
-		if code < 400 {
-			s.holdBack(r)
-		}
-		writeRaw(w, code, b)
+			return code, encode(v), true
+		})
 	})
 }
 

@@ -22,39 +22,69 @@ import (
 // stripeEnv is the simulator in its Stripe dialect, a stripe-go client of
 // it, and a receiver of its webhooks.
 type stripeEnv struct {
-	sim *paysim.Sim
-	sc  *stripe.Client
-
-	mu    sync.Mutex
-	hooks []stripeHook
-}
-
-type stripeHook struct {
-	body      []byte
-	signature string
+	*dialectEnv
+	sc *stripe.Client
 }
 
 func newStripeEnv(t *testing.T) *stripeEnv {
 	t.Helper()
-	e := &stripeEnv{}
+	d := newDialectEnv(t, paysim.DialectStripe)
+	b := stripe.NewBackendsWithConfig(&stripe.BackendConfig{URL: stripe.String(d.url), MaxNetworkRetries: stripe.Int64(0),
+		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})
+	return &stripeEnv{dialectEnv: d, sc: stripe.NewClient(testKey, stripe.WithBackends(b))}
+}
+
+// dialectEnv is the simulator in a dialect behind a real HTTP server, and
+// a receiver keeping every webhook it sends.
+type dialectEnv struct {
+	sim *paysim.Sim
+	url string
+
+	mu    sync.Mutex
+	hooks []hook
+}
+
+type hook struct {
+	header http.Header
+	body   []byte
+}
+
+func newDialectEnv(t *testing.T, dialect string) *dialectEnv {
+	t.Helper()
+	e := &dialectEnv{}
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		e.mu.Lock()
-		e.hooks = append(e.hooks, stripeHook{body: b, signature: r.Header.Get("Stripe-Signature")})
+		e.hooks = append(e.hooks, hook{header: r.Header.Clone(), body: b})
 		e.mu.Unlock()
 	}))
 	t.Cleanup(recv.Close)
 	sim, err := paysim.New(paysim.Config{APIKey: testKey, WebhookSecret: testSecret, WebhookURL: recv.URL, Control: true,
-		Behaviour: quiet, Dialect: paysim.DialectStripe}, slog.New(slog.DiscardHandler))
+		Behaviour: quiet, Dialect: dialect}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(func() { sim.Close(); srv.Close() })
-	b := stripe.NewBackendsWithConfig(&stripe.BackendConfig{URL: stripe.String(srv.URL), MaxNetworkRetries: stripe.Int64(0),
-		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}})
-	e.sim, e.sc = sim, stripe.NewClient(testKey, stripe.WithBackends(b))
+	e.sim, e.url = sim, srv.URL
 	return e
+}
+
+// delivered flushes the webhooks and returns them once n have arrived (a
+// delivery the scheduler had begun finishes after the flush), in any order.
+func (e *dialectEnv) delivered(n int) []hook {
+	e.sim.FlushWebhooks()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		e.mu.Lock()
+		got := len(e.hooks)
+		e.mu.Unlock()
+		if got >= n {
+			break
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.hooks)
 }
 
 func (e *stripeEnv) create(t *testing.T, key, pm string, amount int64) (*stripe.PaymentIntent, error) {
@@ -199,13 +229,9 @@ func TestStripeDialectWebhooks(t *testing.T) {
 	if _, err := e.sc.V1Refunds.Create(ctx, rp); err != nil {
 		t.Fatal(err)
 	}
-	e.sim.FlushWebhooks()
-	waitFor(func() bool { e.mu.Lock(); defer e.mu.Unlock(); return len(e.hooks) >= 3 }) // a delivery the scheduler had begun
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var types []string
-	for _, h := range e.hooks {
-		ev, err := webhook.ConstructEventWithOptions(h.body, h.signature, testSecret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
+	for _, h := range e.delivered(3) {
+		ev, err := webhook.ConstructEventWithOptions(h.body, h.header.Get("Stripe-Signature"), testSecret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
 		if err != nil {
 			t.Fatalf("stripe-go refuses the simulator's webhook: %v\n%s", err, h.body)
 		}
@@ -217,7 +243,7 @@ func TestStripeDialectWebhooks(t *testing.T) {
 			}
 		}
 		// The control: the same body under another secret does not verify.
-		if _, err := webhook.ConstructEventWithOptions(h.body, h.signature, "whsec_other", webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true}); err == nil {
+		if _, err := webhook.ConstructEventWithOptions(h.body, h.header.Get("Stripe-Signature"), "whsec_other", webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true}); err == nil {
 			t.Fatal("a webhook verified with the wrong secret")
 		}
 	}
@@ -225,12 +251,5 @@ func TestStripeDialectWebhooks(t *testing.T) {
 	want := "charge.refunded payment_intent.amount_capturable_updated payment_intent.succeeded"
 	if strings.Join(types, " ") != want {
 		t.Fatalf("webhooks %v; want %s", types, want)
-	}
-}
-
-// waitFor waits up to 5 s for cond.
-func waitFor(cond func() bool) {
-	for deadline := time.Now().Add(5 * time.Second); !cond() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
 	}
 }

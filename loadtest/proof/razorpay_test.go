@@ -59,17 +59,7 @@ func TestRazorpayUPIFlows(t *testing.T) {
 	t.Run("given up", func(t *testing.T) {
 		hold := s.hold(t, "gave-up", "NU2-F-4")
 		booking, link := s.payLink(t, "gave-up", hold)
-		if _, err := s.sim.Settle(link, false); err != nil { // payment.failed: the link stays payable
-			t.Fatal(err)
-		}
-		s.sim.FlushWebhooks()
-		if st := s.bookingStatus(t, booking); st != bookingPending {
-			t.Fatalf("after a failed UPI attempt: %s; want PAYMENT_PENDING (the payer may try again on the link)", st)
-		}
-		if _, err := s.sim.Expire(link); err != nil { // the link's time runs out
-			t.Fatal(err)
-		}
-		eventually(t, "FAILED by payment_link.expired", func() bool { return s.bookingStatus(t, booking) == bookingFailed })
+		s.givenUp(t, booking, link, "payment_link.expired")
 	})
 
 	t.Run("the create's answer lost", func(t *testing.T) {

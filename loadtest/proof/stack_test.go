@@ -85,11 +85,9 @@ func newStack(t *testing.T, o stackOpts) *proofStack {
 	// unless asked for, tickets linking to onsale.test.
 	env := []string{"ONSALE_DB_MAX_CONNS=30", "ONSALE_OUTBOX_LEASE=1s", "ONSALE_OUTBOX_POLL=20ms", "ONSALE_SWEEP_INTERVAL=1h",
 		"ONSALE_PUBLIC_URL=http://onsale.test", "ONSALE_LOG_LEVEL=warn", "ONSALE_SMTP_ADDR=" + o.smtp, "ONSALE_SMTP_FROM=tickets@onsale.test",
-		"ONSALE_SMTP_TLS=off", // the proof's SMTP sink is plain, on the same host
-		"ONSALE_PROVIDER=" + o.provider}
-	if o.provider == paysim.DialectRazorpay {
-		env = append(env, "ONSALE_PROVIDER_KEY_ID=rzp_test_onsale") // the simulator's key (apiKey) is its secret
-	}
+		"ONSALE_SMTP_TLS=off"} // the proof's SMTP sink is plain, on the same host
+	_, provider, _ := stack.ProviderEnv(o.provider, "") // the simulator runs in process, its webhook URL set below
+	env = append(env, provider...)
 	webhook := "/v1/webhooks/" + o.provider
 	if o.provider == paysim.DialectPaysim {
 		webhook = "/v1/webhooks/payments"

@@ -197,17 +197,7 @@ func TestStripeCardFlows(t *testing.T) {
 	})
 	t.Run("Stripe's page given up", func(t *testing.T) {
 		booking, _, pi := hosted(t, "web-no", "NU2-F-10")
-		if _, err := s.sim.Settle(pi, false); err != nil { // a declined card: the page stays open for another
-			t.Fatal(err)
-		}
-		s.sim.FlushWebhooks()
-		if st := s.bookingStatus(t, booking); st != bookingPending {
-			t.Fatalf("after a declined attempt on the open page: %s; want PAYMENT_PENDING", st)
-		}
-		if _, err := s.sim.Expire(pi); err != nil { // the session's time runs out
-			t.Fatal(err)
-		}
-		eventually(t, "FAILED by checkout.session.expired", func() bool { return s.bookingStatus(t, booking) == bookingFailed })
+		s.givenUp(t, booking, pi, "checkout.session.expired")
 	})
 	t.Run("Stripe's page finished after the hold ran out", func(t *testing.T) {
 		booking, hold, pi := hosted(t, "web-late", "NU2-F-11")
@@ -295,6 +285,25 @@ func TestStripeLateAuthorizationReleasedOnce(t *testing.T) {
 		}
 	})
 	s.balanced(t, nil)
+}
+
+// givenUp fails one attempt on the provider's page of a booking's pending
+// payment (the page stays open: the booking stays PAYMENT_PENDING), then
+// lets the page's time run out: the provider's event (expired) fails the
+// booking.
+func (s *proofStack) givenUp(t *testing.T, booking int64, pending, expired string) {
+	t.Helper()
+	if _, err := s.sim.Settle(pending, false); err != nil {
+		t.Fatal(err)
+	}
+	s.sim.FlushWebhooks()
+	if st := s.bookingStatus(t, booking); st != bookingPending {
+		t.Fatalf("after a failed attempt on the open page: %s; want PAYMENT_PENDING (the payer may try again there)", st)
+	}
+	if _, err := s.sim.Expire(pending); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "FAILED by "+expired, func() bool { return s.bookingStatus(t, booking) == bookingFailed })
 }
 
 // lateRaces runs n races on a stack with the refund policy: a payment
