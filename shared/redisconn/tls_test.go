@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,8 +29,29 @@ func tlsRedis(t *testing.T, ca *tlstest.CA, cluster bool) string {
 	if err != nil {
 		servicetest.Missing(t, "redis-server is not installed")
 	}
-	port := freePort(t)
 	dir := t.TempDir()
+	// The port is picked and closed before redis-server binds it: another
+	// process may take it in between, and then redis-server exits. It is
+	// started again on a new port (three tries).
+	for try := 1; ; try++ {
+		addr, exited := startTLSRedis(t, bin, dir, ca, cluster)
+		if !exited {
+			return addr
+		}
+		if try == 3 {
+			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			t.Fatalf("redis-server with TLS exited before it answered, three times; its log:\n%s", log)
+		}
+		t.Logf("redis-server with TLS on %s exited before it answered (its port taken?): again on a new port", addr)
+	}
+}
+
+// startTLSRedis starts tlsRedis's server on a port picked now, and reports
+// whether it exited before it answered.
+func startTLSRedis(t *testing.T, bin, dir string, ca *tlstest.CA, cluster bool) (addr string, exited bool) {
+	t.Helper()
+	port := freePort(t)
+	os.Remove(filepath.Join(dir, "nodes.conf"))
 	args := []string{"--port", "0", "--tls-port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
 		"--tls-cert-file", ca.ServerCert, "--tls-key-file", ca.ServerKey, "--tls-ca-cert-file", ca.CertFile,
 		"--tls-auth-clients", "no", "--user", "default", "off", "--user", "alice", "on", ">secret pw", "~*", "&*", "+@all"}
@@ -41,8 +63,10 @@ func tlsRedis(t *testing.T, ca *tlstest.CA, cluster bool) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := "127.0.0.1:" + port
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	addr = "127.0.0.1:" + port
 	// A direct, verified TLS client to wait for the server and, for a
 	// cluster, to give the one node every slot.
 	admin := goredis.NewClient(&goredis.Options{Addr: addr, Username: "alice", Password: "secret pw", TLSConfig: ca.ClientConfig()})
@@ -50,6 +74,11 @@ func tlsRedis(t *testing.T, ca *tlstest.CA, cluster bool) string {
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for admin.Ping(ctx).Err() != nil {
+		select {
+		case <-done:
+			return addr, true
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("redis-server with TLS on %s did not answer: %v", addr, admin.Ping(ctx).Err())
 		}
@@ -70,7 +99,7 @@ func tlsRedis(t *testing.T, ca *tlstest.CA, cluster bool) string {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return addr
+	return addr, false
 }
 
 func freePort(t *testing.T) string {
