@@ -115,7 +115,27 @@ func tlsPostgres(t *testing.T, ca *tlstest.CA) int {
 		t.Fatal(err)
 	}
 	chown(t, cred, filepath.Join(data, "pg_hba.conf"))
-	port := pgFreePort(t)
+	// The port is picked and closed before postgres binds it: another
+	// process may take it in between, and then postgres exits. It is
+	// started again on a new port (three tries).
+	for try := 1; ; try++ {
+		port, exited := startTLSPostgres(t, bindir, dir, data, cred, ca)
+		if !exited {
+			return port
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
+		if try == 3 {
+			t.Fatalf("PostgreSQL with TLS exited before it answered, three times; its log:\n%s", b)
+		}
+		t.Logf("PostgreSQL with TLS on %d exited before it answered (its port taken?): again on a new port; its log:\n%s", port, b)
+	}
+}
+
+// startTLSPostgres starts tlsPostgres's server on a port picked now, and
+// reports whether it exited before it answered.
+func startTLSPostgres(t *testing.T, bindir, dir, data string, cred *syscall.Credential, ca *tlstest.CA) (port int, exited bool) {
+	t.Helper()
+	port = pgFreePort(t)
 	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -131,9 +151,11 @@ func tlsPostgres(t *testing.T, ca *tlstest.CA) int {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-		cmd.Wait()
+		<-done
 	})
 	// Ready when a verified TLS client gets an answer.
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=verify-full&sslrootcert=%s&connect_timeout=2", port, ca.CertFile)
@@ -142,7 +164,12 @@ func tlsPostgres(t *testing.T, ca *tlstest.CA) int {
 		c, err := pgx.Connect(context.Background(), url)
 		if err == nil {
 			c.Close(context.Background())
-			return port
+			return port, false
+		}
+		select {
+		case <-done:
+			return port, true
+		default:
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
