@@ -2,6 +2,7 @@ package browser
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,12 @@ func TestPayThroughProviders(t *testing.T) {
 			click(t, fan, "approve")
 			until(t, fan, "the ticket", `document.body.dataset.tickets === "1" && document.querySelectorAll(".ticket img").length === 1`, 30*time.Second)
 			look(t, fan, c.provider+"-tickets")
+			// The provider's parameters on the way back (Razorpay's ids and
+			// signature) left the address bar and the history.
+			arrived, now := text(t, fan, `performance.getEntriesByType("navigation")[0].name`), text(t, fan, `location.href`)
+			if want := c.provider == "razorpay"; strings.Contains(arrived, "razorpay_signature=") != want || strings.Contains(now, "?") {
+				t.Fatalf("came back to %s, now at %s; want the provider's parameters on arrival (%v) and none now", arrived, now, want)
+			}
 			var payment string
 			if err := s.db.QueryRow(ctx, `SELECT payment_id FROM bookings WHERE event_id = $1 AND status = 'CONFIRMED' AND captured_at IS NOT NULL`, ev).Scan(&payment); err != nil {
 				t.Fatalf("no confirmed, captured booking: %v", err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // The hosted checkout page is the fan's UPI app: a browser test opens
@@ -75,11 +76,11 @@ func (s *Sim) checkoutSettle(ok bool) http.HandlerFunc {
 			return
 		}
 		ret := returnURL(r.PostFormValue("return"))
-		_, err := s.Settle(id, ok)
+		p, err := s.Settle(id, ok)
 		var e *Error
 		switch {
 		case err == nil && ret != "":
-			http.Redirect(w, r, ret, http.StatusSeeOther)
+			http.Redirect(w, r, s.providerReturn(p, ret), http.StatusSeeOther)
 		case err == nil || errors.As(err, &e) && e.Code == EInvalidState:
 			page := "/checkout/" + url.PathEscape(id)
 			if ret != "" {
@@ -119,6 +120,44 @@ func (s *Sim) renderCheckout(w http.ResponseWriter, code int, v checkoutView) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	w.Write(b.Bytes())
+}
+
+// providerReturn is ret (a URL returnURL accepted) with what the dialect's
+// provider adds when it sends the payer back: Stripe, after a
+// PaymentIntent's 3-D Secure step, the PaymentIntent, its client secret
+// and redirect_status (a Checkout Session's payer goes to its success URL
+// as given); Razorpay, after a Payment Link is paid, the payment, the link,
+// its reference_id and status, and a signature over them with the API key.
+// The shop's page must need none of them (the webhook brings the answer),
+// and should not keep them: a client secret reads its payment.
+func (s *Sim) providerReturn(p Payment, ret string) string {
+	var add url.Values
+	switch {
+	case s.dialect == DialectStripe && !p.session:
+		status := "failed"
+		if p.authorized {
+			status = "succeeded"
+		}
+		add = url.Values{"payment_intent": {p.ID}, "payment_intent_client_secret": {p.ID + "_secret_" + strings.TrimPrefix(p.ID, "pi_")},
+			"redirect_status": {status}}
+	case s.dialect == DialectRazorpay && p.Status == StatusSucceeded:
+		pay := payOf(p.ID)
+		add = url.Values{"razorpay_payment_id": {pay}, "razorpay_payment_link_id": {p.ID},
+			"razorpay_payment_link_reference_id": {p.referenceID}, "razorpay_payment_link_status": {"paid"},
+			"razorpay_signature": {razorpaySignature([]byte(s.apiKey), []byte(p.ID+"|"+p.referenceID+"|paid|"+pay))}}
+	default:
+		return ret
+	}
+	u, err := url.Parse(ret)
+	if err != nil {
+		return ret
+	}
+	q := u.Query()
+	for k, v := range add {
+		q[k] = v
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // returnURL returns raw if it is an absolute http or https URL with a

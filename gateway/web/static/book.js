@@ -614,6 +614,11 @@ async function loadEvent() {
 }
 
 async function start() {
+  // A provider's page sends the fan back with its own parameters (after
+  // 3-D Secure, Stripe's include the PaymentIntent's client secret): the
+  // page needs none of them (the webhook brings the answer), so they leave
+  // the address bar and the history.
+  if (location.search) history.replaceState(null, "", location.pathname);
   onsale.accountBar($("account-bar"));
   admit = store.get("admit");
   if (!sessionOpen()) {
