@@ -38,6 +38,7 @@ type checkoutView struct {
 	Pending   bool   // a pending payment: the buttons are shown
 	Card      bool   // a card (its 3-D Secure step, or the card typed here), not UPI
 	Return    string // a followable return URL, or ""
+	Retry     bool   // the last attempt failed and the page stays open
 
 	Problem string // an error page's heading; empty for a payment
 	Detail  string
@@ -59,6 +60,7 @@ func (s *Sim) checkoutPage(w http.ResponseWriter, r *http.Request) {
 		Pending:   p.Status == StatusPending, // UPI, or a card's 3-D Secure step
 		Card:      p.Method == MethodCard,
 		Return:    returnURL(r.URL.Query().Get("return")),
+		Retry:     p.Status == StatusPending && r.URL.Query().Get("attempt") == "failed",
 	})
 }
 
@@ -77,14 +79,24 @@ func (s *Sim) checkoutSettle(ok bool) http.HandlerFunc {
 		}
 		ret := returnURL(r.PostFormValue("return"))
 		p, err := s.Settle(id, ok)
+		// A failed attempt on a page that stays open (a Checkout Session's,
+		// a Razorpay link's): the payer stays on it, told, to try again.
+		retry := err == nil && p.Status == StatusPending
 		var e *Error
 		switch {
-		case err == nil && ret != "":
+		case err == nil && ret != "" && !retry:
 			http.Redirect(w, r, s.providerReturn(p, ret), http.StatusSeeOther)
 		case err == nil || errors.As(err, &e) && e.Code == EInvalidState:
-			page := "/checkout/" + url.PathEscape(id)
+			q := url.Values{}
 			if ret != "" {
-				page += "?" + url.Values{"return": {ret}}.Encode()
+				q.Set("return", ret)
+			}
+			if retry {
+				q.Set("attempt", "failed")
+			}
+			page := "/checkout/" + url.PathEscape(id)
+			if len(q) > 0 {
+				page += "?" + q.Encode()
 			}
 			http.Redirect(w, r, page, http.StatusSeeOther)
 		default:
@@ -134,9 +146,9 @@ func (s *Sim) providerReturn(p Payment, ret string) string {
 	var add url.Values
 	switch {
 	case s.dialect == DialectStripe && !p.session:
-		status := "failed"
-		if p.authorized {
-			status = "succeeded"
+		status := "failed" // as Stripe says it: the PaymentIntent needs another payment method
+		if p.Status == StatusRequiresCapture || p.Status == StatusSucceeded {
+			status = "succeeded" // authorized (manual capture) or charged
 		}
 		add = url.Values{"payment_intent": {p.ID}, "payment_intent_client_secret": {p.ID + "_secret_" + strings.TrimPrefix(p.ID, "pi_")},
 			"redirect_status": {status}}

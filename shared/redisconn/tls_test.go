@@ -30,9 +30,9 @@ func tlsRedis(t *testing.T, ca *tlstest.CA, cluster bool) string {
 		servicetest.Missing(t, "redis-server is not installed")
 	}
 	dir := t.TempDir()
-	// The port is picked and closed before redis-server binds it: another
-	// process may take it in between, and then redis-server exits. It is
-	// started again on a new port (three tries).
+	// The ports are picked and closed before redis-server binds them:
+	// another process may take one in between, and then redis-server
+	// exits. It is started again on new ports (three tries).
 	for try := 1; ; try++ {
 		addr, exited := startTLSRedis(t, bin, dir, ca, cluster)
 		if !exited {
@@ -42,7 +42,8 @@ func tlsRedis(t *testing.T, ca *tlstest.CA, cluster bool) string {
 			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
 			t.Fatalf("redis-server with TLS exited before it answered, three times; its log:\n%s", log)
 		}
-		t.Logf("redis-server with TLS on %s exited before it answered (its port taken?): again on a new port", addr)
+		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+		t.Logf("redis-server with TLS on %s exited before it answered (its port taken?): again on a new port; its log:\n%s", addr, log)
 	}
 }
 
@@ -56,7 +57,10 @@ func startTLSRedis(t *testing.T, bin, dir string, ca *tlstest.CA, cluster bool) 
 		"--tls-cert-file", ca.ServerCert, "--tls-key-file", ca.ServerKey, "--tls-ca-cert-file", ca.CertFile,
 		"--tls-auth-clients", "no", "--user", "default", "off", "--user", "alice", "on", ">secret pw", "~*", "&*", "+@all"}
 	if cluster {
-		args = append(args, "--cluster-enabled", "yes", "--tls-cluster", "yes", "--tls-replication", "yes",
+		// The cluster bus's port is named: by default it is the TLS port +
+		// 10000, which redis-server refuses above 55535 (a fifth of the
+		// ports the kernel hands out here).
+		args = append(args, "--cluster-enabled", "yes", "--cluster-port", freePort(t), "--tls-cluster", "yes", "--tls-replication", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-announce-ip", "127.0.0.1")
 	}
 	cmd := exec.Command(bin, append(args, "--logfile", filepath.Join(dir, "redis.log"))...)

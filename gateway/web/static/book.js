@@ -617,7 +617,8 @@ async function start() {
   // A provider's page sends the fan back with its own parameters (after
   // 3-D Secure, Stripe's include the PaymentIntent's client secret): the
   // page needs none of them (the webhook brings the answer), so they leave
-  // the address bar and the history.
+  // the address bar and this tab's history entry (the browser's own list
+  // of visited pages may still hold the address it arrived at).
   if (location.search) history.replaceState(null, "", location.pathname);
   onsale.accountBar($("account-bar"));
   admit = store.get("admit");
