@@ -72,6 +72,14 @@ func NewDB(tb testing.TB, o postgres.Options) *postgres.DB {
 	if o.MaxConns == 0 {
 		o.MaxConns = 40
 	}
+	if o.ConnectTimeout == 0 {
+		// The core's 2 s is for finding a new primary fast; the tests'
+		// server is shared by packages running beside each other under
+		// -race on two cores, where a race test's pool opening its 40
+		// connections at once saw one take over 2 s (TestRaceGA, on a
+		// fresh-clone make test). A test of the timeout itself sets it.
+		o.ConnectTimeout = 15 * time.Second
+	}
 	db, err := postgres.Open(context.Background(), u, o)
 	if err != nil {
 		tb.Fatalf("open %s: %v", redact(u), err)
