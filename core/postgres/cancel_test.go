@@ -32,12 +32,12 @@ func TestRaceCancelVersusPayments(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			url := postgrestest.NewURL(t)
-			a, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 20})
+			a, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 20, ConnectTimeout: postgrestest.ConnectTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(a.Close)
-			b, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 20})
+			b, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 20, ConnectTimeout: postgrestest.ConnectTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,7 +41,7 @@ func openCore(tb testing.TB, url string, wrap func(*seatmap.Taken) postgres.Take
 	if wrap != nil {
 		ts = wrap(c.taken)
 	}
-	db, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 20, Taken: ts})
+	db, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 20, Taken: ts, ConnectTimeout: postgrestest.ConnectTimeout})
 	if err != nil {
 		tb.Fatal(err)
 	}

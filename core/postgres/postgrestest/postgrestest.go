@@ -65,7 +65,16 @@ func NewURL(tb testing.TB) string {
 	return u.String()
 }
 
-// NewDB opens a migrated store on a fresh database, closed at cleanup.
+// ConnectTimeout is how long a test's store waits for a new connection.
+// The core's 2 s is for finding a new primary fast; the tests' server is
+// shared by packages running beside each other under -race on two cores,
+// where a race test's pool opening its 40 connections at once saw one take
+// over 2 s (TestRaceGA, on a fresh-clone make test). A test of the timeout
+// itself sets its own.
+const ConnectTimeout = 15 * time.Second
+
+// NewDB opens a migrated store on a fresh database, closed at cleanup
+// (with ConnectTimeout unless o names one).
 func NewDB(tb testing.TB, o postgres.Options) *postgres.DB {
 	tb.Helper()
 	u := NewURL(tb)
@@ -73,12 +82,7 @@ func NewDB(tb testing.TB, o postgres.Options) *postgres.DB {
 		o.MaxConns = 40
 	}
 	if o.ConnectTimeout == 0 {
-		// The core's 2 s is for finding a new primary fast; the tests'
-		// server is shared by packages running beside each other under
-		// -race on two cores, where a race test's pool opening its 40
-		// connections at once saw one take over 2 s (TestRaceGA, on a
-		// fresh-clone make test). A test of the timeout itself sets it.
-		o.ConnectTimeout = 15 * time.Second
+		o.ConnectTimeout = ConnectTimeout
 	}
 	db, err := postgres.Open(context.Background(), u, o)
 	if err != nil {
